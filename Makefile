@@ -1,0 +1,36 @@
+# leaf: Meituan's Leaf ID generator as a PostgreSQL extension.
+#
+#   make && make install          build and install (PGXS)
+#   make installcheck             pg_regress (sql/, expected/) on a
+#                                 temporary instance, then the TAP tests
+#                                 (test/t/); run as a non-root user
+#
+EXTENSION = leaf
+MODULE_big = leaf
+OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
+PGFILEDESC = "leaf - distributed ID generator"
+
+# The extension script is put together from one SQL file per concern.
+DATA_built = leaf--1.0.sql
+EXTRA_CLEAN = leaf--1.0.sql tmp_check_regress results regression.diffs \
+	regression.out
+
+REGRESS = $(sort $(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
+REGRESS_OPTS = --temp-config=$(srcdir)/test/leaf.conf \
+	--temp-instance=$(CURDIR)/tmp_check_regress
+TAP_TESTS = 1
+PROVE_TESTS = $(sort $(wildcard test/t/*.pl))
+PROVE_FLAGS = -I $(srcdir)/test/lib
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+
+# ZooKeeper C client (multi-threaded build: the sync API needs THREADED)
+# and libpq (fleet mode draws segments from another server).
+PG_CPPFLAGS = -DTHREADED -I$(shell $(PG_CONFIG) --includedir)
+SHLIB_LINK = -lzookeeper_mt -lpq
+
+include $(PGXS)
+
+leaf--1.0.sql: src/leaf_segment.sql src/leaf_snowflake.sql
+	cat $^ > $@

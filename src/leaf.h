@@ -1,0 +1,161 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf.h
+ *	  Declarations shared by the files of the leaf extension.
+ *
+ * leaf has two generators:
+ *	- segment mode (leaf_segment.c, leaf_alloc_worker.c): IDs from
+ *	  double-buffered segments in shared memory, refilled from the
+ *	  leaf_alloc table by a per-database background worker;
+ *	- snowflake mode (leaf_snowflake.c, leaf_zk.c): 1+41+10+12 bit IDs
+ *	  from a lock-free generator in shared memory, with the worker ID set
+ *	  by hand or taken from ZooKeeper.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LEAF_H
+#define LEAF_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/spin.h"
+#include "utils/timestamp.h"
+
+/* Longest biz_tag, in bytes, as in leaf_alloc.biz_tag varchar(128). */
+#define LEAF_TAG_MAXLEN			128
+
+/* Leaf's cap on the dynamic step. */
+#define LEAF_MAX_DYNAMIC_STEP	1000000
+
+/* Length of the error text a worker keeps for waiting callers. */
+#define LEAF_ERRMSG_LEN			256
+
+/*
+ * SQLSTATEs of our own, in class LF ("leaf").  Generic conditions use
+ * the core codes (see README).
+ */
+#define ERRCODE_LEAF_UNKNOWN_TAG		MAKE_SQLSTATE('L','F','0','0','1')
+#define ERRCODE_LEAF_INVALID_TAG		MAKE_SQLSTATE('L','F','0','0','2')
+#define ERRCODE_LEAF_ALLOC_TIMEOUT		MAKE_SQLSTATE('L','F','0','0','3')
+#define ERRCODE_LEAF_ALLOC_FAILED		MAKE_SQLSTATE('L','F','0','0','4')
+#define ERRCODE_LEAF_MAX_ID_BACKWARDS	MAKE_SQLSTATE('L','F','0','0','5')
+#define ERRCODE_LEAF_CLOCK_BACKWARDS	MAKE_SQLSTATE('L','F','1','0','1')
+#define ERRCODE_LEAF_SNOWFLAKE_NOT_READY MAKE_SQLSTATE('L','F','1','0','2')
+#define ERRCODE_LEAF_TIMESTAMP_OVERFLOW	MAKE_SQLSTATE('L','F','1','0','3')
+
+/* ---------- leaf.c: settings shared by several files ---------- */
+
+extern int	leaf_max_tags;
+extern int	leaf_max_databases;
+extern int	leaf_wait_timeout_ms;
+extern int	leaf_preload_percent;
+extern int	leaf_segment_duration_ms;
+extern int	leaf_tag_refresh_ms;
+extern char *leaf_alloc_conninfo;
+
+extern void leaf_require_preload(void);
+
+/* ---------- leaf_segment.c ---------- */
+
+/* Where a segment buffer stands. */
+typedef struct LeafSegment
+{
+	int64		start;			/* first ID of the segment */
+	int64		next;			/* next ID to hand out */
+	int64		max;			/* one past the last ID */
+	int64		preload_at;		/* request the other buffer from this ID on */
+} LeafSegment;
+
+/*
+ * One biz_tag of one database.  Slots live in a fixed array, so that a
+ * backend may keep a pointer to one across calls and check that it still
+ * names the same tag: a freed slot keeps its spinlock, and "generation"
+ * changes each time it is reused.
+ *
+ * Fields marked (key) are set when the slot is taken, under the exclusive
+ * LeafSegShared->lock, and do not change while generation stays the same.
+ * Everything else is protected by the slot's mutex.
+ */
+typedef struct LeafTagSlot
+{
+	slock_t		mutex;			/* protects everything below but (key) */
+	uint64		generation;		/* 0 when free; unique per use of the slot */
+
+	Oid			dboid;			/* (key) database of the tag */
+	Oid			extoid;			/* (key) leaf extension in that database */
+	char		tag[LEAF_TAG_MAXLEN + 1];	/* (key) the biz_tag */
+
+	LeafSegment seg[2];			/* the double buffer */
+	int			cur;			/* index of the buffer in use */
+	bool		next_ready;		/* seg[1 - cur] holds a loaded segment */
+	bool		loading;		/* a load of seg[1 - cur] was requested */
+	int64		want;			/* size asked for by a bulk caller, or 0 */
+	TimestampTz retry_at;		/* after a failed load, not before this */
+
+	int64		step;			/* step of the last load (dynamic) */
+	int32		min_step;		/* leaf_alloc.step seen at the last load */
+	int64		db_max_id;		/* leaf_alloc.max_id after the last load */
+	TimestampTz last_load;		/* when the last segment was loaded, or 0 */
+	int			nloads;			/* loads since the slot was taken */
+
+	/* statistics for leaf_segments */
+	int64		refills;		/* segments loaded */
+	int64		waits;			/* callers that found both buffers empty */
+	int64		max_wait_us;	/* longest such wait */
+	TimestampTz last_success;	/* last load that worked */
+	TimestampTz last_failure;	/* last load that failed */
+
+	/* the last load failure, for callers waiting on it */
+	uint64		fail_count;		/* bumped on each failed load */
+	bool		fail_final;		/* retrying cannot mend it: fail callers */
+	int			fail_sqlstate;	/* its SQLSTATE */
+	char		fail_msg[LEAF_ERRMSG_LEN];	/* its message */
+} LeafTagSlot;
+
+/* One allocator worker, serving one database. */
+typedef struct LeafWorkerSlot
+{
+	Oid			dboid;			/* database served, InvalidOid if free */
+	pid_t		pid;			/* 0 while starting */
+	Latch	   *latch;			/* worker's latch, NULL while starting */
+	TimestampTz started;		/* when the slot was claimed */
+} LeafWorkerSlot;
+
+typedef struct LeafSegShared
+{
+	LWLock	   *lock;			/* protects the tag hash, taking/freeing tag
+								 * slots and the worker slots' dboid */
+	slock_t		mutex;			/* protects the worker slots' pid and latch,
+								 * and next_generation */
+	uint64		next_generation;	/* source of LeafTagSlot.generation */
+	ConditionVariable cv;		/* broadcast whenever a load ends */
+	LeafWorkerSlot *workers;	/* leaf_max_databases entries */
+	LeafTagSlot *slots;			/* leaf_max_tags entries */
+} LeafSegShared;
+
+extern LeafSegShared *leaf_seg;
+
+extern void leaf_segment_shmem_request(void);
+extern void leaf_segment_shmem_startup(void);
+extern Oid	leaf_extension_namespace(Oid *extoid);
+extern LeafWorkerSlot *leaf_worker_slot_for(Oid dboid);
+extern void leaf_wake_worker(Oid dboid);
+extern void leaf_free_slot(int slotno, uint64 generation);
+
+/* ---------- leaf_alloc_worker.c ---------- */
+
+extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg) pg_attribute_noreturn();
+extern void leaf_launch_alloc_worker(Oid dboid);
+
+/* ---------- leaf_snowflake.c / leaf_zk.c ---------- */
+
+extern void leaf_snowflake_init(void);
+extern void leaf_snowflake_shmem_request(void);
+extern void leaf_snowflake_shmem_startup(void);
+
+#endif							/* LEAF_H */

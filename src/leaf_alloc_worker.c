@@ -1,0 +1,702 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_alloc_worker.c
+ *	  The allocator: a background worker per database that loads segments.
+ *
+ * A backend that needs the worker of its database and finds none starts
+ * it as a dynamic background worker.  The worker connects to that
+ * database and loops: it loads the segments callers asked for, each in a
+ * transaction of its own that is committed before the segment is
+ * published in shared memory, and now and then frees the slots of tags
+ * that were deleted from leaf_alloc.  When the extension is dropped, the
+ * worker frees the database's slots and exits.
+ *
+ * A failed load is recorded in the tag's slot.  Failures that retrying
+ * cannot mend (tag deleted, bigint range used up, max_id moved back) end
+ * the callers' wait at once; others are retried after a pause while the
+ * callers wait up to leaf.wait_timeout.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/wait_event.h"
+
+#include "leaf.h"
+
+/* How long to wait before retrying a load that failed. */
+#define LEAF_RETRY_MS			500
+
+/* Loads picked up in one pass over the slots. */
+#define LEAF_JOBS_PER_PASS		64
+
+/* A load to do, copied out of its slot. */
+typedef struct LeafLoadJob
+{
+	int			slotno;
+	uint64		generation;
+	Oid			extoid;
+	char		tag[LEAF_TAG_MAXLEN + 1];
+	int64		want;
+	int64		step;
+	int32		min_step;
+	int64		db_max_id;
+	TimestampTz last_load;
+	int			nloads;
+} LeafLoadJob;
+
+typedef enum LeafLoadStatus
+{
+	LEAF_LOAD_OK,
+	LEAF_LOAD_FAILED,			/* see sqlstate/msg; retry later */
+	LEAF_LOAD_FINAL,			/* see sqlstate/msg; callers fail at once */
+	LEAF_LOAD_TAG_GONE,			/* tag deleted: free the slot */
+	LEAF_LOAD_EXT_GONE			/* extension dropped or re-created */
+} LeafLoadStatus;
+
+typedef struct LeafLoadResult
+{
+	LeafLoadStatus status;
+	int64		start;			/* first ID of the new segment */
+	int64		size;			/* its number of IDs */
+	int64		step;			/* dynamic step to remember */
+	int32		min_step;		/* leaf_alloc.step */
+	int64		db_max_id;		/* leaf_alloc.max_id after the update */
+	int			sqlstate;
+	char		msg[LEAF_ERRMSG_LEN];
+} LeafLoadResult;
+
+static Oid	leaf_worker_dboid = InvalidOid;
+
+void
+leaf_launch_alloc_worker(Oid dboid)
+{
+	BackgroundWorker worker;
+	LeafWorkerSlot *w;
+	bool		ok;
+
+	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
+	w = leaf_worker_slot_for(dboid);
+	if (w != NULL)
+	{
+		bool		stale;
+
+		SpinLockAcquire(&leaf_seg->mutex);
+		stale = (w->pid == 0 &&
+				 TimestampDifferenceExceeds(w->started, GetCurrentTimestamp(),
+											10 * 1000));
+		SpinLockRelease(&leaf_seg->mutex);
+		if (!stale)
+		{
+			LWLockRelease(leaf_seg->lock);
+			return;
+		}
+	}
+	else
+		w = leaf_worker_slot_for(InvalidOid);
+	if (w == NULL)
+	{
+		LWLockRelease(leaf_seg->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("too many databases use leaf segment mode"),
+				 errdetail("Each database has an allocator worker of its own, and %d are running.",
+						   leaf_max_databases),
+				 errhint("Increase \"leaf.max_databases\" and restart the server.")));
+	}
+	SpinLockAcquire(&leaf_seg->mutex);
+	w->dboid = dboid;
+	w->pid = 0;
+	w->latch = NULL;
+	w->started = GetCurrentTimestamp();
+	SpinLockRelease(&leaf_seg->mutex);
+	LWLockRelease(leaf_seg->lock);
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "leaf");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "leaf_alloc_worker_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN,
+			 "leaf allocator for database %u", dboid);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "leaf allocator");
+	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
+	worker.bgw_notify_pid = 0;
+
+	ok = RegisterDynamicBackgroundWorker(&worker, NULL);
+	if (!ok)
+	{
+		LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
+		if (w->dboid == dboid && w->pid == 0)
+			w->dboid = InvalidOid;
+		LWLockRelease(leaf_seg->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("could not start the leaf allocator worker"),
+				 errhint("Consider increasing configuration parameter \"max_worker_processes\".")));
+	}
+}
+
+static void
+leaf_worker_detach(int code, Datum arg)
+{
+	LeafWorkerSlot *w;
+
+	LWLockReleaseAll();
+	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
+	w = leaf_worker_slot_for(leaf_worker_dboid);
+	if (w != NULL && w->pid == MyProcPid)
+	{
+		SpinLockAcquire(&leaf_seg->mutex);
+		w->pid = 0;
+		w->latch = NULL;
+		SpinLockRelease(&leaf_seg->mutex);
+		w->dboid = InvalidOid;
+	}
+	LWLockRelease(leaf_seg->lock);
+}
+
+
+/*
+ * The step of the next load, as Leaf computes it: the table's step for
+ * the first two loads and whenever the table's step was changed; after
+ * that, doubled if the last segment lasted less than
+ * leaf.segment_duration (up to LEAF_MAX_DYNAMIC_STEP), halved if it
+ * lasted twice as long or more, never below the table's step.
+ */
+static int64
+leaf_dynamic_step(const LeafLoadJob *job, int32 row_step, TimestampTz now)
+{
+	int64		step;
+	int64		lasted_ms;
+
+	if (job->nloads < 2 || row_step != job->min_step)
+		return row_step;
+
+	step = job->step;
+	lasted_ms = (now - job->last_load) / 1000;
+	if (lasted_ms < leaf_segment_duration_ms)
+	{
+		if (step * 2 <= LEAF_MAX_DYNAMIC_STEP)
+			step *= 2;
+	}
+	else if (lasted_ms >= 2 * (int64) leaf_segment_duration_ms)
+	{
+		if (step / 2 >= row_step)
+			step /= 2;
+	}
+	return Max(step, row_step);
+}
+
+/*
+ * Run one SPI statement with a text and an optional int8 parameter.
+ */
+static int
+leaf_spi(const char *sql, const char *tag, int64 value, bool with_value)
+{
+	Oid			argtypes[2] = {TEXTOID, INT8OID};
+	Datum		args[2];
+
+	args[0] = CStringGetTextDatum(tag);
+	args[1] = Int64GetDatum(value);
+	return SPI_execute_with_args(sql, with_value ? 2 : 1, argtypes, args,
+								 NULL, false, 0);
+}
+
+/*
+ * Move leaf_alloc.max_id up for one tag in the local database.  Runs
+ * inside the caller's transaction; errors are thrown.
+ */
+static void
+leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
+{
+	Oid			extoid;
+	Oid			nsp;
+	const char *qual;
+	char	   *sql;
+	bool		isnull;
+	int64		max_id;
+	int32		row_step;
+	int64		size;
+
+	nsp = leaf_extension_namespace(&extoid);
+	if (!OidIsValid(extoid) || extoid != job->extoid)
+	{
+		res->status = LEAF_LOAD_EXT_GONE;
+		return;
+	}
+	qual = quote_identifier(get_namespace_name(nsp));
+
+	sql = psprintf("SELECT max_id, step FROM %s.leaf_alloc "
+				   "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar "
+				   "FOR UPDATE", qual);
+	if (leaf_spi(sql, job->tag, 0, false) != SPI_OK_SELECT)
+		elog(ERROR, "could not read leaf_alloc");
+	if (SPI_processed == 0)
+	{
+		res->status = LEAF_LOAD_TAG_GONE;
+		return;
+	}
+	max_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										 SPI_tuptable->tupdesc, 1, &isnull));
+	row_step = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 2, &isnull));
+
+	res->min_step = row_step;
+	if (row_step <= 0)
+	{
+		res->status = LEAF_LOAD_FINAL;
+		res->sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+		snprintf(res->msg, sizeof(res->msg),
+				 "step of biz_tag \"%s\" is %d, but it must be positive",
+				 job->tag, row_step);
+		return;
+	}
+	if (job->db_max_id != PG_INT64_MIN && max_id < job->db_max_id)
+	{
+		res->status = LEAF_LOAD_FINAL;
+		res->sqlstate = ERRCODE_LEAF_MAX_ID_BACKWARDS;
+		snprintf(res->msg, sizeof(res->msg),
+				 "max_id of biz_tag \"%s\" moved backwards from " INT64_FORMAT
+				 " to " INT64_FORMAT "; was the tag deleted and added again?",
+				 job->tag, job->db_max_id, max_id);
+		return;
+	}
+
+	res->step = leaf_dynamic_step(job, row_step, GetCurrentTimestamp());
+	size = Max(res->step, job->want);
+	if (max_id > PG_INT64_MAX - size)
+	{
+		res->status = LEAF_LOAD_FINAL;
+		res->sqlstate = ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED;
+		snprintf(res->msg, sizeof(res->msg),
+				 "biz_tag \"%s\" has run out of IDs: max_id " INT64_FORMAT
+				 " plus a step of " INT64_FORMAT " is past the bigint range",
+				 job->tag, max_id, size);
+		return;
+	}
+
+	sql = psprintf("UPDATE %s.leaf_alloc SET max_id = $2 "
+				   "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
+				   qual);
+	if (leaf_spi(sql, job->tag, max_id + size, true) != SPI_OK_UPDATE ||
+		SPI_processed != 1)
+		elog(ERROR, "could not update leaf_alloc");
+
+	res->status = LEAF_LOAD_OK;
+	res->start = max_id;
+	res->size = size;
+	res->db_max_id = max_id + size;
+}
+
+/*
+ * Do one load in a transaction of its own.  Whatever happens, the
+ * outcome is in *res and the transaction is over.
+ */
+static void
+leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+
+	memset(res, 0, sizeof(*res));
+	res->status = LEAF_LOAD_FAILED;
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, "leaf: loading a segment");
+
+		leaf_alloc_local(job, res);
+
+		SPI_finish();
+		PopActiveSnapshot();
+		/* the segment is durable once this returns */
+		CommitTransactionCommand();
+		pgstat_report_stat(false);
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		pgstat_report_activity(STATE_IDLE, NULL);
+
+		res->status = LEAF_LOAD_FAILED;
+		res->sqlstate = edata->sqlerrcode;
+		strlcpy(res->msg, edata->message ? edata->message : "unknown error",
+				sizeof(res->msg));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+
+	if (res->status == LEAF_LOAD_FAILED || res->status == LEAF_LOAD_FINAL)
+		ereport(LOG,
+				(errmsg("leaf allocator could not load a segment for biz_tag \"%s\"",
+						job->tag),
+				 errdetail_internal("%s", res->msg)));
+}
+
+/*
+ * Publish the outcome of a load in the tag's slot.
+ */
+static void
+leaf_publish(const LeafLoadJob *job, const LeafLoadResult *res)
+{
+	LeafTagSlot *slot = &leaf_seg->slots[job->slotno];
+	TimestampTz now = GetCurrentTimestamp();
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->generation == job->generation)
+	{
+		if (res->status == LEAF_LOAD_OK)
+		{
+			LeafSegment *seg = &slot->seg[1 - slot->cur];
+
+			seg->start = res->start;
+			seg->next = res->start;
+			seg->max = res->start + res->size;
+			seg->preload_at = res->start +
+				(int64) ((double) res->size * leaf_preload_percent / 100.0);
+			slot->next_ready = true;
+			slot->loading = false;
+			slot->want = 0;
+			slot->retry_at = 0;
+			slot->step = res->step;
+			slot->min_step = res->min_step;
+			slot->db_max_id = res->db_max_id;
+			slot->last_load = now;
+			slot->nloads++;
+			slot->refills++;
+			slot->last_success = now;
+		}
+		else
+		{
+			slot->fail_count++;
+			slot->fail_final = (res->status == LEAF_LOAD_FINAL);
+			slot->fail_sqlstate = res->sqlstate;
+			strlcpy(slot->fail_msg, res->msg, sizeof(slot->fail_msg));
+			slot->last_failure = now;
+			if (slot->fail_final)
+				slot->loading = false;
+			else
+				slot->retry_at = TimestampTzPlusMilliseconds(now, LEAF_RETRY_MS);
+		}
+	}
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
+ * Free every slot of this database, or only those of an older
+ * incarnation of the extension if extoid is valid.
+ */
+static void
+leaf_free_database_slots(Oid extoid)
+{
+	int			i;
+
+	for (i = 0; i < leaf_max_tags; i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+		uint64		gen = 0;
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->generation != 0 && slot->dboid == leaf_worker_dboid &&
+			slot->extoid != extoid)
+			gen = slot->generation;
+		SpinLockRelease(&slot->mutex);
+		if (gen != 0)
+			leaf_free_slot(i, gen);
+	}
+}
+
+/*
+ * Do the loads callers asked for.  Returns the time in ms until a failed
+ * load is due for a retry, or -1.
+ */
+static long
+leaf_do_loads(void)
+{
+	LeafLoadJob *jobs;
+	long		next_retry = -1;
+
+	jobs = palloc(sizeof(LeafLoadJob) * LEAF_JOBS_PER_PASS);
+	for (;;)
+	{
+		int			njobs = 0;
+		int			i;
+		TimestampTz now = GetCurrentTimestamp();
+
+		next_retry = -1;
+		for (i = 0; i < leaf_max_tags && njobs < LEAF_JOBS_PER_PASS; i++)
+		{
+			LeafTagSlot *slot = &leaf_seg->slots[i];
+			LeafLoadJob *job = &jobs[njobs];
+
+			SpinLockAcquire(&slot->mutex);
+			if (slot->generation != 0 && slot->dboid == leaf_worker_dboid &&
+				slot->loading && !slot->next_ready)
+			{
+				if (slot->retry_at > now)
+				{
+					long		ms = TimestampDifferenceMilliseconds(now, slot->retry_at) + 1;
+
+					if (next_retry < 0 || ms < next_retry)
+						next_retry = ms;
+				}
+				else
+				{
+					job->slotno = i;
+					job->generation = slot->generation;
+					job->extoid = slot->extoid;
+					memcpy(job->tag, slot->tag, sizeof(job->tag));
+					job->want = slot->want;
+					job->step = slot->step;
+					job->min_step = slot->min_step;
+					job->db_max_id = slot->db_max_id;
+					job->last_load = slot->last_load;
+					job->nloads = slot->nloads;
+					njobs++;
+				}
+			}
+			SpinLockRelease(&slot->mutex);
+		}
+		if (njobs == 0)
+			break;
+
+		for (i = 0; i < njobs; i++)
+		{
+			LeafLoadResult res;
+
+			CHECK_FOR_INTERRUPTS();
+			leaf_load(&jobs[i], &res);
+			if (res.status == LEAF_LOAD_TAG_GONE)
+				leaf_free_slot(jobs[i].slotno, jobs[i].generation);
+			else if (res.status == LEAF_LOAD_EXT_GONE)
+				leaf_free_slot(jobs[i].slotno, jobs[i].generation);
+			else
+				leaf_publish(&jobs[i], &res);
+			ConditionVariableBroadcast(&leaf_seg->cv);
+		}
+	}
+	pfree(jobs);
+	return next_retry;
+}
+
+/*
+ * Free the slots of tags deleted from leaf_alloc.  Returns false if the
+ * extension is gone from this database.
+ */
+static bool
+leaf_refresh_tags(void)
+{
+	volatile bool ext_exists = true;
+	MemoryContext oldcxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		Oid			extoid;
+		Oid			nsp;
+
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, "leaf: checking biz_tags");
+
+		nsp = leaf_extension_namespace(&extoid);
+		if (!OidIsValid(extoid))
+			ext_exists = false;
+		else
+		{
+			char	   *sql;
+			HASHCTL		ctl;
+			HTAB	   *tags;
+			uint64		i;
+
+			/* slots of a dropped and re-created extension */
+			leaf_free_database_slots(extoid);
+
+			sql = psprintf("SELECT biz_tag::pg_catalog.text FROM %s.leaf_alloc",
+						   quote_identifier(get_namespace_name(nsp)));
+			if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+				elog(ERROR, "could not read leaf_alloc");
+
+			memset(&ctl, 0, sizeof(ctl));
+			ctl.keysize = LEAF_TAG_MAXLEN + 1;
+			ctl.entrysize = LEAF_TAG_MAXLEN + 1;
+			ctl.hcxt = CurrentMemoryContext;
+			tags = hash_create("leaf tags", Max(SPI_processed, 16), &ctl,
+							   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+			for (i = 0; i < SPI_processed; i++)
+			{
+				char	   *t = SPI_getvalue(SPI_tuptable->vals[i],
+											 SPI_tuptable->tupdesc, 1);
+
+				if (t != NULL && strlen(t) <= LEAF_TAG_MAXLEN)
+					(void) hash_search(tags, t, HASH_ENTER, NULL);
+			}
+
+			for (i = 0; i < leaf_max_tags; i++)
+			{
+				LeafTagSlot *slot = &leaf_seg->slots[i];
+				char		tag[LEAF_TAG_MAXLEN + 1];
+				uint64		gen = 0;
+
+				SpinLockAcquire(&slot->mutex);
+				if (slot->generation != 0 &&
+					slot->dboid == leaf_worker_dboid)
+				{
+					gen = slot->generation;
+					memcpy(tag, slot->tag, sizeof(tag));
+				}
+				SpinLockRelease(&slot->mutex);
+				if (gen != 0 && hash_search(tags, tag, HASH_FIND, NULL) == NULL)
+				{
+					leaf_free_slot(i, gen);
+					ereport(DEBUG1,
+							(errmsg("leaf allocator dropped biz_tag \"%s\", deleted from leaf_alloc",
+									tag)));
+				}
+			}
+		}
+
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		ereport(LOG,
+				(errmsg("leaf allocator could not check biz_tags"),
+				 errdetail_internal("%s", edata->message)));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+
+	ConditionVariableBroadcast(&leaf_seg->cv);
+	return ext_exists;
+}
+
+void
+leaf_alloc_worker_main(Datum main_arg)
+{
+	LeafWorkerSlot *w;
+	TimestampTz next_refresh;
+
+	leaf_worker_dboid = DatumGetObjectId(main_arg);
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	/* take this database's worker slot */
+	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
+	w = leaf_worker_slot_for(leaf_worker_dboid);
+	if (w == NULL)
+		w = leaf_worker_slot_for(InvalidOid);
+	if (w == NULL || (w->pid != 0 && w->pid != MyProcPid))
+	{
+		/* another worker serves this database, or there is no room */
+		LWLockRelease(leaf_seg->lock);
+		proc_exit(0);
+	}
+	SpinLockAcquire(&leaf_seg->mutex);
+	w->dboid = leaf_worker_dboid;
+	w->pid = MyProcPid;
+	w->latch = MyLatch;
+	SpinLockRelease(&leaf_seg->mutex);
+	LWLockRelease(leaf_seg->lock);
+	before_shmem_exit(leaf_worker_detach, (Datum) 0);
+
+	BackgroundWorkerInitializeConnectionByOid(leaf_worker_dboid, InvalidOid, 0);
+	pgstat_report_appname("leaf allocator");
+
+	/*
+	 * A segment must be durable before any of its IDs is handed out, so
+	 * commits wait for the WAL flush whatever the server's default is; and
+	 * a caller holding a row of leaf_alloc must not stall the worker.
+	 */
+	if (synchronous_commit < SYNCHRONOUS_COMMIT_ON)
+		SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", "1000", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET,
+					PGC_S_OVERRIDE);
+
+	ereport(LOG,
+			(errmsg("leaf allocator started for database with OID %u",
+					leaf_worker_dboid)));
+
+	next_refresh = 0;
+	for (;;)
+	{
+		long		timeout;
+		TimestampTz now;
+
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		timeout = leaf_do_loads();
+
+		now = GetCurrentTimestamp();
+		if (now >= next_refresh)
+		{
+			if (!leaf_refresh_tags())
+			{
+				leaf_free_database_slots(InvalidOid);
+				ereport(LOG,
+						(errmsg("leaf allocator exiting: extension \"leaf\" is no longer installed in database with OID %u",
+								leaf_worker_dboid)));
+				proc_exit(0);
+			}
+			next_refresh = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   leaf_tag_refresh_ms);
+		}
+		if (timeout < 0 || timeout > leaf_tag_refresh_ms)
+			timeout = leaf_tag_refresh_ms;
+
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 timeout, PG_WAIT_EXTENSION);
+	}
+}

@@ -1,0 +1,839 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_segment.c
+ *	  Segment mode: leaf_segment_nextval() on double-buffered segments in
+ *	  shared memory.
+ *
+ * Each (database, biz_tag) in use has a LeafTagSlot with two segment
+ * buffers.  Callers take IDs from the current buffer under the slot's
+ * spinlock.  Once leaf.preload_percent of it is used, they ask the
+ * database's allocator worker (leaf_alloc_worker.c) to load the other
+ * buffer; when the current one runs out and the other is ready, they
+ * switch.  A caller sleeps only when both buffers are empty, on a
+ * condition variable the worker broadcasts after every load, and never
+ * longer than leaf.wait_timeout.
+ *
+ * The worker commits each allocation in its own transaction before the
+ * segment is published here, so no caller's rollback can make an ID be
+ * handed out twice, and after a crash every new segment lies above every
+ * ID handed out before.
+ *
+ * Slots sit in a fixed array rather than in the hash table itself, so a
+ * backend may cache a pointer to its slot in fn_extra and skip the hash
+ * lookup: the slot's generation, read under its spinlock, tells whether
+ * it still holds the same tag.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xlog.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_extension.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/tuplestore.h"
+#include "utils/wait_event.h"
+
+#include "leaf.h"
+
+PG_FUNCTION_INFO_V1(leaf_segment_nextval);
+PG_FUNCTION_INFO_V1(leaf_segment_nextvals);
+PG_FUNCTION_INFO_V1(leaf_segments);
+
+/* Key of the tag hash. */
+typedef struct LeafTagKey
+{
+	Oid			dboid;
+	Oid			extoid;
+	char		tag[LEAF_TAG_MAXLEN + 1];
+} LeafTagKey;
+
+typedef struct LeafTagEntry
+{
+	LeafTagKey	key;			/* hash key; must be first */
+	int			slotno;			/* index into leaf_seg->slots */
+} LeafTagEntry;
+
+/* What a call site remembers between calls (in fn_extra). */
+typedef struct LeafCallCache
+{
+	int			len;			/* length of tag, 0 if nothing cached */
+	char		tag[LEAF_TAG_MAXLEN + 1];
+	LeafTagSlot *slot;
+	uint64		generation;
+} LeafCallCache;
+
+LeafSegShared *leaf_seg = NULL;
+static HTAB *leaf_tag_hash = NULL;
+
+static Size
+leaf_segment_shmem_size(void)
+{
+	Size		size;
+
+	size = MAXALIGN(sizeof(LeafSegShared));
+	size = add_size(size, MAXALIGN(mul_size(leaf_max_databases,
+											sizeof(LeafWorkerSlot))));
+	size = add_size(size, mul_size(leaf_max_tags, sizeof(LeafTagSlot)));
+	size = add_size(size, hash_estimate_size(leaf_max_tags,
+											 sizeof(LeafTagEntry)));
+	return size;
+}
+
+void
+leaf_segment_shmem_request(void)
+{
+	RequestAddinShmemSpace(leaf_segment_shmem_size());
+	RequestNamedLWLockTranche("leaf", 1);
+}
+
+/*
+ * Called with AddinShmemInitLock held.
+ */
+void
+leaf_segment_shmem_startup(void)
+{
+	bool		found;
+	HASHCTL		info;
+	Size		size;
+
+	leaf_seg = NULL;
+	leaf_tag_hash = NULL;
+
+	size = MAXALIGN(sizeof(LeafSegShared));
+	size = add_size(size, MAXALIGN(mul_size(leaf_max_databases,
+											sizeof(LeafWorkerSlot))));
+	size = add_size(size, mul_size(leaf_max_tags, sizeof(LeafTagSlot)));
+
+	leaf_seg = ShmemInitStruct("leaf segment state", size, &found);
+	if (!found)
+	{
+		char	   *p = (char *) leaf_seg;
+		int			i;
+
+		memset(leaf_seg, 0, size);
+		leaf_seg->lock = &(GetNamedLWLockTranche("leaf"))->lock;
+		SpinLockInit(&leaf_seg->mutex);
+		leaf_seg->next_generation = 1;
+		ConditionVariableInit(&leaf_seg->cv);
+
+		p += MAXALIGN(sizeof(LeafSegShared));
+		leaf_seg->workers = (LeafWorkerSlot *) p;
+		p += MAXALIGN(mul_size(leaf_max_databases, sizeof(LeafWorkerSlot)));
+		leaf_seg->slots = (LeafTagSlot *) p;
+
+		for (i = 0; i < leaf_max_tags; i++)
+			SpinLockInit(&leaf_seg->slots[i].mutex);
+	}
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(LeafTagKey);
+	info.entrysize = sizeof(LeafTagEntry);
+	leaf_tag_hash = ShmemInitHash("leaf tag hash",
+								  leaf_max_tags, leaf_max_tags,
+								  &info, HASH_ELEM | HASH_BLOBS);
+}
+
+static void
+leaf_segment_check_ready(void)
+{
+	leaf_require_preload();
+	if (leaf_seg == NULL || leaf_tag_hash == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("leaf shared memory is not initialized")));
+}
+
+/*
+ * Returns the namespace of the leaf extension in the current database,
+ * and its OID in *extoid.  Errors out if the extension is not there.
+ */
+Oid
+leaf_extension_namespace(Oid *extoid)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			nsp = InvalidOid;
+
+	*extoid = InvalidOid;
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname,
+				BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("leaf"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true,
+							  NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		Form_pg_extension ext = (Form_pg_extension) GETSTRUCT(tup);
+
+		*extoid = ext->oid;
+		nsp = ext->extnamespace;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	return nsp;
+}
+
+/*
+ * The worker slot of a database, or NULL.  Caller holds leaf_seg->lock.
+ */
+LeafWorkerSlot *
+leaf_worker_slot_for(Oid dboid)
+{
+	int			i;
+
+	for (i = 0; i < leaf_max_databases; i++)
+		if (leaf_seg->workers[i].dboid == dboid)
+			return &leaf_seg->workers[i];
+	return NULL;
+}
+
+/*
+ * Wake the allocator worker of a database, starting it if there is none.
+ */
+void
+leaf_wake_worker(Oid dboid)
+{
+	LeafWorkerSlot *w;
+	Latch	   *latch = NULL;
+	bool		launch = false;
+
+	LWLockAcquire(leaf_seg->lock, LW_SHARED);
+	w = leaf_worker_slot_for(dboid);
+	if (w == NULL)
+		launch = true;
+	else
+	{
+		SpinLockAcquire(&leaf_seg->mutex);
+		latch = w->latch;
+		/* a worker that never came up is replaced after a while */
+		if (w->pid == 0 &&
+			TimestampDifferenceExceeds(w->started, GetCurrentTimestamp(),
+									   10 * 1000))
+			launch = true;
+		SpinLockRelease(&leaf_seg->mutex);
+	}
+	LWLockRelease(leaf_seg->lock);
+
+	if (latch != NULL)
+		SetLatch(latch);
+	else if (launch)
+		leaf_launch_alloc_worker(dboid);
+}
+
+/*
+ * Free a tag slot, if it still holds the given generation.  Callers that
+ * cached a pointer to it see the generation change and look the tag up
+ * again.
+ */
+void
+leaf_free_slot(int slotno, uint64 generation)
+{
+	LeafTagSlot *slot = &leaf_seg->slots[slotno];
+	LeafTagKey	key;
+	bool		freed = false;
+
+	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
+	SpinLockAcquire(&slot->mutex);
+	if (slot->generation != 0 && slot->generation == generation)
+	{
+		slot->generation = 0;
+		freed = true;
+	}
+	SpinLockRelease(&slot->mutex);
+	if (freed)
+	{
+		memset(&key, 0, sizeof(key));
+		key.dboid = slot->dboid;
+		key.extoid = slot->extoid;
+		memcpy(key.tag, slot->tag, sizeof(key.tag));
+		(void) hash_search(leaf_tag_hash, &key, HASH_REMOVE, NULL);
+	}
+	LWLockRelease(leaf_seg->lock);
+}
+
+/*
+ * Validate a tag given as text and copy it, NUL-terminated, into buf.
+ */
+static int
+leaf_tag_from_text(text *t, char *buf)
+{
+	int			len = VARSIZE_ANY_EXHDR(t);
+
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_LEAF_INVALID_TAG),
+				 errmsg("biz_tag must not be empty")));
+	if (len > LEAF_TAG_MAXLEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_LEAF_INVALID_TAG),
+				 errmsg("biz_tag \"%.*s...\" is too long", 32, VARDATA_ANY(t)),
+				 errdetail("A biz_tag is at most %d bytes; this one has %d.",
+						   LEAF_TAG_MAXLEN, len)));
+	memcpy(buf, VARDATA_ANY(t), len);
+	buf[len] = '\0';
+	return len;
+}
+
+/*
+ * Does the tag exist in this database's leaf_alloc?  Asked as the
+ * bootstrap superuser, so callers need no privilege on leaf_alloc, with
+ * the tag as a parameter and every name qualified.
+ */
+static bool
+leaf_tag_exists(Oid nsp, const char *tag)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	bool		exists = false;
+	char	   *sql;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+
+	sql = psprintf("SELECT 1 FROM %s.leaf_alloc "
+				   "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
+				   quote_identifier(get_namespace_name(nsp)));
+	args[0] = CStringGetTextDatum(tag);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (SPI_execute_with_args(sql, 1, argtypes, args, NULL,
+								  true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not look up biz_tag");
+		exists = (SPI_processed > 0);
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+	}
+	PG_END_TRY();
+
+	return exists;
+}
+
+static void
+leaf_report_unknown_tag(const char *tag)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_LEAF_UNKNOWN_TAG),
+			 errmsg("biz_tag \"%s\" does not exist", tag),
+			 errhint("Add it with SELECT leaf_segment_create('%s'), or INSERT a row into leaf_alloc.",
+					 tag)));
+}
+
+/*
+ * Find or create the slot of a tag in the current database.  Returns the
+ * slot and its generation.  Unknown tags never take a slot.
+ */
+static LeafTagSlot *
+leaf_lookup_slot(const char *tag, uint64 *generation)
+{
+	LeafTagKey	key;
+	LeafTagEntry *entry;
+	LeafTagSlot *slot = NULL;
+	Oid			nsp;
+	bool		found;
+	int			i;
+
+	if (RecoveryInProgress() &&
+		(leaf_alloc_conninfo == NULL || leaf_alloc_conninfo[0] == '\0'))
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot allocate IDs of biz_tag \"%s\" during recovery", tag),
+				 errdetail("Segment allocation writes leaf_alloc, which needs a primary server."),
+				 errhint("Call leaf_segment_nextval on the primary, or set leaf.alloc_conninfo to draw segments from it.")));
+
+	memset(&key, 0, sizeof(key));
+	key.dboid = MyDatabaseId;
+	nsp = leaf_extension_namespace(&key.extoid);
+	if (!OidIsValid(key.extoid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"leaf\" is not installed in this database")));
+	strlcpy(key.tag, tag, sizeof(key.tag));
+
+	LWLockAcquire(leaf_seg->lock, LW_SHARED);
+	entry = hash_search(leaf_tag_hash, &key, HASH_FIND, NULL);
+	if (entry != NULL)
+	{
+		slot = &leaf_seg->slots[entry->slotno];
+		/* generation cannot change while we hold the lock */
+		*generation = slot->generation;
+	}
+	LWLockRelease(leaf_seg->lock);
+	if (slot != NULL)
+		return slot;
+
+	if (!leaf_tag_exists(nsp, tag))
+		leaf_report_unknown_tag(tag);
+
+	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
+	entry = hash_search(leaf_tag_hash, &key, HASH_FIND, NULL);
+	if (entry == NULL)
+	{
+		for (i = 0; i < leaf_max_tags; i++)
+			if (leaf_seg->slots[i].generation == 0)
+				break;
+		if (i < leaf_max_tags)
+			entry = hash_search(leaf_tag_hash, &key, HASH_ENTER_NULL, &found);
+		if (entry == NULL)
+		{
+			LWLockRelease(leaf_seg->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+					 errmsg("too many biz_tags in use"),
+					 errdetail("Shared memory holds %d biz_tags over all databases.",
+							   leaf_max_tags),
+					 errhint("Increase \"leaf.max_tags\" and restart the server.")));
+		}
+		entry->slotno = i;
+		slot = &leaf_seg->slots[i];
+
+		SpinLockAcquire(&leaf_seg->mutex);
+		*generation = leaf_seg->next_generation++;
+		SpinLockRelease(&leaf_seg->mutex);
+
+		SpinLockAcquire(&slot->mutex);
+		slot->dboid = key.dboid;
+		slot->extoid = key.extoid;
+		memcpy(slot->tag, key.tag, sizeof(slot->tag));
+		memset(slot->seg, 0, sizeof(slot->seg));
+		slot->cur = 0;
+		slot->next_ready = false;
+		slot->loading = true;	/* the first load is wanted at once */
+		slot->want = 0;
+		slot->step = 0;
+		slot->min_step = 0;
+		slot->db_max_id = PG_INT64_MIN;
+		slot->last_load = 0;
+		slot->nloads = 0;
+		slot->retry_at = 0;
+		slot->refills = 0;
+		slot->waits = 0;
+		slot->max_wait_us = 0;
+		slot->last_success = 0;
+		slot->last_failure = 0;
+		slot->fail_count = 0;
+		slot->fail_final = false;
+		slot->fail_sqlstate = 0;
+		slot->fail_msg[0] = '\0';
+		slot->generation = *generation;
+		SpinLockRelease(&slot->mutex);
+	}
+	else
+	{
+		slot = &leaf_seg->slots[entry->slotno];
+		*generation = slot->generation;
+	}
+	LWLockRelease(leaf_seg->lock);
+
+	leaf_wake_worker(MyDatabaseId);
+	return slot;
+}
+
+/*
+ * Take up to n consecutive IDs from a slot, switching buffers when the
+ * current one is used up and the other is ready.  Returns how many were
+ * taken (the first in *first), 0 when both buffers are empty, or -1 when
+ * the slot no longer holds this generation.  Sets *wake when the worker
+ * must be told to load the other buffer; "want" asks for a segment of at
+ * least that many IDs.
+ */
+static inline int64
+leaf_take(LeafTagSlot *slot, uint64 generation, int64 n, int64 want,
+		  int64 *first, bool *wake, uint64 *fail_count)
+{
+	LeafSegment *seg;
+	int64		take;
+
+	SpinLockAcquire(&slot->mutex);
+	if (unlikely(slot->generation != generation))
+	{
+		SpinLockRelease(&slot->mutex);
+		return -1;
+	}
+	seg = &slot->seg[slot->cur];
+	if (seg->next >= seg->max && slot->next_ready)
+	{
+		slot->cur = 1 - slot->cur;
+		slot->next_ready = false;
+		seg = &slot->seg[slot->cur];
+	}
+	take = Min(n, seg->max - seg->next);
+	if (take > 0)
+	{
+		*first = seg->next;
+		seg->next += take;
+	}
+	else
+		take = 0;
+
+	if (unlikely(seg->next >= seg->preload_at || take < n) &&
+		!slot->next_ready && !slot->loading)
+	{
+		slot->loading = true;
+		slot->want = Max(want - take, 0);
+		*wake = true;
+	}
+	if (fail_count)
+		*fail_count = slot->fail_count;
+	SpinLockRelease(&slot->mutex);
+
+	return take;
+}
+
+/*
+ * Wait, after finding both buffers of a slot empty, until something
+ * changes: a load ends, the worker reports a failure that callers should
+ * see, or the timeout passes.
+ */
+static void
+leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
+				   TimestampTz deadline, uint64 fail_seen)
+{
+	int			sqlstate = 0;
+	char		msg[LEAF_ERRMSG_LEN];
+	bool		failed = false;
+	long		remaining;
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->generation == generation && slot->fail_count != fail_seen &&
+		slot->fail_final)
+	{
+		/* only failures that retrying cannot mend end the wait early */
+		failed = true;
+		sqlstate = slot->fail_sqlstate;
+		strlcpy(msg, slot->fail_msg, sizeof(msg));
+	}
+	SpinLockRelease(&slot->mutex);
+
+	if (failed)
+	{
+		ConditionVariableCancelSleep();
+		ereport(ERROR,
+				(errcode(sqlstate),
+				 errmsg("could not allocate a segment for biz_tag \"%s\"", tag),
+				 errdetail_internal("%s", msg)));
+	}
+
+	remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+	if (remaining <= 0)
+	{
+		ConditionVariableCancelSleep();
+		SpinLockAcquire(&slot->mutex);
+		msg[0] = '\0';
+		if (slot->generation == generation && slot->fail_count != 0)
+			strlcpy(msg, slot->fail_msg, sizeof(msg));
+		SpinLockRelease(&slot->mutex);
+		if (msg[0] != '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_LEAF_ALLOC_TIMEOUT),
+					 errmsg("timed out waiting for a segment of biz_tag \"%s\"", tag),
+					 errdetail_internal("The last allocation failed: %s", msg),
+					 errhint("Check the server log; \"leaf.wait_timeout\" sets how long callers wait.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_LEAF_ALLOC_TIMEOUT),
+				 errmsg("timed out waiting for a segment of biz_tag \"%s\"", tag),
+				 errhint("Check that the leaf allocator is running; \"leaf.wait_timeout\" sets how long callers wait.")));
+	}
+
+	(void) ConditionVariableTimedSleep(&leaf_seg->cv, Min(remaining, 1000),
+									   PG_WAIT_EXTENSION);
+}
+
+/*
+ * Take n IDs of a tag, in runs of consecutive IDs, calling emit for each
+ * run.  The slot comes from (and goes back to) *cache.
+ */
+typedef void (*leaf_emit_fn) (int64 first, int64 count, void *arg);
+
+static void
+leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
+{
+	bool		waited = false;
+	TimestampTz wait_start = 0;
+	TimestampTz deadline = 0;
+	int64		want = n;
+
+	while (n > 0)
+	{
+		int64		first = 0;
+		int64		got;
+		bool		wake = false;
+		uint64		fail_seen = 0;
+
+		if (cache->slot == NULL)
+			cache->slot = leaf_lookup_slot(cache->tag, &cache->generation);
+
+		got = leaf_take(cache->slot, cache->generation, n, want,
+						&first, &wake, &fail_seen);
+		if (wake)
+			leaf_wake_worker(MyDatabaseId);
+		if (got < 0)
+		{
+			/* the slot was freed (tag deleted): look it up again */
+			cache->slot = NULL;
+			continue;
+		}
+		if (got > 0)
+		{
+			emit(first, got, arg);
+			n -= got;
+			want -= got;
+			continue;
+		}
+
+		/* both buffers are empty */
+		if (!waited)
+		{
+			waited = true;
+			wait_start = GetCurrentTimestamp();
+			deadline = TimestampTzPlusMilliseconds(wait_start,
+												   leaf_wait_timeout_ms);
+			ConditionVariablePrepareToSleep(&leaf_seg->cv);
+			continue;			/* check once more before sleeping */
+		}
+		leaf_wait_for_load(cache->slot, cache->generation, cache->tag,
+						   deadline, fail_seen);
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	if (waited)
+	{
+		long		secs;
+		int			usecs;
+		int64		us;
+		LeafTagSlot *slot = cache->slot;
+
+		ConditionVariableCancelSleep();
+		TimestampDifference(wait_start, GetCurrentTimestamp(), &secs, &usecs);
+		us = (int64) secs * 1000000 + usecs;
+		SpinLockAcquire(&slot->mutex);
+		if (slot->generation == cache->generation)
+		{
+			slot->waits++;
+			if (us > slot->max_wait_us)
+				slot->max_wait_us = us;
+		}
+		SpinLockRelease(&slot->mutex);
+	}
+}
+
+static LeafCallCache *
+leaf_call_cache(FunctionCallInfo fcinfo, text *tagtext)
+{
+	LeafCallCache *cache = (LeafCallCache *) fcinfo->flinfo->fn_extra;
+	int			len = VARSIZE_ANY_EXHDR(tagtext);
+
+	if (likely(cache != NULL) && cache->len == len &&
+		memcmp(cache->tag, VARDATA_ANY(tagtext), len) == 0)
+		return cache;
+
+	leaf_segment_check_ready();
+	if (cache == NULL)
+	{
+		cache = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt,
+									   sizeof(LeafCallCache));
+		fcinfo->flinfo->fn_extra = cache;
+	}
+	cache->len = 0;
+	cache->slot = NULL;
+	(void) leaf_tag_from_text(tagtext, cache->tag);
+	cache->len = len;
+	return cache;
+}
+
+static void
+leaf_emit_one(int64 first, int64 count, void *arg)
+{
+	*(int64 *) arg = first;
+}
+
+Datum
+leaf_segment_nextval(PG_FUNCTION_ARGS)
+{
+	text	   *tagtext = PG_GETARG_TEXT_PP(0);
+	LeafCallCache *cache = leaf_call_cache(fcinfo, tagtext);
+	int64		first;
+	bool		wake = false;
+
+	/* fast path: the cached slot has an ID ready */
+	if (likely(cache->slot != NULL) &&
+		leaf_take(cache->slot, cache->generation, 1, 1,
+				  &first, &wake, NULL) == 1)
+	{
+		if (unlikely(wake))
+			leaf_wake_worker(MyDatabaseId);
+		PG_RETURN_INT64(first);
+	}
+	if (wake)
+		leaf_wake_worker(MyDatabaseId);
+
+	leaf_take_ids(cache, 1, leaf_emit_one, &first);
+	PG_RETURN_INT64(first);
+}
+
+typedef struct LeafEmitState
+{
+	Tuplestorestate *store;
+	TupleDesc	desc;
+} LeafEmitState;
+
+static void
+leaf_emit_store(int64 first, int64 count, void *arg)
+{
+	LeafEmitState *st = (LeafEmitState *) arg;
+	int64		i;
+	bool		isnull = false;
+
+	for (i = 0; i < count; i++)
+	{
+		Datum		value = Int64GetDatum(first + i);
+
+		tuplestore_putvalues(st->store, st->desc, &value, &isnull);
+	}
+}
+
+Datum
+leaf_segment_nextvals(PG_FUNCTION_ARGS)
+{
+	text	   *tagtext = PG_GETARG_TEXT_PP(0);
+	int32		n = PG_GETARG_INT32(1);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	LeafCallCache *cache;
+	LeafEmitState st;
+
+	if (n < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("number of IDs must not be negative"),
+				 errdetail("%d IDs were asked for.", n)));
+
+	cache = leaf_call_cache(fcinfo, tagtext);
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	st.store = rsinfo->setResult;
+	st.desc = rsinfo->setDesc;
+	if (n > 0)
+		leaf_take_ids(cache, n, leaf_emit_store, &st);
+
+	return (Datum) 0;
+}
+
+/*
+ * leaf_segments(): one row per tag slot in use.
+ */
+Datum
+leaf_segments(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i;
+	const char *source;
+
+	leaf_segment_check_ready();
+	InitMaterializedSRF(fcinfo, 0);
+
+	source = (leaf_alloc_conninfo && leaf_alloc_conninfo[0]) ?
+		"remote" : "local";
+
+	for (i = 0; i < leaf_max_tags; i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+		LeafTagSlot copy;
+		Datum		values[16];
+		bool		nulls[16];
+		char	   *dbname;
+		LeafSegment *cur;
+		LeafSegment *nxt;
+		int			j = 0;
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->generation == 0)
+		{
+			SpinLockRelease(&slot->mutex);
+			continue;
+		}
+		memcpy(&copy, slot, sizeof(copy));
+		SpinLockRelease(&slot->mutex);
+
+		memset(nulls, 0, sizeof(nulls));
+		cur = &copy.seg[copy.cur];
+		nxt = &copy.seg[1 - copy.cur];
+
+		dbname = get_database_name(copy.dboid);
+		if (dbname)
+			values[j++] = CStringGetDatum(dbname);
+		else
+			nulls[j++] = true;
+		values[j++] = CStringGetTextDatum(copy.tag);
+		if (cur->max > cur->start)
+		{
+			values[j++] = Int64GetDatum(cur->start);
+			values[j++] = Int64GetDatum(cur->max - 1);
+			values[j++] = Int64GetDatum(Min(cur->next, cur->max));
+		}
+		else
+		{
+			nulls[j++] = true;
+			nulls[j++] = true;
+			nulls[j++] = true;
+		}
+		values[j++] = BoolGetDatum(copy.next_ready);
+		if (copy.next_ready)
+		{
+			values[j++] = Int64GetDatum(nxt->start);
+			values[j++] = Int64GetDatum(nxt->max - 1);
+		}
+		else
+		{
+			nulls[j++] = true;
+			nulls[j++] = true;
+		}
+		values[j++] = Int64GetDatum(copy.step);
+		values[j++] = Int64GetDatum(copy.refills);
+		values[j++] = Int64GetDatum(copy.waits);
+		values[j++] = Float8GetDatum(copy.max_wait_us / 1000.0);
+		values[j++] = CStringGetTextDatum(source);
+		if (copy.last_success)
+			values[j++] = TimestampTzGetDatum(copy.last_success);
+		else
+			nulls[j++] = true;
+		if (copy.last_failure)
+			values[j++] = TimestampTzGetDatum(copy.last_failure);
+		else
+			nulls[j++] = true;
+		if (copy.fail_msg[0])
+			values[j++] = CStringGetTextDatum(copy.fail_msg);
+		else
+			nulls[j++] = true;
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+							 values, nulls);
+	}
+
+	return (Datum) 0;
+}

@@ -1,0 +1,113 @@
+-- leaf: segment mode (see src/leaf_segment.c and src/leaf_alloc_worker.c)
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION leaf" to load this file. \quit
+
+--
+-- leaf_alloc: one row per biz_tag, as in Leaf.  Each refill moves max_id
+-- up by the step and serves [new max_id - step, new max_id - 1].
+--
+CREATE TABLE leaf_alloc (
+	biz_tag		varchar(128) PRIMARY KEY,
+	max_id		bigint NOT NULL DEFAULT 1,
+	step		int NOT NULL,
+	description	varchar(256),
+	update_time	timestamp NOT NULL DEFAULT now(),
+	CONSTRAINT leaf_alloc_biz_tag_check CHECK (biz_tag <> ''),
+	CONSTRAINT leaf_alloc_step_check CHECK (step > 0)
+);
+
+COMMENT ON TABLE leaf_alloc IS 'leaf segment mode: one row per biz_tag';
+
+-- rows added by users survive pg_dump and restore
+SELECT pg_catalog.pg_extension_config_dump('leaf_alloc', '');
+
+--
+-- max_id must never move backwards, or IDs already handed out would be
+-- handed out again.  Renaming a tag would do the same to the old name.
+--
+CREATE FUNCTION leaf_alloc_guard()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
+BEGIN
+	IF NEW.biz_tag IS DISTINCT FROM OLD.biz_tag THEN
+		RAISE EXCEPTION 'biz_tag "%" cannot be renamed', OLD.biz_tag
+			USING ERRCODE = 'LF005',
+				  HINT = 'Insert a new row for the new tag instead.';
+	END IF;
+	IF NEW.max_id < OLD.max_id THEN
+		RAISE EXCEPTION 'max_id of biz_tag "%" cannot move backwards', OLD.biz_tag
+			USING ERRCODE = 'LF005',
+				  DETAIL = format('max_id is %s; the update would set it to %s.',
+								  OLD.max_id, NEW.max_id),
+				  HINT = 'IDs below max_id may already have been handed out; lowering it would repeat them.';
+	END IF;
+	NEW.update_time := now();
+	RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER leaf_alloc_guard
+	BEFORE UPDATE ON leaf_alloc
+	FOR EACH ROW EXECUTE FUNCTION leaf_alloc_guard();
+
+CREATE FUNCTION leaf_segment_create(biz_tag text,
+									step integer DEFAULT 1000,
+									start bigint DEFAULT 1,
+									description text DEFAULT NULL)
+RETURNS void
+LANGUAGE sql
+AS $$
+	INSERT INTO @extschema@.leaf_alloc (biz_tag, max_id, step, description)
+	VALUES ($1, $3, $2, $4)
+$$;
+
+COMMENT ON FUNCTION leaf_segment_create(text, integer, bigint, text) IS
+'adds a biz_tag to leaf_alloc; its first ID is start';
+
+CREATE FUNCTION leaf_segment_nextval(biz_tag text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'leaf_segment_nextval'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION leaf_segment_nextval(text) IS
+'returns the next ID of a biz_tag, from segments held in shared memory';
+
+CREATE FUNCTION leaf_segment_nextvals(biz_tag text, n integer)
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'leaf_segment_nextvals'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE ROWS 1000;
+
+COMMENT ON FUNCTION leaf_segment_nextvals(text, integer) IS
+'returns n IDs of a biz_tag in one call';
+
+CREATE FUNCTION leaf_segments(
+	OUT database name,
+	OUT biz_tag text,
+	OUT segment_start bigint,
+	OUT segment_end bigint,
+	OUT next_id bigint,
+	OUT next_ready boolean,
+	OUT next_segment_start bigint,
+	OUT next_segment_end bigint,
+	OUT step bigint,
+	OUT refills bigint,
+	OUT waits bigint,
+	OUT max_wait_ms double precision,
+	OUT source text,
+	OUT last_refill timestamptz,
+	OUT last_failure timestamptz,
+	OUT last_error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'leaf_segments'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW leaf_segments AS SELECT * FROM leaf_segments();
+
+COMMENT ON VIEW leaf_segments IS
+'segments of every biz_tag held in shared memory, over all databases';
+
+REVOKE ALL ON FUNCTION leaf_segments() FROM PUBLIC;
+REVOKE ALL ON leaf_segments FROM PUBLIC;

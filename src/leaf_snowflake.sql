@@ -1,0 +1,1 @@
+-- snowflake mode: see src/leaf_snowflake.c
