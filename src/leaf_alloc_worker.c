@@ -36,6 +36,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/wait_event.h"
 
 #include "leaf.h"
@@ -569,15 +570,27 @@ leaf_refresh_tags(void)
 				char		tag[LEAF_TAG_MAXLEN + 1];
 				uint64		gen = 0;
 
+				Oid			dboid = InvalidOid;
+
 				SpinLockAcquire(&slot->mutex);
-				if (slot->generation != 0 &&
-					slot->dboid == leaf_worker_dboid)
+				if (slot->generation != 0)
 				{
 					gen = slot->generation;
+					dboid = slot->dboid;
 					memcpy(tag, slot->tag, sizeof(tag));
 				}
 				SpinLockRelease(&slot->mutex);
-				if (gen != 0 && hash_search(tags, tag, HASH_FIND, NULL) == NULL)
+				if (gen == 0)
+					continue;
+				if (dboid != leaf_worker_dboid)
+				{
+					/* any worker frees the slots of dropped databases */
+					if (!SearchSysCacheExists1(DATABASEOID,
+											   ObjectIdGetDatum(dboid)))
+						leaf_free_slot(i, gen);
+					continue;
+				}
+				if (hash_search(tags, tag, HASH_FIND, NULL) == NULL)
 				{
 					leaf_free_slot(i, gen);
 					ereport(DEBUG1,

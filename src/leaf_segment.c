@@ -342,8 +342,8 @@ leaf_report_unknown_tag(const char *tag)
 	ereport(ERROR,
 			(errcode(ERRCODE_LEAF_UNKNOWN_TAG),
 			 errmsg("biz_tag \"%s\" does not exist", tag),
-			 errhint("Add it with SELECT leaf_segment_create('%s'), or INSERT a row into leaf_alloc.",
-					 tag)));
+			 errhint("Add it with SELECT leaf_segment_create(%s), or INSERT a row into leaf_alloc.",
+					 quote_literal_cstr(tag))));
 }
 
 /*
@@ -784,11 +784,11 @@ leaf_segments(PG_FUNCTION_ARGS)
 		cur = &copy.seg[copy.cur];
 		nxt = &copy.seg[1 - copy.cur];
 
+		/* slots of a dropped database wait for a worker to free them */
 		dbname = get_database_name(copy.dboid);
-		if (dbname)
-			values[j++] = CStringGetDatum(dbname);
-		else
-			nulls[j++] = true;
+		if (dbname == NULL)
+			continue;
+		values[j++] = CStringGetDatum(dbname);
 		values[j++] = CStringGetTextDatum(copy.tag);
 		if (cur->max > cur->start)
 		{

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+#
+# install.sh: set up leaf on a Debian 12 machine (run as root).
+#
+#   ./install.sh          install what is needed, build and install leaf,
+#                         start a local PostgreSQL 15 with leaf preloaded
+#                         (data directory .pgdata/ in this checkout) and
+#                         show IDs coming out
+#   ./install.sh test     install what is needed, build with -Werror and
+#                         run the whole test suite (pg_regress, pgTAP, TAP)
+#   ./install.sh stop     stop the local PostgreSQL started by ./install.sh
+#
+# Environment: LEAF_PORT (default 5499) for the local server; LEAF_TEST_DIR
+# for where the tests build and run (default: a new directory under /tmp).
+#
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+pgbin=/usr/lib/postgresql/15/bin
+port=${LEAF_PORT:-5499}
+mode=${1:-run}
+
+say() { printf '\n== %s\n' "$*"; }
+
+need_root() {
+	if [ "$(id -u)" != 0 ]; then
+		echo "install.sh: run this as root (it installs packages and runs PostgreSQL as user postgres)" >&2
+		exit 1
+	fi
+}
+
+install_packages() {
+	local pkgs=(build-essential postgresql-15 postgresql-server-dev-15
+		libzookeeper-mt-dev libpq-dev)
+	if [ "$1" = test ]; then
+		pkgs+=(postgresql-15-pgtap libipc-run-perl zookeeper faketime
+			default-jre-headless)
+	fi
+	say "installing packages: ${pkgs[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq "${pkgs[@]}" >/dev/null
+	# the package may start Debian's own cluster; leaf never uses it
+}
+
+# as_postgres DIR CMD...: run a command as user postgres in DIR
+as_postgres() {
+	local dir=$1
+	shift
+	su postgres -s /bin/bash -c "cd '$dir' && $*"
+}
+
+build_and_install() {
+	local dir=$1
+	say "building leaf in $dir"
+	as_postgres "$dir" "make -s clean >/dev/null 2>&1 || true; make -s PG_CFLAGS=-Werror with_llvm=no"
+	(cd "$dir" && make -s install with_llvm=no >/dev/null)
+}
+
+# Let user postgres reach a directory inside this checkout.
+make_reachable() {
+	local d=$1
+	while [ "$d" != / ]; do
+		if ! su postgres -s /bin/sh -c "test -x '$d'"; then
+			echo "install.sh: letting user postgres traverse $d (chmod o+x)"
+			chmod o+x "$d"
+		fi
+		d=$(dirname "$d")
+	done
+}
+
+run_tests() {
+	local dir=${LEAF_TEST_DIR:-$(mktemp -d /tmp/leaf-test.XXXXXX)}
+	local rc=0
+
+	mkdir -p "$dir"
+	# build and test in a copy owned by postgres: initdb refuses root
+	(cd "$here" && tar --exclude=./.git --exclude=./.pgdata -cf - .) | (cd "$dir" && tar -xf -)
+	chown -R postgres:postgres "$dir"
+	build_and_install "$dir"
+
+	say "running the tests in $dir"
+	as_postgres "$dir" "make installcheck with_llvm=no" || rc=$?
+	if [ $rc != 0 ]; then
+		say "tests failed (exit $rc)"
+		[ -f "$dir/regression.diffs" ] && cat "$dir/regression.diffs"
+		for f in "$dir"/tmp_check/log/regress_log_*; do
+			[ -f "$f" ] || continue
+			if grep -q '^not ok' "$f"; then
+				say "$f"
+				tail -n 80 "$f"
+			fi
+		done
+	fi
+	exit $rc
+}
+
+start_local() {
+	local data=$here/.pgdata
+	local db=leaf_demo
+	local psql=(su postgres -s /bin/sh -c)
+
+	build_and_install "$here"
+	make_reachable "$here"
+	if [ ! -f "$data/PG_VERSION" ]; then
+		say "creating a PostgreSQL cluster in $data"
+		mkdir -p "$data"
+		chown postgres:postgres "$data"
+		chmod 700 "$data"
+		as_postgres "$here" "$pgbin/initdb -D '$data' -U postgres -A trust -E UTF8 >/dev/null"
+		cat >> "$data/postgresql.conf" <<EOF
+
+# leaf
+port = $port
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '/tmp'
+shared_preload_libraries = 'leaf'
+max_worker_processes = 16
+leaf.worker_id = 1		# snowflake worker ID set by hand: no ZooKeeper
+EOF
+	fi
+	if ! as_postgres "$here" "$pgbin/pg_ctl -D '$data' status" >/dev/null 2>&1; then
+		say "starting PostgreSQL on 127.0.0.1:$port"
+		as_postgres "$here" "$pgbin/pg_ctl -D '$data' -l '$data/server.log' -w start" >/dev/null
+	fi
+
+	"${psql[@]}" "psql -X -q -h /tmp -p $port -d postgres -tAc \"SELECT 1 FROM pg_database WHERE datname = '$db'\" | grep -q 1 || createdb -h /tmp -p $port $db"
+	say "leaf is running; some IDs"
+	"${psql[@]}" "psql -X -h /tmp -p $port -d $db" <<'EOF'
+CREATE EXTENSION IF NOT EXISTS leaf;
+INSERT INTO leaf_alloc (biz_tag, max_id, step, description)
+VALUES ('order', 1, 1000, 'demo tag')
+ON CONFLICT (biz_tag) DO NOTHING;
+SELECT leaf_segment_nextval('order') AS segment_id FROM generate_series(1, 5);
+SELECT id AS snowflake_id, d.*
+  FROM (SELECT leaf_snowflake() AS id FROM generate_series(1, 5)) s,
+       LATERAL leaf_snowflake_decode(s.id) d;
+SELECT biz_tag, segment_start, segment_end, next_id, next_ready, step
+  FROM leaf_segments;
+EOF
+	cat <<EOF
+
+Connect with:   psql -h 127.0.0.1 -p $port -U postgres $db
+Stop it with:   ./install.sh stop
+EOF
+}
+
+stop_local() {
+	local data=$here/.pgdata
+	as_postgres / "$pgbin/pg_ctl -D '$data' -m fast -w stop"
+}
+
+case "$mode" in
+	run)
+		need_root
+		install_packages run
+		start_local
+		;;
+	test)
+		need_root
+		install_packages test
+		run_tests
+		;;
+	stop)
+		need_root
+		stop_local
+		;;
+	*)
+		echo "usage: $0 [run|test|stop]" >&2
+		exit 2
+		;;
+esac

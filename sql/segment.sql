@@ -1,0 +1,135 @@
+--
+-- segment mode: the SQL surface
+--
+CREATE EXTENSION leaf;
+
+-- a tag added with a plain INSERT, as in Leaf: 1, 2, 3, ...
+INSERT INTO leaf_alloc (biz_tag, max_id, step, description)
+VALUES ('order', 1, 1000, 'orders');
+SELECT leaf_segment_nextval('order') FROM generate_series(1, 5);
+
+-- a refill sets max_id = max_id + step
+SELECT biz_tag, max_id, step FROM leaf_alloc;
+
+-- the convenience function; tags are independent
+SELECT leaf_segment_create('user', step => 5);
+SELECT leaf_segment_create('invoice', 10, 1000, 'invoices');
+SELECT leaf_segment_nextval('user') FROM generate_series(1, 12);
+SELECT leaf_segment_nextval('invoice');
+SELECT leaf_segment_nextval('order');
+
+-- a fresh tag yields exactly 1..N, across many refills of a tiny step
+SELECT leaf_segment_create('exact', step => 3);
+SELECT count(*) AS n, min(id), max(id), count(DISTINCT id) AS distinct_ids,
+       bool_and(id = rn) AS one_to_n
+  FROM (SELECT id, row_number() OVER (ORDER BY ord) AS rn
+          FROM (SELECT leaf_segment_nextval('exact') AS id, g AS ord
+                  FROM generate_series(1, 2000) g) s) t;
+
+-- usable as a column default
+CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT leaf_segment_nextval('order'),
+                     note text);
+INSERT INTO orders (note) VALUES ('a'), ('b'), ('c');
+SELECT id, note FROM orders ORDER BY id;
+
+-- a caller's rollback does not give IDs back
+BEGIN;
+INSERT INTO orders (note) VALUES ('rolled back');
+ROLLBACK;
+INSERT INTO orders (note) VALUES ('d') RETURNING id;
+
+-- many IDs in one call
+SELECT count(*), count(DISTINCT id), min(id) > 10, max(id) - min(id) + 1 AS span
+  FROM leaf_segment_nextvals('order', 100000) AS id;
+SELECT count(*) FROM leaf_segment_nextvals('order', 0);
+
+-- NULL in, NULL out
+SELECT leaf_segment_nextval(NULL) IS NULL AS null_tag;
+SELECT count(*) FROM leaf_segment_nextvals(NULL, 5);
+
+-- bad tags: errors that name the tag, and take no shared memory
+SELECT leaf_segment_nextval('');
+SELECT leaf_segment_nextval(repeat('x', 129));
+SELECT leaf_segment_nextval('no such tag');
+SELECT leaf_segment_nextval('''); DROP TABLE leaf_alloc; --');
+SELECT count(*) AS leaf_alloc_still_there FROM leaf_alloc;
+SELECT leaf_segment_nextvals('order', -1);
+SELECT count(*) AS tags_in_shared_memory FROM leaf_segments;
+
+-- a 128-byte tag is fine
+SELECT leaf_segment_create(repeat('y', 128));
+SELECT leaf_segment_nextval(repeat('y', 128));
+
+-- step must be positive; nothing is written
+\set VERBOSITY terse
+INSERT INTO leaf_alloc (biz_tag, step) VALUES ('zero', 0);
+INSERT INTO leaf_alloc (biz_tag, step) VALUES ('negative', -5);
+SELECT leaf_segment_create('', 10);
+\set VERBOSITY default
+SELECT count(*) FROM leaf_alloc WHERE biz_tag IN ('zero', 'negative', '');
+
+-- max_id never moves backwards, and tags are not renamed
+UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'order';
+UPDATE leaf_alloc SET biz_tag = 'order2' WHERE biz_tag = 'order';
+UPDATE leaf_alloc SET max_id = max_id + 1000 WHERE biz_tag = 'invoice';
+SELECT leaf_segment_nextval('invoice') < 2000 AS still_from_cached_segment;
+
+-- past the bigint range: an error, no wraparound, nothing written
+SELECT leaf_segment_create('huge', 1000, 9223372036854775000);
+SELECT leaf_segment_nextval('huge');
+SELECT max_id FROM leaf_alloc WHERE biz_tag = 'huge';
+SELECT leaf_segment_create('nearly', 100, 9223372036854775707);
+SELECT max(id), count(*) FROM leaf_segment_nextvals('nearly', 100) id;
+SELECT leaf_segment_nextval('nearly');
+SELECT max_id FROM leaf_alloc WHERE biz_tag = 'nearly';
+
+-- a deleted tag stops being served once its cached segments are gone
+SELECT leaf_segment_create('gone', step => 5);
+SELECT leaf_segment_nextval('gone');
+DELETE FROM leaf_alloc WHERE biz_tag = 'gone';
+DO $$
+DECLARE
+	n int := 0;
+BEGIN
+	LOOP
+		PERFORM leaf_segment_nextval('gone');
+		n := n + 1;
+		IF n > 100 THEN
+			RAISE 'deleted tag still served after 100 calls';
+		END IF;
+	END LOOP;
+EXCEPTION WHEN SQLSTATE 'LF001' THEN
+	RAISE NOTICE 'served at most two cached segments after the delete: %', n <= 9;
+END
+$$;
+SELECT count(*) AS gone_from_shared_memory FROM leaf_segments WHERE biz_tag = 'gone';
+-- and it works again as a new tag once it is added back
+SELECT leaf_segment_create('gone', 5, 1000);
+SELECT leaf_segment_nextval('gone');
+
+-- the same tag in another database is another counter
+SELECT current_database() AS regress_db \gset
+CREATE DATABASE leaf_regress_other;
+\c leaf_regress_other
+CREATE EXTENSION leaf;
+SELECT leaf_segment_create('order', 1000);
+SELECT leaf_segment_nextval('order') FROM generate_series(1, 3);
+SELECT count(*) FROM leaf_segments WHERE biz_tag = 'order';
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+ WHERE backend_type = 'leaf allocator' AND datname = 'leaf_regress_other';
+\c :regress_db
+SELECT leaf_segment_nextval('order') > 100000 AS own_counter;
+DROP DATABASE leaf_regress_other;
+
+-- the view
+SELECT database = current_database() AS this_db, biz_tag, segment_start,
+       segment_end, refills > 0 AS refilled, source
+  FROM leaf_segments WHERE biz_tag IN ('order', 'user', 'invoice')
+ ORDER BY biz_tag;
+
+-- settings
+SHOW leaf.wait_timeout;
+SHOW leaf.preload_percent;
+SHOW leaf.segment_duration;
+SHOW leaf.max_tags;
+SET leaf.max_tags = 10;

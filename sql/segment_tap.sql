@@ -1,0 +1,126 @@
+--
+-- segment mode: behaviour and SQLSTATEs, with pgTAP
+--
+\set QUIET on
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS leaf;
+RESET client_min_messages;
+\set QUIET off
+\pset format unaligned
+\pset tuples_only on
+\pset pager off
+
+SELECT plan(25);
+
+-- the SQL surface
+SELECT has_table('leaf_alloc');
+SELECT col_is_pk('leaf_alloc', 'biz_tag');
+SELECT has_view('leaf_segments');
+SELECT has_function('leaf_segment_nextval', ARRAY['text']);
+SELECT has_function('leaf_segment_nextvals', ARRAY['text', 'integer']);
+SELECT volatility_is('leaf_segment_nextval', ARRAY['text'], 'volatile');
+SELECT is_strict('leaf_segment_nextval', ARRAY['text']);
+
+-- bad input: each error has its own SQLSTATE
+SELECT throws_ok($$SELECT leaf_segment_nextval('')$$, 'LF002',
+                 'biz_tag must not be empty', 'empty tag: LF002');
+SELECT throws_ok($$SELECT leaf_segment_nextval(repeat('x', 200))$$, 'LF002',
+                 NULL, 'tag over 128 bytes: LF002');
+SELECT throws_ok($$SELECT leaf_segment_nextval('tap unknown')$$, 'LF001',
+                 'biz_tag "tap unknown" does not exist', 'unknown tag: LF001');
+SELECT throws_ok($$SELECT leaf_segment_nextval('x''); DELETE FROM leaf_alloc; --')$$,
+                 'LF001', NULL, 'a tag is a parameter, never SQL');
+SELECT throws_ok($$SELECT leaf_segment_nextvals('tap unknown', -3)$$, '22023',
+                 NULL, 'negative count: 22023');
+SELECT throws_ok($$INSERT INTO leaf_alloc (biz_tag, step) VALUES ('tap zero', 0)$$,
+                 '23514', NULL, 'step 0 is rejected');
+
+SELECT leaf_segment_create('tap a', 10);
+SELECT lives_ok($$SELECT leaf_segment_nextval('tap a')$$, 'a known tag works at once');
+SELECT throws_ok($$UPDATE leaf_alloc SET max_id = max_id - 1 WHERE biz_tag = 'tap a'$$,
+                 'LF005', NULL, 'max_id cannot move backwards: LF005');
+SELECT throws_ok($$UPDATE leaf_alloc SET biz_tag = 'tap b' WHERE biz_tag = 'tap a'$$,
+                 'LF005', NULL, 'a tag cannot be renamed: LF005');
+
+SELECT leaf_segment_create('tap huge', 10, 9223372036854775800);
+SELECT throws_ok($$SELECT leaf_segment_nextval('tap huge')$$, '2200H',
+                 'could not allocate a segment for biz_tag "tap huge"',
+                 'past the bigint range: 2200H');
+SELECT is((SELECT max_id FROM leaf_alloc WHERE biz_tag = 'tap huge'),
+          9223372036854775800::bigint, 'and nothing was written');
+
+-- unknown tags never take shared memory
+CREATE TEMP TABLE slots_before AS SELECT count(*) AS n FROM leaf_segments;
+DO $$
+BEGIN
+	FOR i IN 1..50 LOOP
+		BEGIN
+			PERFORM leaf_segment_nextval('tap unknown ' || i);
+		EXCEPTION WHEN SQLSTATE 'LF001' THEN
+			NULL;
+		END;
+	END LOOP;
+END
+$$;
+SELECT is((SELECT count(*) FROM leaf_segments), (SELECT n FROM slots_before),
+          '50 unknown tags took no slot');
+
+-- IDs increase strictly in the order they are handed out
+SELECT leaf_segment_create('tap order', 7);
+SELECT ok(bool_and(id > prev), 'strictly increasing over 3000 calls and many refills')
+  FROM (SELECT id, lag(id, 1, 0::bigint) OVER (ORDER BY g) AS prev
+          FROM (SELECT g, leaf_segment_nextval('tap order') AS id
+                  FROM generate_series(1, 3000) g) s) t;
+
+-- a changed step applies from the next refill
+SELECT leaf_segment_create('tap step', 10);
+SELECT leaf_segment_nextval('tap step');
+SELECT pg_sleep(0.3);
+UPDATE leaf_alloc SET step = 100 WHERE biz_tag = 'tap step';
+SELECT count(leaf_segment_nextval('tap step')) FROM generate_series(1, 20);
+SELECT is((SELECT segment_end - segment_start + 1 FROM leaf_segments
+            WHERE biz_tag = 'tap step' AND database = current_database()),
+          100::bigint, 'the new step is used from the next refill on');
+
+-- dynamic step: segments used up quickly double the step...
+ALTER SYSTEM SET leaf.segment_duration = '1h';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.3);
+SELECT leaf_segment_create('tap dyn', 10);
+SELECT count(leaf_segment_nextval('tap dyn')) FROM generate_series(1, 400);
+SELECT pg_sleep(0.3);
+CREATE TEMP TABLE dyn AS
+	SELECT step FROM leaf_segments WHERE biz_tag = 'tap dyn' AND database = current_database();
+SELECT cmp_ok((SELECT step FROM dyn), '>', 10::bigint, 'fast use doubles the step');
+SELECT cmp_ok((SELECT step FROM dyn), '<=', 1000000::bigint, 'never above 1,000,000');
+
+-- ... and slowly used ones halve it, never below leaf_alloc.step
+ALTER SYSTEM SET leaf.segment_duration = '1ms';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.3);
+DO $$
+DECLARE
+	first_step bigint;
+BEGIN
+	SELECT step INTO first_step FROM leaf_segments
+	 WHERE biz_tag = 'tap dyn' AND database = current_database();
+	FOR i IN 1..2000 LOOP
+		PERFORM leaf_segment_nextval('tap dyn');
+		PERFORM pg_sleep(0.001);
+		EXIT WHEN (SELECT step FROM leaf_segments
+					WHERE biz_tag = 'tap dyn' AND database = current_database()) < first_step;
+	END LOOP;
+END
+$$;
+SELECT cmp_ok((SELECT step FROM leaf_segments WHERE biz_tag = 'tap dyn' AND database = current_database()),
+              '<', (SELECT step FROM dyn), 'slow use halves the step');
+SELECT leaf_segment_create('tap floor', 10);
+SELECT count(*) FROM (SELECT leaf_segment_nextval('tap floor'), pg_sleep(0.002)
+                        FROM generate_series(1, 60)) s;
+SELECT is((SELECT step FROM leaf_segments WHERE biz_tag = 'tap floor' AND database = current_database()),
+          10::bigint, 'the step never goes below leaf_alloc.step');
+ALTER SYSTEM RESET leaf.segment_duration;
+SELECT pg_reload_conf();
+
+SELECT * FROM finish();
