@@ -24,6 +24,7 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
 /* Longest biz_tag, in bytes, as in leaf_alloc.biz_tag varchar(128). */
@@ -117,13 +118,20 @@ typedef struct LeafTagSlot
 	char		fail_msg[LEAF_ERRMSG_LEN];	/* its message */
 } LeafTagSlot;
 
-/* One allocator worker, serving one database. */
+/* Length of the description of where segments come from. */
+#define LEAF_SOURCE_LEN			128
+
+/*
+ * One allocator worker, serving one database.  dboid is protected by
+ * LeafSegShared->lock; the other fields by LeafSegShared->mutex.
+ */
 typedef struct LeafWorkerSlot
 {
 	Oid			dboid;			/* database served, InvalidOid if free */
 	pid_t		pid;			/* 0 while starting */
 	Latch	   *latch;			/* worker's latch, NULL while starting */
 	TimestampTz started;		/* when the slot was claimed */
+	char		source[LEAF_SOURCE_LEN];	/* where segments come from */
 } LeafWorkerSlot;
 
 typedef struct LeafSegShared
@@ -149,8 +157,55 @@ extern void leaf_free_slot(int slotno, uint64 generation);
 
 /* ---------- leaf_alloc_worker.c ---------- */
 
+/* A load to do, copied out of its slot. */
+typedef struct LeafLoadJob
+{
+	int			slotno;
+	uint64		generation;
+	Oid			extoid;
+	char		tag[LEAF_TAG_MAXLEN + 1];
+	int64		want;
+	int64		step;
+	int32		min_step;
+	int64		db_max_id;
+	TimestampTz last_load;
+	int			nloads;
+} LeafLoadJob;
+
+typedef enum LeafLoadStatus
+{
+	LEAF_LOAD_OK,
+	LEAF_LOAD_FAILED,			/* see sqlstate/msg; retry later */
+	LEAF_LOAD_FINAL,			/* see sqlstate/msg; callers fail at once */
+	LEAF_LOAD_TAG_GONE,			/* tag deleted: free the slot */
+	LEAF_LOAD_EXT_GONE			/* extension dropped or re-created */
+} LeafLoadStatus;
+
+typedef struct LeafLoadResult
+{
+	LeafLoadStatus status;
+	int64		start;			/* first ID of the new segment */
+	int64		size;			/* its number of IDs */
+	int64		step;			/* dynamic step to remember */
+	int32		min_step;		/* leaf_alloc.step */
+	int64		db_max_id;		/* leaf_alloc.max_id after the update */
+	int			sqlstate;
+	char		msg[LEAF_ERRMSG_LEN];
+} LeafLoadResult;
+
+extern bool leaf_plan_segment(const LeafLoadJob *job, int64 max_id,
+							  int32 row_step, LeafLoadResult *res);
+
 extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg) pg_attribute_noreturn();
 extern void leaf_launch_alloc_worker(Oid dboid);
+
+/* ---------- leaf_alloc_remote.c: segments from another server ---------- */
+
+extern bool leaf_remote_enabled(void);
+extern void leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res);
+extern bool leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen);
+extern void leaf_remote_disconnect(void);
+extern void leaf_remote_source(char *buf, size_t len);
 
 /* ---------- leaf_snowflake.c / leaf_zk.c ---------- */
 

@@ -47,42 +47,6 @@
 /* Loads picked up in one pass over the slots. */
 #define LEAF_JOBS_PER_PASS		64
 
-/* A load to do, copied out of its slot. */
-typedef struct LeafLoadJob
-{
-	int			slotno;
-	uint64		generation;
-	Oid			extoid;
-	char		tag[LEAF_TAG_MAXLEN + 1];
-	int64		want;
-	int64		step;
-	int32		min_step;
-	int64		db_max_id;
-	TimestampTz last_load;
-	int			nloads;
-} LeafLoadJob;
-
-typedef enum LeafLoadStatus
-{
-	LEAF_LOAD_OK,
-	LEAF_LOAD_FAILED,			/* see sqlstate/msg; retry later */
-	LEAF_LOAD_FINAL,			/* see sqlstate/msg; callers fail at once */
-	LEAF_LOAD_TAG_GONE,			/* tag deleted: free the slot */
-	LEAF_LOAD_EXT_GONE			/* extension dropped or re-created */
-} LeafLoadStatus;
-
-typedef struct LeafLoadResult
-{
-	LeafLoadStatus status;
-	int64		start;			/* first ID of the new segment */
-	int64		size;			/* its number of IDs */
-	int64		step;			/* dynamic step to remember */
-	int32		min_step;		/* leaf_alloc.step */
-	int64		db_max_id;		/* leaf_alloc.max_id after the update */
-	int			sqlstate;
-	char		msg[LEAF_ERRMSG_LEN];
-} LeafLoadResult;
-
 static Oid	leaf_worker_dboid = InvalidOid;
 
 void
@@ -208,6 +172,58 @@ leaf_dynamic_step(const LeafLoadJob *job, int32 row_step, TimestampTz now)
 }
 
 /*
+ * Given the row of a tag (max_id and step, read under a row lock), decide
+ * the next segment.  Returns false, with a final failure in *res, when no
+ * segment may be taken; otherwise res->start and res->size say what to
+ * take and max_id must be set to res->db_max_id.
+ */
+bool
+leaf_plan_segment(const LeafLoadJob *job, int64 max_id, int32 row_step,
+				  LeafLoadResult *res)
+{
+	int64		size;
+
+	res->min_step = row_step;
+	if (row_step <= 0)
+	{
+		res->status = LEAF_LOAD_FINAL;
+		res->sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+		snprintf(res->msg, sizeof(res->msg),
+				 "step of biz_tag \"%s\" is %d, but it must be positive",
+				 job->tag, row_step);
+		return false;
+	}
+	if (job->db_max_id != PG_INT64_MIN && max_id < job->db_max_id)
+	{
+		res->status = LEAF_LOAD_FINAL;
+		res->sqlstate = ERRCODE_LEAF_MAX_ID_BACKWARDS;
+		snprintf(res->msg, sizeof(res->msg),
+				 "max_id of biz_tag \"%s\" moved backwards from " INT64_FORMAT
+				 " to " INT64_FORMAT "; was the tag deleted and added again?",
+				 job->tag, job->db_max_id, max_id);
+		return false;
+	}
+
+	res->step = leaf_dynamic_step(job, row_step, GetCurrentTimestamp());
+	size = Max(res->step, job->want);
+	if (max_id > PG_INT64_MAX - size)
+	{
+		res->status = LEAF_LOAD_FINAL;
+		res->sqlstate = ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED;
+		snprintf(res->msg, sizeof(res->msg),
+				 "biz_tag \"%s\" has run out of IDs: max_id " INT64_FORMAT
+				 " plus a step of " INT64_FORMAT " is past the bigint range",
+				 job->tag, max_id, size);
+		return false;
+	}
+	res->status = LEAF_LOAD_OK;
+	res->start = max_id;
+	res->size = size;
+	res->db_max_id = max_id + size;
+	return true;
+}
+
+/*
  * Run one SPI statement with a text and an optional int8 parameter.
  */
 static int
@@ -236,7 +252,6 @@ leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
 	bool		isnull;
 	int64		max_id;
 	int32		row_step;
-	int64		size;
 
 	nsp = leaf_extension_namespace(&extoid);
 	if (!OidIsValid(extoid) || extoid != job->extoid)
@@ -261,51 +276,41 @@ leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
 	row_step = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 										   SPI_tuptable->tupdesc, 2, &isnull));
 
-	res->min_step = row_step;
-	if (row_step <= 0)
-	{
-		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
-		snprintf(res->msg, sizeof(res->msg),
-				 "step of biz_tag \"%s\" is %d, but it must be positive",
-				 job->tag, row_step);
+	if (!leaf_plan_segment(job, max_id, row_step, res))
 		return;
-	}
-	if (job->db_max_id != PG_INT64_MIN && max_id < job->db_max_id)
-	{
-		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = ERRCODE_LEAF_MAX_ID_BACKWARDS;
-		snprintf(res->msg, sizeof(res->msg),
-				 "max_id of biz_tag \"%s\" moved backwards from " INT64_FORMAT
-				 " to " INT64_FORMAT "; was the tag deleted and added again?",
-				 job->tag, job->db_max_id, max_id);
-		return;
-	}
-
-	res->step = leaf_dynamic_step(job, row_step, GetCurrentTimestamp());
-	size = Max(res->step, job->want);
-	if (max_id > PG_INT64_MAX - size)
-	{
-		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED;
-		snprintf(res->msg, sizeof(res->msg),
-				 "biz_tag \"%s\" has run out of IDs: max_id " INT64_FORMAT
-				 " plus a step of " INT64_FORMAT " is past the bigint range",
-				 job->tag, max_id, size);
-		return;
-	}
 
 	sql = psprintf("UPDATE %s.leaf_alloc SET max_id = $2 "
 				   "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
 				   qual);
-	if (leaf_spi(sql, job->tag, max_id + size, true) != SPI_OK_UPDATE ||
+	if (leaf_spi(sql, job->tag, res->db_max_id, true) != SPI_OK_UPDATE ||
 		SPI_processed != 1)
 		elog(ERROR, "could not update leaf_alloc");
+}
 
-	res->status = LEAF_LOAD_OK;
-	res->start = max_id;
-	res->size = size;
-	res->db_max_id = max_id + size;
+/*
+ * Tell leaf_segments where this worker's segments come from.
+ */
+static void
+leaf_report_source(void)
+{
+	char		source[LEAF_SOURCE_LEN];
+	LeafWorkerSlot *w;
+
+	if (leaf_remote_enabled())
+		leaf_remote_source(source, sizeof(source));
+	else
+		strlcpy(source, "local", sizeof(source));
+
+	LWLockAcquire(leaf_seg->lock, LW_SHARED);
+	w = leaf_worker_slot_for(leaf_worker_dboid);
+	if (w != NULL)
+	{
+		SpinLockAcquire(&leaf_seg->mutex);
+		if (w->pid == MyProcPid)
+			strlcpy(w->source, source, sizeof(w->source));
+		SpinLockRelease(&leaf_seg->mutex);
+	}
+	LWLockRelease(leaf_seg->lock);
 }
 
 /*
@@ -319,6 +324,20 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 
 	memset(res, 0, sizeof(*res));
 	res->status = LEAF_LOAD_FAILED;
+
+	if (leaf_remote_enabled())
+	{
+		pgstat_report_activity(STATE_RUNNING, "leaf: loading a remote segment");
+		leaf_remote_load(job, res);
+		pgstat_report_activity(STATE_IDLE, NULL);
+		leaf_report_source();
+		if (res->status == LEAF_LOAD_FAILED || res->status == LEAF_LOAD_FINAL)
+			ereport(LOG,
+					(errmsg("leaf allocator could not load a segment for biz_tag \"%s\"",
+							job->tag),
+					 errdetail_internal("%s", res->msg)));
+		return;
+	}
 
 	PG_TRY();
 	{
@@ -496,10 +515,20 @@ leaf_do_loads(void)
 
 			CHECK_FOR_INTERRUPTS();
 			leaf_load(&jobs[i], &res);
-			if (res.status == LEAF_LOAD_TAG_GONE)
+			if (res.status == LEAF_LOAD_EXT_GONE)
 				leaf_free_slot(jobs[i].slotno, jobs[i].generation);
-			else if (res.status == LEAF_LOAD_EXT_GONE)
-				leaf_free_slot(jobs[i].slotno, jobs[i].generation);
+			else if (res.status == LEAF_LOAD_TAG_GONE)
+			{
+				/* waiting callers see a final "does not exist" */
+				res.status = LEAF_LOAD_FINAL;
+				res.sqlstate = ERRCODE_LEAF_UNKNOWN_TAG;
+				snprintf(res.msg, sizeof(res.msg),
+						 "biz_tag \"%s\" is not in leaf_alloc", jobs[i].tag);
+				leaf_publish(&jobs[i], &res);
+				/* a local tag's slot can go now; remote ones at refresh */
+				if (!leaf_remote_enabled())
+					leaf_free_slot(jobs[i].slotno, jobs[i].generation);
+			}
 			else
 				leaf_publish(&jobs[i], &res);
 			ConditionVariableBroadcast(&leaf_seg->cv);
@@ -540,28 +569,44 @@ leaf_refresh_tags(void)
 			HASHCTL		ctl;
 			HTAB	   *tags;
 			uint64		i;
+			bool		have_tags = true;
 
 			/* slots of a dropped and re-created extension */
 			leaf_free_database_slots(extoid);
-
-			sql = psprintf("SELECT biz_tag::pg_catalog.text FROM %s.leaf_alloc",
-						   quote_identifier(get_namespace_name(nsp)));
-			if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-				elog(ERROR, "could not read leaf_alloc");
 
 			memset(&ctl, 0, sizeof(ctl));
 			ctl.keysize = LEAF_TAG_MAXLEN + 1;
 			ctl.entrysize = LEAF_TAG_MAXLEN + 1;
 			ctl.hcxt = CurrentMemoryContext;
-			tags = hash_create("leaf tags", Max(SPI_processed, 16), &ctl,
+			tags = hash_create("leaf tags", 64, &ctl,
 							   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-			for (i = 0; i < SPI_processed; i++)
-			{
-				char	   *t = SPI_getvalue(SPI_tuptable->vals[i],
-											 SPI_tuptable->tupdesc, 1);
 
-				if (t != NULL && strlen(t) <= LEAF_TAG_MAXLEN)
-					(void) hash_search(tags, t, HASH_ENTER, NULL);
+			if (leaf_remote_enabled())
+			{
+				char		err[LEAF_ERRMSG_LEN];
+
+				/* keep every slot while the list cannot be read */
+				have_tags = leaf_remote_tags(tags, err, sizeof(err));
+				leaf_report_source();
+				if (!have_tags)
+					ereport(LOG,
+							(errmsg("leaf allocator could not check biz_tags"),
+							 errdetail_internal("%s", err)));
+			}
+			else
+			{
+				sql = psprintf("SELECT biz_tag::pg_catalog.text FROM %s.leaf_alloc",
+							   quote_identifier(get_namespace_name(nsp)));
+				if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+					elog(ERROR, "could not read leaf_alloc");
+				for (i = 0; i < SPI_processed; i++)
+				{
+					char	   *t = SPI_getvalue(SPI_tuptable->vals[i],
+												 SPI_tuptable->tupdesc, 1);
+
+					if (t != NULL && strlen(t) <= LEAF_TAG_MAXLEN)
+						(void) hash_search(tags, t, HASH_ENTER, NULL);
+				}
 			}
 
 			for (i = 0; i < leaf_max_tags; i++)
@@ -590,7 +635,7 @@ leaf_refresh_tags(void)
 						leaf_free_slot(i, gen);
 					continue;
 				}
-				if (hash_search(tags, tag, HASH_FIND, NULL) == NULL)
+				if (have_tags && hash_search(tags, tag, HASH_FIND, NULL) == NULL)
 				{
 					leaf_free_slot(i, gen);
 					ereport(DEBUG1,
@@ -674,6 +719,7 @@ leaf_alloc_worker_main(Datum main_arg)
 	ereport(LOG,
 			(errmsg("leaf allocator started for database with OID %u",
 					leaf_worker_dboid)));
+	leaf_report_source();
 
 	next_refresh = 0;
 	for (;;)

@@ -360,13 +360,12 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 	bool		found;
 	int			i;
 
-	if (RecoveryInProgress() &&
-		(leaf_alloc_conninfo == NULL || leaf_alloc_conninfo[0] == '\0'))
+	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
 				 errmsg("cannot allocate IDs of biz_tag \"%s\" during recovery", tag),
-				 errdetail("Segment allocation writes leaf_alloc, which needs a primary server."),
-				 errhint("Call leaf_segment_nextval on the primary, or set leaf.alloc_conninfo to draw segments from it.")));
+				 errdetail("Segment allocation needs a primary server."),
+				 errhint("Call leaf_segment_nextval on the primary.")));
 
 	memset(&key, 0, sizeof(key));
 	key.dboid = MyDatabaseId;
@@ -389,7 +388,12 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 	if (slot != NULL)
 		return slot;
 
-	if (!leaf_tag_exists(nsp, tag))
+	/*
+	 * With a local leaf_alloc, unknown tags never take a slot.  With a
+	 * remote one, the worker finds out, and the slot is freed at the next
+	 * refresh of the tag list.
+	 */
+	if (!leaf_remote_enabled() && !leaf_tag_exists(nsp, tag))
 		leaf_report_unknown_tag(tag);
 
 	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
@@ -535,6 +539,8 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 	if (failed)
 	{
 		ConditionVariableCancelSleep();
+		if (sqlstate == ERRCODE_LEAF_UNKNOWN_TAG)
+			leaf_report_unknown_tag(tag);
 		ereport(ERROR,
 				(errcode(sqlstate),
 				 errmsg("could not allocate a segment for biz_tag \"%s\"", tag),
@@ -745,6 +751,31 @@ leaf_segment_nextvals(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Where the segments of a database come from, as its worker last said.
+ */
+static const char *
+leaf_source_of(Oid dboid)
+{
+	static char source[LEAF_SOURCE_LEN];
+	LeafWorkerSlot *w;
+
+	source[0] = '\0';
+	LWLockAcquire(leaf_seg->lock, LW_SHARED);
+	w = leaf_worker_slot_for(dboid);
+	if (w != NULL)
+	{
+		SpinLockAcquire(&leaf_seg->mutex);
+		strlcpy(source, w->source, sizeof(source));
+		SpinLockRelease(&leaf_seg->mutex);
+	}
+	LWLockRelease(leaf_seg->lock);
+	if (source[0] == '\0')
+		strlcpy(source, (leaf_alloc_conninfo && leaf_alloc_conninfo[0]) ?
+				"remote" : "local", sizeof(source));
+	return source;
+}
+
+/*
  * leaf_segments(): one row per tag slot in use.
  */
 Datum
@@ -752,13 +783,9 @@ leaf_segments(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			i;
-	const char *source;
-
 	leaf_segment_check_ready();
 	InitMaterializedSRF(fcinfo, 0);
 
-	source = (leaf_alloc_conninfo && leaf_alloc_conninfo[0]) ?
-		"remote" : "local";
 
 	for (i = 0; i < leaf_max_tags; i++)
 	{
@@ -817,7 +844,7 @@ leaf_segments(PG_FUNCTION_ARGS)
 		values[j++] = Int64GetDatum(copy.refills);
 		values[j++] = Int64GetDatum(copy.waits);
 		values[j++] = Float8GetDatum(copy.max_wait_us / 1000.0);
-		values[j++] = CStringGetTextDatum(source);
+		values[j++] = CStringGetTextDatum(leaf_source_of(copy.dboid));
 		if (copy.last_success)
 			values[j++] = TimestampTzGetDatum(copy.last_success);
 		else
