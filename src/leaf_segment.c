@@ -74,9 +74,31 @@ typedef struct LeafCallCache
 {
 	int			len;			/* length of tag, 0 if nothing cached */
 	char		tag[LEAF_TAG_MAXLEN + 1];
+	Oid			fnoid;			/* the calling function */
 	LeafTagSlot *slot;
 	uint64		generation;
 } LeafCallCache;
+
+/*
+ * What a backend remembers between statements: the slot of each tag it
+ * used.  The key holds the OID of the calling function, which changes
+ * when the extension is dropped and created again; the slot's generation
+ * tells whether the tag was deleted since.
+ */
+typedef struct LeafBackendKey
+{
+	Oid			fnoid;
+	char		tag[LEAF_TAG_MAXLEN + 1];
+} LeafBackendKey;
+
+typedef struct LeafBackendEntry
+{
+	LeafBackendKey key;			/* hash key; must be first */
+	LeafTagSlot *slot;
+	uint64		generation;
+} LeafBackendEntry;
+
+static HTAB *leaf_backend_tags = NULL;
 
 LeafSegShared *leaf_seg = NULL;
 static HTAB *leaf_tag_hash = NULL;
@@ -573,6 +595,44 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 }
 
 /*
+ * Look up (or create) the slot of the call site's tag, and remember it
+ * for later statements of this backend.
+ */
+static void
+leaf_cache_slot(LeafCallCache *cache)
+{
+	LeafBackendKey key;
+	LeafBackendEntry *e;
+
+	cache->slot = leaf_lookup_slot(cache->tag, &cache->generation);
+
+	if (leaf_backend_tags == NULL)
+	{
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(LeafBackendKey);
+		ctl.entrysize = sizeof(LeafBackendEntry);
+		ctl.hcxt = TopMemoryContext;
+		leaf_backend_tags = hash_create("leaf backend tags", 64, &ctl,
+										HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	/* a backend that used many tags starts over rather than grow */
+	if (hash_get_num_entries(leaf_backend_tags) >= 1024)
+	{
+		hash_destroy(leaf_backend_tags);
+		leaf_backend_tags = NULL;
+		return;
+	}
+	memset(&key, 0, sizeof(key));
+	key.fnoid = cache->fnoid;
+	strlcpy(key.tag, cache->tag, sizeof(key.tag));
+	e = hash_search(leaf_backend_tags, &key, HASH_ENTER, NULL);
+	e->slot = cache->slot;
+	e->generation = cache->generation;
+}
+
+/*
  * Take n IDs of a tag, in runs of consecutive IDs, calling emit for each
  * run.  The slot comes from (and goes back to) *cache.
  */
@@ -594,7 +654,7 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 		uint64		fail_seen = 0;
 
 		if (cache->slot == NULL)
-			cache->slot = leaf_lookup_slot(cache->tag, &cache->generation);
+			leaf_cache_slot(cache);
 
 		got = leaf_take(cache->slot, cache->generation, n, want,
 						&first, &wake, &fail_seen);
@@ -671,6 +731,24 @@ leaf_call_cache(FunctionCallInfo fcinfo, text *tagtext)
 	cache->slot = NULL;
 	(void) leaf_tag_from_text(tagtext, cache->tag);
 	cache->len = len;
+	cache->fnoid = fcinfo->flinfo->fn_oid;
+
+	/* a slot this backend already found for the tag */
+	if (leaf_backend_tags != NULL)
+	{
+		LeafBackendKey key;
+		LeafBackendEntry *e;
+
+		memset(&key, 0, sizeof(key));
+		key.fnoid = cache->fnoid;
+		memcpy(key.tag, cache->tag, len);
+		e = hash_search(leaf_backend_tags, &key, HASH_FIND, NULL);
+		if (e != NULL)
+		{
+			cache->slot = e->slot;
+			cache->generation = e->generation;
+		}
+	}
 	return cache;
 }
 
