@@ -115,11 +115,14 @@ CREATE EXTENSION leaf;
 SELECT leaf_segment_create('order', 1000);
 SELECT leaf_segment_nextval('order') FROM generate_series(1, 3);
 SELECT count(*) FROM leaf_segments WHERE biz_tag = 'order';
-SELECT pg_terminate_backend(pid) FROM pg_stat_activity
- WHERE backend_type = 'leaf allocator' AND datname = 'leaf_regress_other';
 \c :regress_db
 SELECT leaf_segment_nextval('order') > 100000 AS own_counter;
+-- its allocator worker does not stand in the way of DROP DATABASE
+SELECT count(*) FROM pg_stat_activity
+ WHERE backend_type = 'leaf allocator' AND datname = 'leaf_regress_other';
 DROP DATABASE leaf_regress_other;
+SELECT count(*) FROM pg_stat_activity
+ WHERE backend_type = 'leaf allocator' AND datname = 'leaf_regress_other';
 
 -- the view
 SELECT database = current_database() AS this_db, biz_tag, segment_start,

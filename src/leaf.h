@@ -207,6 +207,10 @@ extern bool leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen);
 extern void leaf_remote_disconnect(void);
 extern void leaf_remote_source(char *buf, size_t len);
 
+/* ---------- leaf_utility.c ---------- */
+
+extern void leaf_utility_init(void);
+
 /* ---------- leaf_snowflake.c / leaf_zk.c ---------- */
 
 extern void leaf_snowflake_init(void);
