@@ -590,6 +590,8 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 				 errhint("Check that the leaf allocator is running; \"leaf.wait_timeout\" sets how long callers wait.")));
 	}
 
+	/* start a worker if there is none (it may have exited or been killed) */
+	leaf_wake_worker(MyDatabaseId);
 	(void) ConditionVariableTimedSleep(&leaf_seg->cv, Min(remaining, 1000),
 									   PG_WAIT_EXTENSION);
 }
