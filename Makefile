@@ -20,7 +20,6 @@ REGRESS_OPTS = --temp-config=$(srcdir)/test/leaf.conf \
 	--temp-instance=$(CURDIR)/tmp_check_regress
 TAP_TESTS = 1
 PROVE_TESTS = $(sort $(wildcard test/t/*.pl))
-PROVE_FLAGS = -I $(srcdir)/test/lib
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -31,6 +30,9 @@ PG_CPPFLAGS = -DTHREADED -I$(shell $(PG_CONFIG) --includedir)
 SHLIB_LINK = -lzookeeper_mt -lpq
 
 include $(PGXS)
+
+# after PGXS, which resets PROVE_FLAGS
+PROVE_FLAGS += -I $(srcdir)/test/lib
 
 leaf--1.0.sql: src/leaf_segment.sql src/leaf_snowflake.sql
 	cat $^ > $@

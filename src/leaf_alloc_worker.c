@@ -525,9 +525,13 @@ leaf_do_loads(void)
 				snprintf(res.msg, sizeof(res.msg),
 						 "biz_tag \"%s\" is not in leaf_alloc", jobs[i].tag);
 				leaf_publish(&jobs[i], &res);
-				/* a local tag's slot can go now; remote ones at refresh */
-				if (!leaf_remote_enabled())
-					leaf_free_slot(jobs[i].slotno, jobs[i].generation);
+
+				/*
+				 * The slot is freed at the next refresh of the tag list,
+				 * not now: a caller that inserted the row in a transaction
+				 * of its own that has not committed yet would only create
+				 * the slot again, and again.
+				 */
 			}
 			else
 				leaf_publish(&jobs[i], &res);

@@ -368,6 +368,18 @@ leaf_report_unknown_tag(const char *tag)
 					 quote_literal_cstr(tag))));
 }
 
+/* The allocator did not find the tag, although the caller may see it. */
+static void
+leaf_report_tag_not_visible(const char *tag)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_LEAF_UNKNOWN_TAG),
+			 errmsg("biz_tag \"%s\" does not exist", tag),
+			 errdetail("The allocator found no committed row for it in leaf_alloc."),
+			 errhint("Add it with SELECT leaf_segment_create(%s), or INSERT a row into leaf_alloc, and commit before taking IDs.",
+					 quote_literal_cstr(tag))));
+}
+
 /*
  * Find or create the slot of a tag in the current database.  Returns the
  * slot and its generation.  Unknown tags never take a slot.
@@ -534,13 +546,36 @@ leaf_take(LeafTagSlot *slot, uint64 generation, int64 n, int64 want,
 }
 
 /*
+ * Count a caller's wait for a segment, however it ended, in leaf_segments.
+ */
+static void
+leaf_count_wait(LeafTagSlot *slot, uint64 generation, TimestampTz wait_start)
+{
+	long		secs;
+	int			usecs;
+	int64		us;
+
+	TimestampDifference(wait_start, GetCurrentTimestamp(), &secs, &usecs);
+	us = (int64) secs * 1000000 + usecs;
+	SpinLockAcquire(&slot->mutex);
+	if (slot->generation == generation)
+	{
+		slot->waits++;
+		if (us > slot->max_wait_us)
+			slot->max_wait_us = us;
+	}
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
  * Wait, after finding both buffers of a slot empty, until something
  * changes: a load ends, the worker reports a failure that callers should
  * see, or the timeout passes.
  */
 static void
 leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
-				   TimestampTz deadline, uint64 fail_seen)
+				   TimestampTz wait_start, TimestampTz deadline,
+				   uint64 fail_seen)
 {
 	int			sqlstate = 0;
 	char		msg[LEAF_ERRMSG_LEN];
@@ -561,8 +596,9 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 	if (failed)
 	{
 		ConditionVariableCancelSleep();
+		leaf_count_wait(slot, generation, wait_start);
 		if (sqlstate == ERRCODE_LEAF_UNKNOWN_TAG)
-			leaf_report_unknown_tag(tag);
+			leaf_report_tag_not_visible(tag);
 		ereport(ERROR,
 				(errcode(sqlstate),
 				 errmsg("could not allocate a segment for biz_tag \"%s\"", tag),
@@ -573,6 +609,7 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 	if (remaining <= 0)
 	{
 		ConditionVariableCancelSleep();
+		leaf_count_wait(slot, generation, wait_start);
 		SpinLockAcquire(&slot->mutex);
 		msg[0] = '\0';
 		if (slot->generation == generation && slot->fail_count != 0)
@@ -687,28 +724,14 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 			continue;			/* check once more before sleeping */
 		}
 		leaf_wait_for_load(cache->slot, cache->generation, cache->tag,
-						   deadline, fail_seen);
+						   wait_start, deadline, fail_seen);
 		CHECK_FOR_INTERRUPTS();
 	}
 
 	if (waited)
 	{
-		long		secs;
-		int			usecs;
-		int64		us;
-		LeafTagSlot *slot = cache->slot;
-
 		ConditionVariableCancelSleep();
-		TimestampDifference(wait_start, GetCurrentTimestamp(), &secs, &usecs);
-		us = (int64) secs * 1000000 + usecs;
-		SpinLockAcquire(&slot->mutex);
-		if (slot->generation == cache->generation)
-		{
-			slot->waits++;
-			if (us > slot->max_wait_us)
-				slot->max_wait_us = us;
-		}
-		SpinLockRelease(&slot->mutex);
+		leaf_count_wait(cache->slot, cache->generation, wait_start);
 	}
 }
 

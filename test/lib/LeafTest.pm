@@ -1,0 +1,388 @@
+
+# Copyright (c) leaf contributors
+
+=pod
+
+=head1 NAME
+
+LeafTest - shared helpers for leaf's segment-mode TAP tests
+
+=head1 SYNOPSIS
+
+  use lib 'test/lib';    # prove already has -I test/lib
+  use LeafTest;
+
+  my $node = LeafTest::new_node('main', 'leaf.wait_timeout = 2s');
+  my ($state, $err) = LeafTest::sqlstate($node, 'postgres',
+      "SELECT leaf_segment_nextval('nope')");
+
+  my $bench = LeafTest::start_pgbench($node, 'postgres', $script,
+      [ '-c', 8, '-j', 2, '-T', 10 ]);
+  my $r = LeafTest::finish_pgbench($bench);
+
+  my $stream = LeafTest::start_id_stream($node, 'postgres', 'k', 50000);
+  my @ids = LeafTest::finish_id_stream($stream);
+
+=head1 DESCRIPTION
+
+Small wrappers around PostgreSQL::Test::Cluster for the segment tests:
+making a node with leaf preloaded, reading the SQLSTATE of a failing
+statement, and running pgbench or a stream of leaf_segment_nextval() calls
+in the background while the test does something else.
+
+=cut
+
+package LeafTest;
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+=pod
+
+=head1 FUNCTIONS
+
+=over
+
+=item new_node($name, @conf_lines)
+
+A started node with leaf in shared_preload_libraries, room for allocator
+workers, the given extra postgresql.conf lines, and the extension created
+in database postgres.
+
+=cut
+
+sub new_node
+{
+	my ($name, @conf) = @_;
+
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf',
+		join("\n",
+			"shared_preload_libraries = 'leaf'",
+			"max_worker_processes = 16",
+			@conf)
+		  . "\n");
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+	return $node;
+}
+
+=pod
+
+=item sqlstate($node, $dbname, $sql)
+
+Runs $sql with VERBOSITY verbose and returns, in list context, the
+SQLSTATE of the first error (undef if there was none) and psql's stderr.
+
+=cut
+
+sub sqlstate
+{
+	my ($node, $dbname, $sql) = @_;
+
+	my ($ret, $out, $err) =
+	  $node->psql($dbname, "\\set VERBOSITY verbose\n$sql");
+	my ($state) = $err =~ /ERROR:\s+([0-9A-Z]{5}):/;
+	return wantarray ? ($state, $err, $out) : $state;
+}
+
+=pod
+
+=item write_script($node, $filename, $text)
+
+Writes $text to a file in the node's base directory and returns its path.
+
+=cut
+
+sub write_script
+{
+	my ($node, $filename, $text) = @_;
+
+	my $path = $node->basedir . '/' . $filename;
+	unlink $path;
+	PostgreSQL::Test::Utils::append_to_file($path, $text);
+	return $path;
+}
+
+=pod
+
+=item start_pgbench($node, $dbname, $script_text, \@options)
+
+Starts pgbench in the background on a custom script (no initialisation, no
+vacuum) and returns a handle for finish_pgbench.
+
+=cut
+
+my $script_counter = 0;
+
+sub start_pgbench
+{
+	my ($node, $dbname, $script, $opts) = @_;
+
+	my $file = write_script($node,
+		sprintf('pgbench_%d_%d.sql', $$, ++$script_counter), $script);
+	my %h = (out => '', err => '', file => $file);
+	my @cmd = (
+		$node->installed_command('pgbench'),
+		'-n', '-h', $node->host, '-p', $node->port,
+		'-f', $file, @$opts, $dbname);
+	note 'running: ' . join(' ', @cmd);
+	$h{run} = IPC::Run::start(\@cmd, '<', \undef, '>', \$h{out}, '2>',
+		\$h{err},
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	return \%h;
+}
+
+=pod
+
+=item finish_pgbench($handle)
+
+Waits for a pgbench started by start_pgbench and returns a hash reference
+with its exit code (rc), stdout (out), stderr (err) and, when pgbench got
+as far as printing them, processed (transactions processed), failed
+(failed transactions) and tps.
+
+=cut
+
+sub finish_pgbench
+{
+	my ($h) = @_;
+
+	$h->{run}->finish;
+	my %r = (
+		rc => $h->{run}->result(0),
+		out => $h->{out},
+		err => $h->{err});
+	($r{processed}) =
+	  $h->{out} =~ /number of transactions actually processed: (\d+)/;
+	($r{failed}) = $h->{out} =~ /number of failed transactions: (\d+)/;
+	($r{tps}) = $h->{out} =~ /tps = ([\d.]+)/;
+	return \%r;
+}
+
+=pod
+
+=item start_id_stream($node, $dbname, $tag, $count)
+
+Starts a psql in the background that runs $count separate statements
+SELECT leaf_segment_nextval($tag) and prints every ID it gets.  It
+continues after errors, so it also survives the loss of single IDs, and
+stops when the server goes away.
+
+=cut
+
+sub start_id_stream
+{
+	my ($node, $dbname, $tag, $count) = @_;
+
+	return start_psql_script($node, $dbname,
+		"SELECT leaf_segment_nextval('$tag');\n" x $count);
+}
+
+=pod
+
+=item start_psql_script($node, $connstr, $sql)
+
+Starts psql in the background on $sql (errors do not stop it) and returns
+a handle; $connstr is a database name or a libpq connection string such
+as "dbname=postgres application_name=waiter".  Read what it printed so far
+with psql_output($handle), and wait for it with finish_psql_script.
+
+=cut
+
+sub start_psql_script
+{
+	my ($node, $connstr, $sql) = @_;
+
+	# from a file: psql may go away before reading all of it
+	my $file = write_script($node,
+		sprintf('psql_%d_%d.sql', $$, ++$script_counter), $sql);
+	my %h = (out => '', err => '');
+	my @cmd = (
+		$node->installed_command('psql'),
+		'-XAtq', '-h', $node->host, '-p', $node->port, '-d', $connstr,
+		'-f', $file);
+	$h{run} = IPC::Run::start(\@cmd, '<', \undef, '>', \$h{out}, '2>',
+		\$h{err},
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	return \%h;
+}
+
+=pod
+
+=item psql_output($handle)
+
+What a background psql has printed so far, as (stdout, stderr).
+
+=cut
+
+sub psql_output
+{
+	my ($h) = @_;
+
+	$h->{run}->pump_nb if $h->{run}->pumpable;
+	return ($h->{out}, $h->{err});
+}
+
+=pod
+
+=item finish_psql_script($handle)
+
+Waits for a background psql; returns (exit code, stdout, stderr).
+
+=cut
+
+sub finish_psql_script
+{
+	my ($h) = @_;
+
+	$h->{run}->finish;
+	return ($h->{run}->result(0), $h->{out}, $h->{err});
+}
+
+=pod
+
+=item id_stream_count($handle)
+
+How many IDs the stream has printed so far (pumps its output).
+
+=cut
+
+sub id_stream_count
+{
+	my ($h) = @_;
+
+	$h->{run}->pump_nb if $h->{run}->pumpable;
+	my $n = () = $h->{out} =~ /^\d+$/mg;
+	return $n;
+}
+
+=pod
+
+=item finish_id_stream($handle)
+
+Waits for the stream to end and returns the IDs it printed, in the order
+they were received.
+
+=cut
+
+sub finish_id_stream
+{
+	my ($h) = @_;
+
+	$h->{run}->finish;
+	return map { 0 + $_ } ($h->{out} =~ /^(\d+)$/mg);
+}
+
+=pod
+
+=item wait_until($code, $what)
+
+Calls $code every 50ms until it returns true; gives up (returning false)
+after the default test timeout.  $what names the condition for the log.
+
+=cut
+
+sub wait_until
+{
+	my ($code, $what) = @_;
+
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	while (time < $deadline)
+	{
+		return 1 if $code->();
+		select(undef, undef, undef, 0.05);
+	}
+	diag "timed out waiting for $what";
+	return 0;
+}
+
+=pod
+
+=item allocator_pids($node, $dbname)
+
+The PIDs of the running leaf allocator workers, as seen from $dbname.
+
+=cut
+
+sub allocator_pids
+{
+	my ($node, $dbname) = @_;
+
+	my $out = $node->safe_psql($dbname,
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'leaf allocator' ORDER BY pid"
+	);
+	return grep { /^\d+$/ } split /\n/, $out;
+}
+
+=pod
+
+=item count_repeats(\@ids)
+
+Returns the number of IDs that occur more than once in the list.
+
+=cut
+
+sub count_repeats
+{
+	my ($ids) = @_;
+
+	my %seen;
+	my $dups = 0;
+	for my $id (@$ids)
+	{
+		$dups++ if $seen{$id}++;
+	}
+	return $dups;
+}
+
+=pod
+
+=item max_of(@list), min_of(@list)
+
+The largest and smallest numbers of a list (undef for an empty one).
+
+=cut
+
+sub max_of
+{
+	my $m;
+	for (@_) { $m = $_ if !defined $m || $_ > $m; }
+	return $m;
+}
+
+sub min_of
+{
+	my $m;
+	for (@_) { $m = $_ if !defined $m || $_ < $m; }
+	return $m;
+}
+
+=pod
+
+=item uniq_in_order(@list)
+
+The list without repeats of the value just before (1,1,2,1 gives 1,2,1).
+
+=cut
+
+sub uniq_in_order
+{
+	my @out;
+	for (@_) { push @out, $_ if !@out || $out[-1] ne $_; }
+	return @out;
+}
+
+=pod
+
+=back
+
+=cut
+
+1;
