@@ -31,6 +31,7 @@ int			leaf_preload_percent = 10;
 int			leaf_segment_duration_ms = 15 * 60 * 1000;
 int			leaf_tag_refresh_ms = 10 * 1000;
 char	   *leaf_alloc_conninfo = NULL;
+int			leaf_alloc_timeout_ms = 10 * 1000;
 
 static bool leaf_preloaded = false;
 
@@ -110,6 +111,16 @@ _PG_init(void)
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.alloc_timeout",
+							"Sets how long an allocator worker waits for the allocation database in one load.",
+							"Past it, the connection is closed, the load is retried and its segment, "
+							"if it was committed after all, is never used.",
+							&leaf_alloc_timeout_ms,
+							10 * 1000, 100, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	leaf_snowflake_init();
 

@@ -58,6 +58,7 @@ extern int	leaf_preload_percent;
 extern int	leaf_segment_duration_ms;
 extern int	leaf_tag_refresh_ms;
 extern char *leaf_alloc_conninfo;
+extern int	leaf_alloc_timeout_ms;
 
 extern void leaf_require_preload(void);
 

@@ -17,6 +17,13 @@
  * libpq finds the new primary.  Synchronous replication is what makes
  * that safe: see README.
  *
+ * Every libpq call is non-blocking and waits on the worker's latch and
+ * the socket, under a deadline of leaf.alloc_timeout per load: a hung
+ * server, a lost network or a synchronous standby that never answers
+ * costs a gap in the IDs and a retry, never a stuck worker.  A COMMIT that
+ * comes back with a warning (a cancelled wait for synchronous
+ * replication) is not trusted either.
+ *
  * Only this file talks libpq.  Passwords never reach the log: errors
  * report libpq's message, which does not include them.
  *
@@ -25,14 +32,55 @@
 #include "postgres.h"
 
 #include "libpq-fe.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "leaf.h"
 
 static PGconn *leaf_conn = NULL;
 static char *leaf_conn_info = NULL; /* conninfo leaf_conn was opened with */
 static char leaf_qual_table[2 * NAMEDATALEN + 16];	/* "schema".leaf_alloc */
+static TimestampTz leaf_deadline;	/* of the load under way */
+static bool leaf_got_warning;	/* the server sent a WARNING */
+
+/* Remember warnings: one during COMMIT means "maybe not replicated". */
+static void
+leaf_notice_receiver(void *arg, const PGresult *res)
+{
+	const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+
+	if (sev != NULL && strcmp(sev, "WARNING") == 0)
+		leaf_got_warning = true;
+}
+
+/*
+ * Wait until the connection's socket is ready for the given events, the
+ * deadline passes (false) or an interrupt arrives (it is handled).
+ */
+static bool
+leaf_remote_wait(int events)
+{
+	long		remaining;
+	int			rc;
+
+	remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+												leaf_deadline);
+	if (remaining <= 0)
+		return false;
+	rc = WaitLatchOrSocket(MyLatch,
+						   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH | events,
+						   PQsocket(leaf_conn), remaining, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+	{
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return true;
+}
 
 bool
 leaf_remote_enabled(void)
@@ -68,13 +116,68 @@ leaf_remote_error(const char *what, PGresult *res, char *buf, size_t len)
 		*nl = '\0';
 }
 
+/*
+ * Run one statement and return its last result, or NULL (with the reason
+ * in errbuf, and the connection closed) if the deadline passed or the
+ * connection broke.
+ */
+static PGresult *
+leaf_remote_exec(const char *sql, int nparams, const char *const *params,
+				 char *errbuf, size_t errlen)
+{
+	PGresult   *last = NULL;
+	int			rc;
+
+	if (!PQsendQueryParams(leaf_conn, sql, nparams, NULL, params,
+						   NULL, NULL, 0))
+		goto broken;
+	while ((rc = PQflush(leaf_conn)) != 0)
+	{
+		if (rc < 0 || !leaf_remote_wait(WL_SOCKET_WRITEABLE | WL_SOCKET_READABLE))
+			goto broken;
+		if (!PQconsumeInput(leaf_conn))
+			goto broken;
+	}
+	for (;;)
+	{
+		PGresult   *r;
+
+		while (PQisBusy(leaf_conn))
+		{
+			if (!leaf_remote_wait(WL_SOCKET_READABLE) ||
+				!PQconsumeInput(leaf_conn))
+				goto broken;
+		}
+		r = PQgetResult(leaf_conn);
+		if (r == NULL)
+			break;
+		PQclear(last);
+		last = r;
+	}
+	return last;
+
+broken:
+	PQclear(last);
+	if (GetCurrentTimestamp() >= leaf_deadline)
+		snprintf(errbuf, errlen,
+				 "allocation database did not answer within leaf.alloc_timeout (%d ms)",
+				 leaf_alloc_timeout_ms);
+	else
+		leaf_remote_error("allocation database", NULL, errbuf, errlen);
+	leaf_remote_disconnect();
+	return NULL;
+}
+
 static bool
 leaf_remote_command(const char *sql, char *errbuf, size_t errlen)
 {
-	PGresult   *res = PQexec(leaf_conn, sql);
-	bool		ok = (PQresultStatus(res) == PGRES_COMMAND_OK ||
-					  PQresultStatus(res) == PGRES_TUPLES_OK);
+	PGresult   *res = leaf_remote_exec(sql, 0, NULL, errbuf, errlen);
+	bool		ok;
 
+	if (res == NULL)
+		return false;
+	ok = (PQresultStatus(res) == PGRES_COMMAND_OK ||
+		  PQresultStatus(res) == PGRES_TUPLES_OK);
 	if (!ok)
 		leaf_remote_error("allocation database", res, errbuf, errlen);
 	PQclear(res);
@@ -91,9 +194,9 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 	/* defaults that the connection string may override */
 	const char *keywords[] = {"connect_timeout", "application_name",
 		"keepalives_idle", "keepalives_interval", "keepalives_count",
-	"dbname", NULL};
+	"tcp_user_timeout", "dbname", NULL};
 	const char *values[] = {"5", "leaf allocator", "10", "3", "3",
-	leaf_alloc_conninfo, NULL};
+	"10000", leaf_alloc_conninfo, NULL};
 	PGresult   *res;
 
 	if (leaf_conn != NULL && PQstatus(leaf_conn) == CONNECTION_OK &&
@@ -101,29 +204,63 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 		return true;
 
 	leaf_remote_disconnect();
-	leaf_conn = PQconnectdbParams(keywords, values, 1);
-	if (leaf_conn == NULL || PQstatus(leaf_conn) != CONNECTION_OK)
+	leaf_conn = PQconnectStartParams(keywords, values, 1);
+	if (leaf_conn == NULL)
+	{
+		snprintf(errbuf, errlen, "could not connect to the allocation database: out of memory");
+		return false;
+	}
+	if (PQstatus(leaf_conn) != CONNECTION_BAD)
+	{
+		PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+
+		while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED)
+		{
+			if (!leaf_remote_wait(st == PGRES_POLLING_READING ?
+								  WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE))
+			{
+				snprintf(errbuf, errlen,
+						 "could not connect to the allocation database within leaf.alloc_timeout (%d ms)",
+						 leaf_alloc_timeout_ms);
+				leaf_remote_disconnect();
+				return false;
+			}
+			st = PQconnectPoll(leaf_conn);
+		}
+	}
+	if (PQstatus(leaf_conn) != CONNECTION_OK)
 	{
 		leaf_remote_error("could not connect to the allocation database",
 						  NULL, errbuf, errlen);
 		leaf_remote_disconnect();
 		return false;
 	}
+	if (PQsetnonblocking(leaf_conn, 1) != 0)
+	{
+		leaf_remote_error("allocation database", NULL, errbuf, errlen);
+		leaf_remote_disconnect();
+		return false;
+	}
+	PQsetNoticeReceiver(leaf_conn, leaf_notice_receiver, NULL);
 	leaf_conn_info = MemoryContextStrdup(TopMemoryContext, leaf_alloc_conninfo);
 
 	/*
 	 * A segment must be durable on the allocation database (and its
 	 * synchronous standbys) before it is used.
 	 */
-	if (!leaf_remote_command("SET statement_timeout = '10s'; "
-							 "SET lock_timeout = '2s'; "
-							 "SET idle_in_transaction_session_timeout = '60s'",
+	if (!leaf_remote_command("SET statement_timeout = '10s'",
+							 errbuf, errlen) ||
+		!leaf_remote_command("SET lock_timeout = '2s'", errbuf, errlen) ||
+		!leaf_remote_command("SET idle_in_transaction_session_timeout = '60s'",
 							 errbuf, errlen))
 	{
 		leaf_remote_disconnect();
 		return false;
 	}
-	res = PQexec(leaf_conn, "SELECT current_setting('synchronous_commit')");
+	res = leaf_remote_exec("SELECT current_setting('synchronous_commit')",
+						   0, NULL, errbuf, errlen);
+	if (res == NULL)
+		return false;
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
 		(strcmp(PQgetvalue(res, 0, 0), "off") == 0 ||
 		 strcmp(PQgetvalue(res, 0, 0), "local") == 0))
@@ -138,11 +275,13 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 	else
 		PQclear(res);
 
-	res = PQexec(leaf_conn,
-				 "SELECT pg_catalog.quote_ident(n.nspname) "
-				 "FROM pg_catalog.pg_extension e "
-				 "JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
-				 "WHERE e.extname = 'leaf'");
+	res = leaf_remote_exec("SELECT pg_catalog.quote_ident(n.nspname) "
+						   "FROM pg_catalog.pg_extension e "
+						   "JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
+						   "WHERE e.extname = 'leaf'",
+						   0, NULL, errbuf, errlen);
+	if (res == NULL)
+		return false;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
 		leaf_remote_error("allocation database", res, errbuf, errlen);
@@ -174,6 +313,8 @@ leaf_remote_abort(PGresult *res)
 {
 	const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 
+	if (leaf_conn == NULL)
+		return;
 	if (PQstatus(leaf_conn) != CONNECTION_OK ||
 		(sqlstate != NULL && (strcmp(sqlstate, "25006") == 0 ||
 							  strncmp(sqlstate, "57P", 3) == 0 ||
@@ -184,7 +325,8 @@ leaf_remote_abort(PGresult *res)
 	}
 	if (PQtransactionStatus(leaf_conn) != PQTRANS_IDLE)
 	{
-		PGresult   *r = PQexec(leaf_conn, "ROLLBACK");
+		char		err[LEAF_ERRMSG_LEN];
+		PGresult   *r = leaf_remote_exec("ROLLBACK", 0, NULL, err, sizeof(err));
 
 		PQclear(r);
 	}
@@ -196,10 +338,12 @@ leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res)
 	char		sql[sizeof(leaf_qual_table) + 128];
 	const char *params[2];
 	char		maxbuf[32];
-	PGresult   *r = NULL;
+	PGresult   *r;
 	int64		max_id;
 	int32		row_step;
 
+	leaf_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												leaf_alloc_timeout_ms);
 	res->status = LEAF_LOAD_FAILED;
 	res->sqlstate = ERRCODE_CONNECTION_FAILURE;
 	if (!leaf_remote_connect(res->msg, sizeof(res->msg)))
@@ -216,7 +360,9 @@ leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res)
 			 "SELECT max_id, step FROM %s WHERE biz_tag = $1::pg_catalog.varchar "
 			 "FOR UPDATE", leaf_qual_table);
 	params[0] = job->tag;
-	r = PQexecParams(leaf_conn, sql, 1, NULL, params, NULL, NULL, 0);
+	r = leaf_remote_exec(sql, 1, params, res->msg, sizeof(res->msg));
+	if (r == NULL)
+		return;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 		goto fail;
 	if (PQntuples(r) == 0)
@@ -229,7 +375,6 @@ leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res)
 	max_id = strtoi64(PQgetvalue(r, 0, 0), NULL, 10);
 	row_step = (int32) strtol(PQgetvalue(r, 0, 1), NULL, 10);
 	PQclear(r);
-	r = NULL;
 
 	if (!leaf_plan_segment(job, max_id, row_step, res))
 	{
@@ -242,18 +387,40 @@ leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res)
 			 "WHERE biz_tag = $1::pg_catalog.varchar", leaf_qual_table);
 	snprintf(maxbuf, sizeof(maxbuf), INT64_FORMAT, res->db_max_id);
 	params[1] = maxbuf;
-	r = PQexecParams(leaf_conn, sql, 2, NULL, params, NULL, NULL, 0);
+	r = leaf_remote_exec(sql, 2, params, res->msg, sizeof(res->msg));
+	if (r == NULL)
+		goto lost;
 	if (PQresultStatus(r) != PGRES_COMMAND_OK ||
 		strcmp(PQcmdTuples(r), "1") != 0)
 		goto fail;
 	PQclear(r);
 
-	/* the segment may be used only once this COMMIT is known to succeed */
-	r = PQexec(leaf_conn, "COMMIT");
+	/*
+	 * The segment may be used only once this COMMIT is known to have
+	 * succeeded, with no warning: a warning here means the wait for the
+	 * synchronous standby was cancelled, so the allocation might not
+	 * survive a failover.
+	 */
+	leaf_got_warning = false;
+	r = leaf_remote_exec("COMMIT", 0, NULL, res->msg, sizeof(res->msg));
+	if (r == NULL)
+		goto lost;
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		goto fail;
 	PQclear(r);
+	if (leaf_got_warning)
+	{
+		snprintf(res->msg, sizeof(res->msg),
+				 "allocation database warned during COMMIT (was the wait for a synchronous standby cancelled?); the segment was not used");
+		return;
+	}
 	res->status = LEAF_LOAD_OK;
+	return;
+
+lost:
+	/* the outcome is unknown: the segment is dropped, leaving a gap */
+	res->status = LEAF_LOAD_FAILED;
+	res->sqlstate = ERRCODE_LEAF_ALLOC_FAILED;
 	return;
 
 fail:
@@ -275,10 +442,14 @@ leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen)
 	PGresult   *r;
 	int			i;
 
+	leaf_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												leaf_alloc_timeout_ms);
 	if (!leaf_remote_connect(errbuf, errlen))
 		return false;
 	snprintf(sql, sizeof(sql), "SELECT biz_tag FROM %s", leaf_qual_table);
-	r = PQexec(leaf_conn, sql);
+	r = leaf_remote_exec(sql, 0, NULL, errbuf, errlen);
+	if (r == NULL)
+		return false;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 	{
 		leaf_remote_error("allocation database", r, errbuf, errlen);
