@@ -1,25 +1,879 @@
 /*-------------------------------------------------------------------------
  *
  * leaf_snowflake.c
- *	  Snowflake mode (placeholder until the generator lands).
+ *	  Snowflake mode: settings, shared state, the lock-free generator and
+ *	  the SQL functions.
+ *
+ * An ID is 1 zero sign bit, 41 bits of milliseconds since
+ * leaf.snowflake_epoch, 10 bits of worker ID and 12 bits of sequence.
+ * One generator serves every backend of the instance.  Its whole state is
+ * the last ID handed out, kept in one 64-bit atomic: a caller reads it,
+ * reads the clock, computes the next ID (or a run of IDs within one
+ * millisecond) and installs it with compare-and-swap.  There is no lock on
+ * that path, and since each ID is larger than the last one installed, the
+ * IDs of one instance are unique and increase in the order they are
+ * handed out.
+ *
+ * The worker ID and the right to serve come from the snowflake worker
+ * (leaf_zk.c), which publishes them here:
+ *	- "serving" holds the worker ID and a flag telling backends they may
+ *	  generate;
+ *	- "lease_ms" is the largest timestamp (ms since 1970) an ID may carry.
+ *	  The worker raises it only after that value has been made durable, in
+ *	  $PGDATA/leaf_snowflake.state and, with ZooKeeper, in the node's
+ *	  forever node.  Hence every timestamp this instance ever used is at
+ *	  or below the last recorded high-water mark, and a restarted node that
+ *	  waits until its clock passes that mark cannot repeat an ID, however
+ *	  its clock moved while it was down.
+ *
+ * Locking: the generator fields are atomics.  The descriptive fields read
+ * by leaf_snowflake_status and written by the worker are protected by
+ * the spinlock "mutex".  Waits in backends use their own latch with a
+ * timeout; no lock is held while waiting.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <time.h>
+
+#include "access/htup_details.h"
+#include "common/pg_prng.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
 #include "leaf.h"
+#include "leaf_snowflake.h"
+
+
+
+#define LEAF_SF_TS_BITS			41
+#define LEAF_SF_MAX_TS			((INT64CONST(1) << LEAF_SF_TS_BITS) - 1)
+#define LEAF_SF_SEQ_MASK		4095
+#define LEAF_SF_RANDOM_START	100		/* a new ms starts at 0..99 */
+#define LEAF_SF_SERVING_FLAG	0x80000000U
+
+/* largest number of IDs generated before they are put in the result */
+#define LEAF_SF_NEXTVALS_CHUNK	(8 * 1024 * 1024)
+
+/* settings */
+int			leaf_sf_worker_id = -1;
+char	   *leaf_sf_zk_hosts = NULL;
+char	   *leaf_sf_zk_root = NULL;
+char	   *leaf_sf_node_address = NULL;
+int64		leaf_sf_epoch_ms = INT64CONST(1288834974657);
+int			leaf_sf_heartbeat_ms = 3000;
+int			leaf_sf_max_backward_ms = 5;
+int			leaf_sf_max_clock_drift_ms = 5000;
+int			leaf_sf_reclaim_after_ms = 0;
+static char *leaf_sf_epoch_string = NULL;
+static int	leaf_sf_test_clock_offset_ms = 0;
+
+typedef struct LeafSfShared
+{
+	pg_atomic_uint64 last_id;	/* atomic: last ID handed out, 0 if none */
+	pg_atomic_uint64 lease_ms;	/* atomic: largest timestamp (ms since
+								 * 1970) an ID may carry, as persisted */
+	pg_atomic_uint32 serving;	/* atomic: worker ID | LEAF_SF_SERVING_FLAG
+								 * while IDs may be generated */
+	pg_atomic_uint64 backward_waits;	/* atomic: waits for a clock that
+										 * went back a little */
+	pg_atomic_uint64 backward_errors;	/* atomic: errors for a clock that
+										 * went back */
+
+	slock_t		mutex;			/* protects all fields below */
+	LeafSfPhase phase;			/* where the worker stands */
+	char		reason[LEAF_ERRMSG_LEN];	/* why not ready, or "" */
+	int			worker_id;		/* worker ID, -1 if not known yet */
+	char		source[16];		/* "setting", "zookeeper", "cache file" */
+	char		zk_state[32];	/* ZooKeeper connection state */
+	char		node_address[LEAF_SF_ADDR_LEN];	/* this node's address */
+	char		zk_node[LEAF_SF_ADDR_LEN * 2];	/* our forever node */
+	int64		last_heartbeat_ms;	/* last high-water mark recorded, when */
+	int64		not_before_ms;	/* clock must pass this before serving */
+	int			npeers;			/* running peers at the last clock check */
+	int64		peer_offset_ms; /* our clock minus the peers' average */
+	pid_t		worker_pid;		/* snowflake worker, 0 if none */
+	Latch	   *worker_latch;	/* its latch, NULL if none */
+} LeafSfShared;
+
+static LeafSfShared *leaf_sf = NULL;
+
+static bool leaf_sf_configured(void);
+
+/* ---------------------------------------------------------------------
+ * Settings, shared memory, worker registration
+ * ---------------------------------------------------------------------
+ */
+
+static bool
+leaf_sf_check_epoch(char **newval, void **extra, GucSource source)
+{
+	char	   *end;
+	long long	v;
+
+	errno = 0;
+	v = strtoll(*newval, &end, 10);
+	if (errno != 0 || end == *newval || *end != '\0' ||
+		v < -(INT64CONST(1) << 42) || v > (INT64CONST(1) << 42))
+	{
+		GUC_check_errdetail("leaf.snowflake_epoch must be a whole number of milliseconds since 1970-01-01 00:00:00 UTC.");
+		return false;
+	}
+	return true;
+}
+
+static void
+leaf_sf_assign_epoch(const char *newval, void *extra)
+{
+	leaf_sf_epoch_ms = strtoll(newval, NULL, 10);
+}
 
 void
 leaf_snowflake_init(void)
 {
+	BackgroundWorker worker;
+
+	DefineCustomIntVariable("leaf.worker_id",
+							"Sets the snowflake worker ID of this node (0-1023, -1 = not set).",
+							"When set, ZooKeeper is not used.",
+							&leaf_sf_worker_id,
+							-1, INT_MIN, INT_MAX,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("leaf.zk_hosts",
+							   "Sets the ZooKeeper servers (host:port,...) that assign snowflake worker IDs.",
+							   NULL,
+							   &leaf_sf_zk_hosts,
+							   "",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("leaf.zk_root",
+							   "Sets the ZooKeeper path under which snowflake nodes register.",
+							   NULL,
+							   &leaf_sf_zk_root,
+							   "/leaf/default",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("leaf.node_address",
+							   "Sets the address (host:port) that identifies this node in ZooKeeper.",
+							   "Empty means the first of listen_addresses (or the host name) and port.",
+							   &leaf_sf_node_address,
+							   "",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("leaf.snowflake_epoch",
+							   "Sets the epoch of snowflake IDs, in milliseconds since 1970-01-01 UTC.",
+							   NULL,
+							   &leaf_sf_epoch_string,
+							   "1288834974657",
+							   PGC_POSTMASTER,
+							   0,
+							   leaf_sf_check_epoch, leaf_sf_assign_epoch, NULL);
+
+	DefineCustomIntVariable("leaf.heartbeat_interval",
+							"Sets how often the snowflake worker records its time.",
+							NULL,
+							&leaf_sf_heartbeat_ms,
+							3000, 100, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.max_backward_ms",
+							"Sets how far the clock may go back at run time before snowflake IDs fail instead of waiting.",
+							NULL,
+							&leaf_sf_max_backward_ms,
+							5, 0, 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.max_clock_drift_ms",
+							"Sets how far this node's clock may differ from its running peers' at registration.",
+							"0 disables the check.",
+							&leaf_sf_max_clock_drift_ms,
+							5000, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.worker_id_reclaim_after",
+							"Sets after how long without heartbeat a worker ID may be taken over by a new node.",
+							"0 never takes over a worker ID.",
+							&leaf_sf_reclaim_after_ms,
+							0, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.test_clock_offset_ms",
+							"Shifts this session's snowflake clock (for tests only).",
+							NULL,
+							&leaf_sf_test_clock_offset_ms,
+							0, -10000, 10000,
+							PGC_SUSET,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
+	if (!leaf_sf_configured())
+		return;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
+	worker.bgw_restart_time = 5;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "leaf");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "leaf_snowflake_worker_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "leaf snowflake worker");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "leaf snowflake worker");
+	worker.bgw_main_arg = (Datum) 0;
+	worker.bgw_notify_pid = 0;
+	RegisterBackgroundWorker(&worker);
+}
+
+/* Snowflake mode is on when a worker ID or ZooKeeper is configured. */
+static bool
+leaf_sf_configured(void)
+{
+	return leaf_sf_worker_id != -1 ||
+		(leaf_sf_zk_hosts != NULL && leaf_sf_zk_hosts[0] != '\0');
 }
 
 void
 leaf_snowflake_shmem_request(void)
 {
+	RequestAddinShmemSpace(MAXALIGN(sizeof(LeafSfShared)));
 }
 
 void
 leaf_snowflake_shmem_startup(void)
 {
+	bool		found;
+
+	leaf_sf = ShmemInitStruct("leaf snowflake", sizeof(LeafSfShared), &found);
+	if (found)
+		return;
+
+	memset(leaf_sf, 0, sizeof(LeafSfShared));
+	pg_atomic_init_u64(&leaf_sf->last_id, 0);
+	pg_atomic_init_u64(&leaf_sf->lease_ms, 0);
+	pg_atomic_init_u32(&leaf_sf->serving, 0);
+	pg_atomic_init_u64(&leaf_sf->backward_waits, 0);
+	pg_atomic_init_u64(&leaf_sf->backward_errors, 0);
+	SpinLockInit(&leaf_sf->mutex);
+	leaf_sf->worker_id = -1;
+	strlcpy(leaf_sf->zk_state, "not used", sizeof(leaf_sf->zk_state));
+	if (leaf_sf_configured())
+		leaf_sf->phase = LEAF_SF_STARTING;
+	else
+	{
+		leaf_sf->phase = LEAF_SF_NOT_READY;
+		strlcpy(leaf_sf->reason,
+				"snowflake mode is not configured: neither leaf.worker_id nor leaf.zk_hosts is set",
+				sizeof(leaf_sf->reason));
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Reports from the snowflake worker
+ * ---------------------------------------------------------------------
+ */
+
+/* Wall clock in ms since 1970, as the worker sees it. */
+int64
+leaf_sf_clock_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Called by the worker when it starts.  Returns the timestamp of the last
+ * ID handed out since the server started, or 0.
+ */
+int64
+leaf_sf_attach_worker(void)
+{
+	SpinLockAcquire(&leaf_sf->mutex);
+	leaf_sf->worker_pid = MyProcPid;
+	leaf_sf->worker_latch = MyLatch;
+	SpinLockRelease(&leaf_sf->mutex);
+
+	return leaf_sf_last_issued_ms();
+}
+
+void
+leaf_sf_detach_worker(void)
+{
+	SpinLockAcquire(&leaf_sf->mutex);
+	leaf_sf->worker_pid = 0;
+	leaf_sf->worker_latch = NULL;
+	SpinLockRelease(&leaf_sf->mutex);
+}
+
+/*
+ * Set the phase and its reason.  Leaving the ready phase stops generation
+ * at once.
+ */
+void
+leaf_sf_report(LeafSfPhase phase, const char *reason)
+{
+	if (phase != LEAF_SF_READY)
+	{
+		pg_atomic_write_u32(&leaf_sf->serving, 0);
+		pg_memory_barrier();
+	}
+
+	SpinLockAcquire(&leaf_sf->mutex);
+	leaf_sf->phase = phase;
+	strlcpy(leaf_sf->reason, reason ? reason : "", sizeof(leaf_sf->reason));
+	SpinLockRelease(&leaf_sf->mutex);
+}
+
+void
+leaf_sf_report_zk(const char *state)
+{
+	SpinLockAcquire(&leaf_sf->mutex);
+	strlcpy(leaf_sf->zk_state, state, sizeof(leaf_sf->zk_state));
+	SpinLockRelease(&leaf_sf->mutex);
+}
+
+void
+leaf_sf_report_identity(int worker_id, const char *source,
+						const char *node_address, const char *zk_node)
+{
+	SpinLockAcquire(&leaf_sf->mutex);
+	leaf_sf->worker_id = worker_id;
+	strlcpy(leaf_sf->source, source ? source : "", sizeof(leaf_sf->source));
+	strlcpy(leaf_sf->node_address, node_address ? node_address : "",
+			sizeof(leaf_sf->node_address));
+	strlcpy(leaf_sf->zk_node, zk_node ? zk_node : "", sizeof(leaf_sf->zk_node));
+	SpinLockRelease(&leaf_sf->mutex);
+}
+
+void
+leaf_sf_report_heartbeat(int64 ms)
+{
+	SpinLockAcquire(&leaf_sf->mutex);
+	leaf_sf->last_heartbeat_ms = ms;
+	SpinLockRelease(&leaf_sf->mutex);
+}
+
+void
+leaf_sf_report_peers(int npeers, int64 offset_ms)
+{
+	SpinLockAcquire(&leaf_sf->mutex);
+	leaf_sf->npeers = npeers;
+	leaf_sf->peer_offset_ms = offset_ms;
+	SpinLockRelease(&leaf_sf->mutex);
+}
+
+void
+leaf_sf_report_not_before(int64 ms)
+{
+	SpinLockAcquire(&leaf_sf->mutex);
+	leaf_sf->not_before_ms = ms;
+	SpinLockRelease(&leaf_sf->mutex);
+}
+
+/* Timestamp (ms since 1970) of the last ID handed out, or 0. */
+int64
+leaf_sf_last_issued_ms(void)
+{
+	uint64		last = pg_atomic_read_u64(&leaf_sf->last_id);
+
+	if (last == 0)
+		return 0;
+	return (int64) (last >> 22) + leaf_sf_epoch_ms;
+}
+
+/*
+ * Start generating with the given worker ID.  No ID will carry a
+ * timestamp at or below floor_ms, nor below anything handed out before.
+ * The caller has set the lease already.
+ */
+void
+leaf_sf_start_serving(int worker_id, int64 floor_ms)
+{
+	uint64		old;
+	int64		floor_ts = floor_ms - leaf_sf_epoch_ms;
+	uint64		newval;
+
+	if (floor_ts < 0)
+		floor_ts = 0;
+	if (floor_ts > LEAF_SF_MAX_TS)
+		floor_ts = LEAF_SF_MAX_TS;
+
+	pg_atomic_write_u32(&leaf_sf->serving, 0);
+	pg_memory_barrier();
+
+	/*
+	 * Make the last ID the final one of the floor's millisecond for this
+	 * worker ID, unless something later was handed out already.
+	 */
+	old = pg_atomic_read_u64(&leaf_sf->last_id);
+	for (;;)
+	{
+		int64		ts = (int64) (old >> 22);
+
+		if (ts < floor_ts)
+			ts = floor_ts;
+		newval = ((uint64) ts << 22) | ((uint64) worker_id << 12) | LEAF_SF_SEQ_MASK;
+		if (pg_atomic_compare_exchange_u64(&leaf_sf->last_id, &old, newval))
+			break;
+	}
+
+	SpinLockAcquire(&leaf_sf->mutex);
+	leaf_sf->worker_id = worker_id;
+	leaf_sf->phase = LEAF_SF_READY;
+	leaf_sf->reason[0] = '\0';
+	leaf_sf->not_before_ms = 0;
+	SpinLockRelease(&leaf_sf->mutex);
+
+	pg_memory_barrier();
+	pg_atomic_write_u32(&leaf_sf->serving,
+						(uint32) worker_id | LEAF_SF_SERVING_FLAG);
+}
+
+/*
+ * Publish a new lease.  The caller has made lease_ms durable.  The lease
+ * may also go down, which stops generation above it.
+ */
+void
+leaf_sf_set_lease(int64 lease_ms)
+{
+	pg_write_barrier();
+	pg_atomic_write_u64(&leaf_sf->lease_ms, (uint64) Max(lease_ms, 0));
+}
+
+int64
+leaf_sf_get_lease(void)
+{
+	return (int64) pg_atomic_read_u64(&leaf_sf->lease_ms);
+}
+
+/* ---------------------------------------------------------------------
+ * The generator
+ * ---------------------------------------------------------------------
+ */
+
+/* This session's clock, in ms since 1970. */
+static inline int64
+leaf_sf_now_ms(void)
+{
+	return leaf_sf_clock_ms() + leaf_sf_test_clock_offset_ms;
+}
+
+/*
+ * Wait for ms milliseconds (measured on the monotonic clock), still
+ * answering interrupts.
+ */
+static void
+leaf_sf_sleep_ms(long ms)
+{
+	instr_time	start;
+	instr_time	now;
+	long		left = ms;
+
+	INSTR_TIME_SET_CURRENT(start);
+	while (left > 0)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 left, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		INSTR_TIME_SET_CURRENT(now);
+		INSTR_TIME_SUBTRACT(now, start);
+		left = ms - (long) INSTR_TIME_GET_MILLISEC(now);
+	}
+}
+
+static void
+leaf_sf_wake_worker(void)
+{
+	Latch	   *latch;
+
+	SpinLockAcquire(&leaf_sf->mutex);
+	latch = leaf_sf->worker_latch;
+	SpinLockRelease(&leaf_sf->mutex);
+	if (latch)
+		SetLatch(latch);
+}
+
+/*
+ * The generator may not serve.  While the worker is still starting, or
+ * the lease is about to be renewed, wait up to leaf.wait_timeout; else
+ * raise the reason.  *waited_ms accumulates the time spent here over one
+ * call.
+ */
+static void
+leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
+{
+	LeafSfPhase phase;
+	char		reason[LEAF_ERRMSG_LEN];
+
+	SpinLockAcquire(&leaf_sf->mutex);
+	phase = leaf_sf->phase;
+	strlcpy(reason, leaf_sf->reason, sizeof(reason));
+	SpinLockRelease(&leaf_sf->mutex);
+
+	if ((phase == LEAF_SF_STARTING || (phase == LEAF_SF_READY && lease_expired)) &&
+		*waited_ms < leaf_wait_timeout_ms)
+	{
+		if (lease_expired)
+			leaf_sf_wake_worker();
+		leaf_sf_sleep_ms(10);
+		*waited_ms += 10;
+		return;
+	}
+
+	if (phase == LEAF_SF_STARTING)
+		ereport(ERROR,
+				(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
+				 errmsg("snowflake generator is not ready"),
+				 errdetail("The snowflake worker has not registered within leaf.wait_timeout (%d ms).",
+						   leaf_wait_timeout_ms),
+				 errhint("See the server log and the view leaf_snowflake_status.")));
+	if (phase == LEAF_SF_READY)
+		ereport(ERROR,
+				(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
+				 errmsg("snowflake generator is not ready: the high-water mark of issued timestamps was not recorded in time"),
+				 errhint("See the server log and the view leaf_snowflake_status.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
+			 errmsg("snowflake generator is not ready: %s", reason),
+			 errhint("See the server log and the view leaf_snowflake_status.")));
+}
+
+/* Raise LF103 if ts does not fit in 41 bits. */
+static inline void
+leaf_sf_check_range(int64 ts)
+{
+	if (ts < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_LEAF_TIMESTAMP_OVERFLOW),
+				 errmsg("snowflake timestamp out of range: the clock is before leaf.snowflake_epoch")));
+	if (ts > LEAF_SF_MAX_TS)
+		ereport(ERROR,
+				(errcode(ERRCODE_LEAF_TIMESTAMP_OVERFLOW),
+				 errmsg("snowflake timestamp out of range: more than 2^41 ms since leaf.snowflake_epoch"),
+				 errdetail("The 41-bit timestamp field ran out " INT64_FORMAT " ms after the epoch.",
+						   LEAF_SF_MAX_TS),
+				 errhint("Use a later leaf.snowflake_epoch, or another ID scheme.")));
+}
+
+/*
+ * Reserve up to "want" (>= 1) consecutive IDs, all in one millisecond.
+ * Returns the first one and sets *count to how many were reserved.
+ */
+static int64
+leaf_sf_reserve(int want, int *count)
+{
+	int			waited_ms = 0;
+	bool		backward_waited = false;
+	uint32		spins = 0;
+
+	for (;;)
+	{
+		uint32		serving;
+		uint64		worker_id;
+		uint64		old;
+		uint64		newval;
+		int64		now;
+		int64		ts;
+		int64		old_ts;
+		int64		seq;
+		int			n;
+
+		serving = pg_atomic_read_u32(&leaf_sf->serving);
+		if ((serving & LEAF_SF_SERVING_FLAG) == 0)
+		{
+			/* a clock outside the ID's range is the better reason */
+			leaf_sf_check_range(leaf_sf_now_ms() - leaf_sf_epoch_ms);
+
+			leaf_sf_wait_or_fail(false, &waited_ms);
+			continue;
+		}
+		worker_id = serving & LEAF_SF_MAX_WORKER_ID;
+		pg_read_barrier();
+
+		/* read the last ID before the clock, so a later clock reads later */
+		old = pg_atomic_read_u64(&leaf_sf->last_id);
+		pg_read_barrier();
+		now = leaf_sf_now_ms();
+
+		if (now > (int64) pg_atomic_read_u64(&leaf_sf->lease_ms))
+		{
+			leaf_sf_wait_or_fail(true, &waited_ms);
+			continue;
+		}
+
+		ts = now - leaf_sf_epoch_ms;
+		leaf_sf_check_range(ts);
+
+		old_ts = (int64) (old >> 22);
+		if (ts > old_ts)
+		{
+			/* a new millisecond: start at a random sequence 0..99 */
+			seq = (int64) pg_prng_uint64_range(&pg_global_prng_state, 0,
+											   LEAF_SF_RANDOM_START - 1);
+			n = Min(want, LEAF_SF_SEQ_MASK + 1 - (int) seq);
+			newval = ((uint64) ts << 22) | (worker_id << 12) | (uint64) seq;
+		}
+		else if (ts == old_ts)
+		{
+			seq = (int64) (old & LEAF_SF_SEQ_MASK) + 1;
+			if (seq > LEAF_SF_SEQ_MASK)
+			{
+				/* this millisecond is used up: wait for the next one */
+				if ((++spins & 1023) == 0)
+					CHECK_FOR_INTERRUPTS();
+				continue;
+			}
+			n = Min(want, LEAF_SF_SEQ_MASK + 1 - (int) seq);
+			newval = old + 1;
+		}
+		else
+		{
+			int64		offset = old_ts - ts;
+
+			if (offset <= leaf_sf_max_backward_ms && !backward_waited)
+			{
+				pg_atomic_fetch_add_u64(&leaf_sf->backward_waits, 1);
+				backward_waited = true;
+				leaf_sf_sleep_ms((long) (offset * 2));
+				continue;
+			}
+			pg_atomic_fetch_add_u64(&leaf_sf->backward_errors, 1);
+			ereport(ERROR,
+					(errcode(ERRCODE_LEAF_CLOCK_BACKWARDS),
+					 errmsg("clock moved backwards by " INT64_FORMAT " ms, refusing to generate snowflake IDs",
+							offset),
+					 backward_waited ?
+					 errdetail("The clock was still behind the last ID after waiting.") :
+					 errdetail("leaf.max_backward_ms is %d ms.", leaf_sf_max_backward_ms)));
+		}
+
+		if (pg_atomic_compare_exchange_u64(&leaf_sf->last_id, &old,
+										   newval + (uint64) (n - 1)))
+		{
+			*count = n;
+			return (int64) newval;
+		}
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * SQL functions
+ * ---------------------------------------------------------------------
+ */
+
+PG_FUNCTION_INFO_V1(leaf_snowflake);
+PG_FUNCTION_INFO_V1(leaf_snowflake_nextvals);
+PG_FUNCTION_INFO_V1(leaf_snowflake_decode);
+PG_FUNCTION_INFO_V1(leaf_snowflake_status);
+
+/*
+ * leaf_snowflake() returns bigint
+ */
+Datum
+leaf_snowflake(PG_FUNCTION_ARGS)
+{
+	int			n;
+
+	leaf_require_preload();
+	PG_RETURN_INT64(leaf_sf_reserve(1, &n));
+}
+
+/*
+ * leaf_snowflake_nextvals(n integer) returns setof bigint
+ *
+ * Reserves whole runs of a millisecond's sequence per compare-and-swap.
+ * The IDs are generated into an array first and only then put into the
+ * result, so that a bulk request uses up each millisecond before the
+ * clock moves on.
+ */
+Datum
+leaf_snowflake_nextvals(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int32		want = PG_GETARG_INT32(0);
+	int64	   *buf;
+	int			chunk;
+
+	leaf_require_preload();
+	if (want < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("number of snowflake IDs must not be negative")));
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+
+	chunk = Min(want, LEAF_SF_NEXTVALS_CHUNK);
+	/* touch the buffer now, so that page faults do not spread the IDs */
+	buf = chunk > 0 ? palloc0(sizeof(int64) * chunk) : NULL;
+
+	while (want > 0)
+	{
+		int			filled = 0;
+		int			todo = Min(want, chunk);
+		int			i;
+
+		while (filled < todo)
+		{
+			int			n;
+			int64		first = leaf_sf_reserve(todo - filled, &n);
+
+			for (i = 0; i < n; i++)
+				buf[filled++] = first + i;
+		}
+
+		for (i = 0; i < todo; i++)
+		{
+			Datum		value = Int64GetDatum(buf[i]);
+			bool		isnull = false;
+
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+								 &value, &isnull);
+		}
+		want -= todo;
+	}
+
+	return (Datum) 0;
+}
+
+/* ms since 1970 to timestamptz */
+static TimestampTz
+leaf_sf_ms_to_timestamptz(int64 ms)
+{
+	return (ms - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000) * 1000;
+}
+
+/*
+ * leaf_snowflake_decode(id bigint, OUT ts timestamptz, OUT worker_id int,
+ *						 OUT sequence int)
+ */
+Datum
+leaf_snowflake_decode(PG_FUNCTION_ARGS)
+{
+	int64		id = PG_GETARG_INT64(0);
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	leaf_require_preload();
+	if (id < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("snowflake ID must not be negative: " INT64_FORMAT, id)));
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+
+	values[0] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz((id >> 22) + leaf_sf_epoch_ms));
+	values[1] = Int32GetDatum((int32) ((id >> 12) & LEAF_SF_MAX_WORKER_ID));
+	values[2] = Int32GetDatum((int32) (id & LEAF_SF_SEQ_MASK));
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * leaf_snowflake_status(): one row, see leaf_snowflake.sql.
+ */
+Datum
+leaf_snowflake_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[16];
+	bool		nulls[16];
+	LeafSfShared snap;
+	uint64		last_id;
+	int64		lease;
+	int			i = 0;
+
+	leaf_require_preload();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	if (tupdesc->natts != lengthof(values))
+		elog(ERROR, "incorrect number of output arguments");
+
+	SpinLockAcquire(&leaf_sf->mutex);
+	snap.phase = leaf_sf->phase;
+	memcpy(snap.reason, leaf_sf->reason, sizeof(snap.reason));
+	snap.worker_id = leaf_sf->worker_id;
+	memcpy(snap.source, leaf_sf->source, sizeof(snap.source));
+	memcpy(snap.zk_state, leaf_sf->zk_state, sizeof(snap.zk_state));
+	memcpy(snap.node_address, leaf_sf->node_address, sizeof(snap.node_address));
+	memcpy(snap.zk_node, leaf_sf->zk_node, sizeof(snap.zk_node));
+	snap.last_heartbeat_ms = leaf_sf->last_heartbeat_ms;
+	snap.not_before_ms = leaf_sf->not_before_ms;
+	snap.npeers = leaf_sf->npeers;
+	snap.peer_offset_ms = leaf_sf->peer_offset_ms;
+	SpinLockRelease(&leaf_sf->mutex);
+	last_id = pg_atomic_read_u64(&leaf_sf->last_id);
+	lease = (int64) pg_atomic_read_u64(&leaf_sf->lease_ms);
+
+	memset(nulls, 0, sizeof(nulls));
+
+	/* worker_id, worker_id_source */
+	values[i] = Int32GetDatum(snap.worker_id);
+	nulls[i++] = snap.worker_id < 0;
+	values[i] = CStringGetTextDatum(snap.source);
+	nulls[i++] = snap.source[0] == '\0';
+	/* ready, not_ready_reason */
+	values[i++] = BoolGetDatum(snap.phase == LEAF_SF_READY);
+	if (snap.phase == LEAF_SF_READY)
+		nulls[i++] = true;
+	else
+		values[i++] = CStringGetTextDatum(snap.phase == LEAF_SF_STARTING ?
+										  "the snowflake worker is starting" :
+										  snap.reason);
+	/* node_address, zk_state, zk_node */
+	values[i] = CStringGetTextDatum(snap.node_address);
+	nulls[i++] = snap.node_address[0] == '\0';
+	values[i++] = CStringGetTextDatum(snap.zk_state);
+	values[i] = CStringGetTextDatum(snap.zk_node);
+	nulls[i++] = snap.zk_node[0] == '\0';
+	/* last_heartbeat, last_timestamp, recorded_until, not_before */
+	values[i] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(snap.last_heartbeat_ms));
+	nulls[i++] = snap.last_heartbeat_ms == 0;
+	values[i] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz((int64) (last_id >> 22) + leaf_sf_epoch_ms));
+	nulls[i++] = last_id == 0;
+	values[i] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(lease));
+	nulls[i++] = lease == 0;
+	values[i] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(snap.not_before_ms));
+	nulls[i++] = snap.not_before_ms == 0;
+	/* peers, peer_clock_offset_ms */
+	values[i++] = Int32GetDatum(snap.npeers);
+	values[i++] = Int64GetDatum(snap.peer_offset_ms);
+	/* backward_waits, backward_errors */
+	values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&leaf_sf->backward_waits));
+	values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&leaf_sf->backward_errors));
+	/* epoch */
+	values[i++] = Int64GetDatum(leaf_sf_epoch_ms);
+
+	Assert(i == lengthof(values));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -1,0 +1,51 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_snowflake.h
+ *	  Interface between the snowflake generator (leaf_snowflake.c) and
+ *	  the worker that assigns its worker ID (leaf_zk.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LEAF_SNOWFLAKE_H
+#define LEAF_SNOWFLAKE_H
+
+#include "leaf.h"
+
+#define LEAF_SF_MAX_WORKER_ID	1023
+#define LEAF_SF_ADDR_LEN		256
+
+typedef enum LeafSfPhase
+{
+	LEAF_SF_STARTING = 0,		/* worker has not decided yet: callers wait */
+	LEAF_SF_NOT_READY,			/* cannot serve now, reason says why */
+	LEAF_SF_READY				/* serving */
+} LeafSfPhase;
+
+extern int	leaf_sf_worker_id;
+extern char *leaf_sf_zk_hosts;
+extern char *leaf_sf_zk_root;
+extern char *leaf_sf_node_address;
+extern int64 leaf_sf_epoch_ms;
+extern int	leaf_sf_heartbeat_ms;
+extern int	leaf_sf_max_backward_ms;
+extern int	leaf_sf_max_clock_drift_ms;
+extern int	leaf_sf_reclaim_after_ms;
+
+extern PGDLLEXPORT void leaf_snowflake_worker_main(Datum main_arg) pg_attribute_noreturn();
+extern int64 leaf_sf_clock_ms(void);
+extern int64 leaf_sf_attach_worker(void);
+extern void leaf_sf_detach_worker(void);
+extern void leaf_sf_report(LeafSfPhase phase, const char *reason);
+extern void leaf_sf_report_zk(const char *state);
+extern void leaf_sf_report_identity(int worker_id, const char *source,
+									const char *node_address,
+									const char *zk_node);
+extern void leaf_sf_report_heartbeat(int64 ms);
+extern void leaf_sf_report_peers(int npeers, int64 offset_ms);
+extern void leaf_sf_report_not_before(int64 ms);
+extern void leaf_sf_start_serving(int worker_id, int64 floor_ms);
+extern void leaf_sf_set_lease(int64 lease_ms);
+extern int64 leaf_sf_get_lease(void);
+extern int64 leaf_sf_last_issued_ms(void);
+
+#endif							/* LEAF_SNOWFLAKE_H */

@@ -1,0 +1,1214 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_zk.c
+ *	  The snowflake worker: worker ID, high-water mark, ZooKeeper.
+ *
+ * One static background worker per instance, with shared memory access
+ * but no database connection.  It
+ *	- settles the worker ID: leaf.worker_id if set; else the sequence
+ *	  number of this node's PERSISTENT_SEQUENTIAL node under
+ *	  <leaf.zk_root>/forever (found by address, created if missing, or
+ *	  taken over from a long-dead node when leaf.worker_id_reclaim_after
+ *	  allows); else, with ZooKeeper unreachable, the worker ID cached in
+ *	  $PGDATA/leaf_snowflake.state;
+ *	- checks the clock before serving: it must be past the high-water mark
+ *	  recorded for this node (in ZooKeeper and in the cache file), and
+ *	  within leaf.max_clock_drift_ms of the running peers' average;
+ *	- every leaf.heartbeat_interval records a new high-water mark (now plus
+ *	  a margin) in the cache file and in the forever node, and only then
+ *	  lets the generator use timestamps up to it (the "lease", see
+ *	  leaf_snowflake.c);
+ *	- holds an ephemeral node <leaf.zk_root>/temporary/<address> while it
+ *	  serves, which is how peers find each other.
+ *
+ * Peer clocks are compared without talking to the peers: each heartbeat
+ * writes the writer's own clock into its forever node, and ZooKeeper
+ * stamps the write with its own clock (mtime).  "ts - mtime" is thus the
+ * writer's offset from ZooKeeper's clock at that moment.  A starting node
+ * measures its own offset the same way, with a write to <root>/clock, and
+ * compares it with the average offset of the nodes that hold an ephemeral
+ * node.  The ZooKeeper clock (the leader's, in an ensemble) cancels out.
+ *
+ * The ZooKeeper C client runs its own threads.  Only the synchronous API
+ * is used, from this process's main thread; the session watcher does
+ * nothing; all signals are blocked while zookeeper_init starts the
+ * client threads, so that Postgres signal handlers run on the main
+ * thread only.  No Postgres function is called from a client thread.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <zookeeper/zookeeper.h>
+
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "postmaster/postmaster.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/procsignal.h"
+#include "utils/guc.h"
+#include "utils/wait_event.h"
+
+#include "leaf.h"
+#include "leaf_snowflake.h"
+
+
+
+#define LEAF_SF_STATE_FILE		"leaf_snowflake.state"
+#define LEAF_SF_STATE_TMP		"leaf_snowflake.state.tmp"
+#define LEAF_ZK_PATH_LEN		1024
+#define LEAF_ZK_DATA_LEN		1024
+#define LEAF_ZK_CONNECT_MS		4000
+
+/* What the cache file holds. */
+typedef struct LeafSfCache
+{
+	bool		valid;
+	int			worker_id;
+	char		source[16];		/* "setting" or "zookeeper" */
+	char		node_address[LEAF_SF_ADDR_LEN];
+	char		zk_root[LEAF_ZK_PATH_LEN];
+	char		zk_node[LEAF_ZK_PATH_LEN];
+	int64		hwm_ms;			/* high-water mark of used timestamps */
+	int64		written_ms;		/* when the file was written */
+} LeafSfCache;
+
+/* What registration in ZooKeeper found. */
+typedef enum LeafZkResult
+{
+	LEAF_ZK_OK,
+	LEAF_ZK_RETRY,				/* transient (connection, clock): try again */
+	LEAF_ZK_FAIL				/* needs a fix by hand; still retried slowly */
+} LeafZkResult;
+
+/* the worker's own state; this process only */
+static zhandle_t *leaf_zh = NULL;
+static char leaf_addr[LEAF_SF_ADDR_LEN];
+static char leaf_reason[LEAF_ERRMSG_LEN];
+static LeafSfCache leaf_cache;
+
+static int	leaf_wid = -1;		/* worker ID we serve with, -1 if none */
+static bool leaf_serving = false;
+static int	serving_wid = -1;	/* worker ID the generator uses */
+static bool leaf_registered = false;	/* our forever node is known */
+static bool leaf_peer_checked = false;
+static char leaf_node_path[LEAF_ZK_PATH_LEN];
+static int32 leaf_node_version = -1;
+static int64 leaf_zk_hwm = 0;	/* last high-water mark ZooKeeper holds */
+static int64 leaf_node_hwm = 0; /* high-water mark read at registration */
+static int64 leaf_file_hwm = 0; /* last high-water mark the file holds */
+
+static void leaf_zk_close(void);
+
+/* ---------------------------------------------------------------------
+ * Helpers
+ * ---------------------------------------------------------------------
+ */
+
+/* How far ahead of the clock a recorded high-water mark reaches. */
+static int64
+leaf_margin_ms(void)
+{
+	return 2 * (int64) leaf_sf_heartbeat_ms + 1000;
+}
+
+static void
+leaf_not_ready(const char *fmt,...) pg_attribute_printf(1, 2);
+
+/* Do two reasons differ only in their numbers? (then log only once) */
+static bool
+leaf_same_reason(const char *a, const char *b)
+{
+	for (;;)
+	{
+		while (*a >= '0' && *a <= '9')
+			a++;
+		while (*b >= '0' && *b <= '9')
+			b++;
+		if (*a != *b)
+			return false;
+		if (*a == '\0')
+			return true;
+		a++;
+		b++;
+	}
+}
+
+/*
+ * Stop serving (if we were) and publish why.  Logged when the reason
+ * changes.
+ */
+static void
+leaf_not_ready(const char *fmt,...)
+{
+	char		buf[LEAF_ERRMSG_LEN];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+
+	if (!leaf_same_reason(buf, leaf_reason))
+	{
+		ereport(LOG,
+				(errmsg("leaf snowflake generator not ready: %s", buf)));
+		strlcpy(leaf_reason, buf, sizeof(leaf_reason));
+	}
+	leaf_serving = false;
+	leaf_sf_report(LEAF_SF_NOT_READY, buf);
+}
+
+/* Wait on our latch; false if shutdown was requested. */
+static bool
+leaf_wait(long ms)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 Max(ms, 1), PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+	return !ShutdownRequestPending;
+}
+
+/* The default node address: first listen address (or host name) and port. */
+static void
+leaf_compute_address(void)
+{
+	char		host[LEAF_SF_ADDR_LEN];
+
+	if (leaf_sf_node_address && leaf_sf_node_address[0] != '\0')
+	{
+		strlcpy(leaf_addr, leaf_sf_node_address, sizeof(leaf_addr));
+		return;
+	}
+
+	host[0] = '\0';
+	if (ListenAddresses)
+	{
+		const char *p = ListenAddresses;
+		size_t		len;
+
+		while (*p == ' ' || *p == ',')
+			p++;
+		len = strcspn(p, " ,");
+		if (len > 0 && len < sizeof(host))
+		{
+			memcpy(host, p, len);
+			host[len] = '\0';
+		}
+	}
+	if (host[0] == '\0' || strcmp(host, "*") == 0 ||
+		strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0)
+	{
+		if (gethostname(host, sizeof(host)) != 0)
+			strlcpy(host, "localhost", sizeof(host));
+		host[sizeof(host) - 1] = '\0';
+	}
+	snprintf(leaf_addr, sizeof(leaf_addr), "%s:%d", host, PostPortNumber);
+}
+
+/* ---------------------------------------------------------------------
+ * Cache file
+ * ---------------------------------------------------------------------
+ */
+
+static void
+leaf_cache_read(LeafSfCache *cache)
+{
+	FILE	   *f;
+	char		line[2048];
+	int			version = 0;
+
+	memset(cache, 0, sizeof(*cache));
+	cache->worker_id = -1;
+
+	f = AllocateFile(LEAF_SF_STATE_FILE, "r");
+	if (f == NULL)
+	{
+		if (errno != ENOENT)
+			ereport(LOG,
+					(errcode_for_file_access(),
+					 errmsg("could not open file \"%s\": %m", LEAF_SF_STATE_FILE)));
+		return;
+	}
+
+	while (fgets(line, sizeof(line), f) != NULL)
+	{
+		char	   *val = strchr(line, ' ');
+
+		line[strcspn(line, "\n")] = '\0';
+		if (val == NULL)
+			continue;
+		*val++ = '\0';
+		if (strcmp(line, "version") == 0)
+			version = atoi(val);
+		else if (strcmp(line, "worker_id") == 0)
+			cache->worker_id = atoi(val);
+		else if (strcmp(line, "source") == 0)
+			strlcpy(cache->source, val, sizeof(cache->source));
+		else if (strcmp(line, "node_address") == 0)
+			strlcpy(cache->node_address, val, sizeof(cache->node_address));
+		else if (strcmp(line, "zk_root") == 0)
+			strlcpy(cache->zk_root, val, sizeof(cache->zk_root));
+		else if (strcmp(line, "zk_node") == 0)
+			strlcpy(cache->zk_node, val, sizeof(cache->zk_node));
+		else if (strcmp(line, "high_water_ms") == 0)
+			cache->hwm_ms = strtoll(val, NULL, 10);
+		else if (strcmp(line, "written_ms") == 0)
+			cache->written_ms = strtoll(val, NULL, 10);
+	}
+	FreeFile(f);
+
+	if (version == 1 && cache->worker_id >= 0 &&
+		cache->worker_id <= LEAF_SF_MAX_WORKER_ID && cache->hwm_ms > 0)
+		cache->valid = true;
+	else
+		ereport(LOG,
+				(errmsg("ignoring invalid snowflake state file \"%s\"",
+						LEAF_SF_STATE_FILE)));
+}
+
+/*
+ * Write the cache file durably: temporary file, fsync, rename, fsync of
+ * the directory.  Returns false (after logging) on failure.
+ */
+static bool
+leaf_cache_write(int worker_id, const char *source, int64 hwm_ms)
+{
+	char		buf[4096];
+	int			len;
+	int			fd;
+
+	len = snprintf(buf, sizeof(buf),
+				   "version 1\n"
+				   "worker_id %d\n"
+				   "source %s\n"
+				   "node_address %s\n"
+				   "zk_root %s\n"
+				   "zk_node %s\n"
+				   "high_water_ms " INT64_FORMAT "\n"
+				   "written_ms " INT64_FORMAT "\n",
+				   worker_id, source, leaf_addr,
+				   leaf_sf_zk_root ? leaf_sf_zk_root : "",
+				   leaf_node_path, hwm_ms, leaf_sf_clock_ms());
+
+	fd = OpenTransientFile(LEAF_SF_STATE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", LEAF_SF_STATE_TMP)));
+		return false;
+	}
+	errno = 0;
+	if (write(fd, buf, len) != len)
+	{
+		if (errno == 0)
+			errno = ENOSPC;
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", LEAF_SF_STATE_TMP)));
+		CloseTransientFile(fd);
+		return false;
+	}
+	if (pg_fsync(fd) != 0)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not fsync file \"%s\": %m", LEAF_SF_STATE_TMP)));
+		CloseTransientFile(fd);
+		return false;
+	}
+	if (CloseTransientFile(fd) != 0)
+		return false;
+	if (durable_rename(LEAF_SF_STATE_TMP, LEAF_SF_STATE_FILE, LOG) != 0)
+		return false;
+
+	leaf_file_hwm = hwm_ms;
+	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * ZooKeeper
+ * ---------------------------------------------------------------------
+ */
+
+/* Runs on a client thread: must not touch anything of Postgres. */
+static void
+leaf_zk_watcher(zhandle_t *zh, int type, int state, const char *path,
+				void *ctx)
+{
+}
+
+/* Is leaf.zk_hosts a list of host:port with valid ports? */
+static bool
+leaf_zk_hosts_valid(const char *hosts)
+{
+	const char *p = hosts;
+
+	if (*p == '\0')
+		return false;
+	for (;;)
+	{
+		size_t		len = strcspn(p, ",");
+		const char *colon = NULL;
+		const char *q;
+		long		port;
+		char	   *end;
+
+		for (q = p; q < p + len; q++)
+			if (*q == ':')
+				colon = q;
+		if (colon == NULL || colon == p || colon + 1 >= p + len)
+			return false;
+		for (q = p; q < colon; q++)
+			if (*q == ' ' || *q == '/')
+				return false;
+		errno = 0;
+		port = strtol(colon + 1, &end, 10);
+		if (errno != 0 || end != p + len || port < 1 || port > 65535)
+			return false;
+		if (p[len] == '\0')
+			return true;
+		p += len + 1;
+	}
+}
+
+static bool
+leaf_zk_root_valid(const char *root)
+{
+	size_t		len = strlen(root);
+
+	return len > 1 && len < LEAF_ZK_PATH_LEN / 2 && root[0] == '/' &&
+		root[len - 1] != '/' && strstr(root, "//") == NULL;
+}
+
+static const char *
+leaf_zk_state_name(void)
+{
+	int			state;
+
+	if (leaf_zh == NULL)
+		return "disconnected";
+	state = zoo_state(leaf_zh);
+	if (state == ZOO_CONNECTED_STATE)
+		return "connected";
+	if (state == ZOO_EXPIRED_SESSION_STATE)
+		return "session expired";
+	if (state == ZOO_AUTH_FAILED_STATE)
+		return "authentication failed";
+	return "connecting";
+}
+
+/*
+ * Open a session if there is none (or it expired) and wait for it to
+ * connect.  Returns true when connected.
+ */
+static bool
+leaf_zk_connect(int wait_ms)
+{
+	int			waited = 0;
+
+	if (leaf_zh != NULL && zoo_state(leaf_zh) == ZOO_EXPIRED_SESSION_STATE)
+	{
+		ereport(LOG,
+				(errmsg("ZooKeeper session of the leaf snowflake worker expired, opening a new one")));
+		leaf_zk_close();
+	}
+
+	if (leaf_zh == NULL)
+	{
+		sigset_t	all;
+		sigset_t	old;
+		int			timeout = Max(6000, 3 * leaf_sf_heartbeat_ms);
+
+		/* the client threads must not take our signals */
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		zoo_set_debug_level((ZooLogLevel) 0);
+		leaf_zh = zookeeper_init(leaf_sf_zk_hosts, leaf_zk_watcher, timeout,
+								 NULL, NULL, 0);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (leaf_zh == NULL)
+		{
+			leaf_sf_report_zk("invalid hosts");
+			return false;
+		}
+		/* a new session must register its ephemeral node again */
+		leaf_registered = false;
+	}
+
+	while (zoo_state(leaf_zh) != ZOO_CONNECTED_STATE && waited < wait_ms)
+	{
+		if (!leaf_wait(20))
+			break;
+		waited += 20;
+	}
+	leaf_sf_report_zk(leaf_zk_state_name());
+	return zoo_state(leaf_zh) == ZOO_CONNECTED_STATE;
+}
+
+static void
+leaf_zk_close(void)
+{
+	if (leaf_zh != NULL)
+	{
+		zookeeper_close(leaf_zh);
+		leaf_zh = NULL;
+	}
+	leaf_registered = false;
+}
+
+/* Create a persistent node; an existing one is fine. */
+static int
+leaf_zk_ensure(const char *path)
+{
+	int			rc = zoo_create(leaf_zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+								ZOO_PERSISTENT, NULL, 0);
+
+	return rc == ZNODEEXISTS ? ZOK : rc;
+}
+
+/* Create leaf.zk_root and every node above it, and our three children. */
+static int
+leaf_zk_ensure_tree(void)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	const char *p = leaf_sf_zk_root;
+	int			rc;
+
+	while ((p = strchr(p + 1, '/')) != NULL)
+	{
+		snprintf(path, sizeof(path), "%.*s", (int) (p - leaf_sf_zk_root),
+				 leaf_sf_zk_root);
+		if ((rc = leaf_zk_ensure(path)) != ZOK)
+			return rc;
+	}
+	if ((rc = leaf_zk_ensure(leaf_sf_zk_root)) != ZOK)
+		return rc;
+	snprintf(path, sizeof(path), "%s/forever", leaf_sf_zk_root);
+	if ((rc = leaf_zk_ensure(path)) != ZOK)
+		return rc;
+	snprintf(path, sizeof(path), "%s/temporary", leaf_sf_zk_root);
+	if ((rc = leaf_zk_ensure(path)) != ZOK)
+		return rc;
+	snprintf(path, sizeof(path), "%s/clock", leaf_sf_zk_root);
+	return leaf_zk_ensure(path);
+}
+
+/* Data of a forever node. */
+static int
+leaf_zk_format(char *buf, size_t size, int64 ts, int64 hwm)
+{
+	return snprintf(buf, size,
+					"{\"addr\":\"%s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT "}",
+					leaf_addr, ts, hwm);
+}
+
+/* Value of a numeric field of our JSON, or 0. */
+static int64
+leaf_json_int(const char *json, const char *key)
+{
+	char		pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(json, pat);
+	return p ? strtoll(p + strlen(pat), NULL, 10) : 0;
+}
+
+/* Value of a string field of our JSON into out, or "". */
+static void
+leaf_json_str(const char *json, const char *key, char *out, size_t size)
+{
+	char		pat[64];
+	const char *p;
+	size_t		len;
+
+	out[0] = '\0';
+	snprintf(pat, sizeof(pat), "\"%s\":\"", key);
+	p = strstr(json, pat);
+	if (p == NULL)
+		return;
+	p += strlen(pat);
+	len = strcspn(p, "\"");
+	if (len >= size)
+		return;
+	memcpy(out, p, len);
+	out[len] = '\0';
+}
+
+/* Get a node's data as a string. */
+static int
+leaf_zk_get(const char *path, char *buf, int size, struct Stat *stat)
+{
+	int			len = size - 1;
+	int			rc = zoo_get(leaf_zh, path, 0, buf, &len, stat);
+
+	if (rc == ZOK)
+		buf[len < 0 ? 0 : len] = '\0';
+	return rc;
+}
+
+/* A child of forever, as read at registration. */
+typedef struct LeafZkNode
+{
+	char		name[LEAF_SF_ADDR_LEN + 16];
+	char		owner[LEAF_SF_ADDR_LEN];	/* "addr" in data, else name prefix */
+	long		seq;
+	int64		ts;
+	int64		hwm;
+	int64		mtime;
+	int32		version;
+	bool		live;			/* some ephemeral node names it */
+} LeafZkNode;
+
+static LeafZkResult
+leaf_zk_fail_rc(const char *what, int rc)
+{
+	leaf_sf_report_zk(leaf_zk_state_name());
+	leaf_not_ready("ZooKeeper request failed (%s): %s", what, zerror(rc));
+	return LEAF_ZK_RETRY;
+}
+
+/*
+ * Measure our clock against ZooKeeper's with a write to <root>/clock.
+ * Sets *offset to our clock minus ZooKeeper's, *zk_now to ZooKeeper's.
+ */
+static int
+leaf_zk_probe_clock(int64 *offset, int64 *zk_now)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	struct Stat st;
+	int64		before;
+	int64		after;
+	int			rc;
+
+	snprintf(path, sizeof(path), "%s/clock", leaf_sf_zk_root);
+	before = leaf_sf_clock_ms();
+	rc = zoo_set2(leaf_zh, path, leaf_addr, strlen(leaf_addr), -1, &st);
+	after = leaf_sf_clock_ms();
+	if (rc != ZOK)
+		return rc;
+	*offset = (before + after) / 2 - st.mtime;
+	*zk_now = st.mtime;
+	return ZOK;
+}
+
+/*
+ * Compare our clock with the running peers' average.  Peers are the
+ * ephemeral nodes under temporary/ other than ours; each names its forever
+ * node, whose last heartbeat gives the peer's offset from ZooKeeper.
+ */
+static LeafZkResult
+leaf_zk_check_peers(int64 my_offset, struct String_vector *temp)
+{
+	int64		sum = 0;
+	int			npeers = 0;
+	int			i;
+	int64		diff;
+
+	for (i = 0; i < temp->count; i++)
+	{
+		char		path[LEAF_ZK_PATH_LEN];
+		char		data[LEAF_ZK_DATA_LEN];
+		char		fpath[LEAF_ZK_PATH_LEN];
+		struct Stat st;
+		int64		ts;
+
+		if (strcmp(temp->data[i], leaf_addr) == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/temporary/%s", leaf_sf_zk_root,
+				 temp->data[i]);
+		if (leaf_zk_get(path, data, sizeof(data), &st) != ZOK || data[0] == '\0')
+			continue;
+		snprintf(fpath, sizeof(fpath), "%s/forever/%s", leaf_sf_zk_root, data);
+		if (leaf_zk_get(fpath, data, sizeof(data), &st) != ZOK)
+			continue;
+		ts = leaf_json_int(data, "ts");
+		if (ts <= 0)
+			continue;
+		sum += ts - st.mtime;
+		npeers++;
+	}
+
+	if (npeers == 0)
+	{
+		leaf_sf_report_peers(0, 0);
+		return LEAF_ZK_OK;
+	}
+	diff = my_offset - sum / npeers;
+	leaf_sf_report_peers(npeers, diff);
+	if (leaf_sf_max_clock_drift_ms > 0 &&
+		(diff >= leaf_sf_max_clock_drift_ms || -diff >= leaf_sf_max_clock_drift_ms))
+	{
+		leaf_not_ready("clock differs from the average of %d running peers by " INT64_FORMAT " ms, leaf.max_clock_drift_ms is %d",
+					   npeers, diff, leaf_sf_max_clock_drift_ms);
+		return LEAF_ZK_RETRY;
+	}
+	ereport(LOG,
+			(errmsg("leaf snowflake clock is within " INT64_FORMAT " ms of the average of %d running peers",
+					diff, npeers)));
+	return LEAF_ZK_OK;
+}
+
+/*
+ * Find, take over or create our forever node; check the clock against
+ * peers; take our ephemeral node.  On LEAF_ZK_OK, sets leaf_wid,
+ * leaf_node_path, leaf_node_version and leaf_node_hwm.
+ */
+static LeafZkResult
+leaf_zk_register(bool check_peers)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	char		data[LEAF_ZK_DATA_LEN];
+	struct String_vector children = {0, NULL};
+	struct String_vector temp = {0, NULL};
+	LeafZkNode *nodes = NULL;
+	LeafZkNode *mine = NULL;
+	LeafZkNode *mine_high = NULL;
+	int64		my_offset = 0;
+	int64		zk_now = 0;
+	int			rc;
+	int			i;
+	int			len;
+	LeafZkResult result = LEAF_ZK_RETRY;
+
+	if ((rc = leaf_zk_ensure_tree()) != ZOK)
+		return leaf_zk_fail_rc("create parent nodes", rc);
+	if ((rc = leaf_zk_probe_clock(&my_offset, &zk_now)) != ZOK)
+		return leaf_zk_fail_rc("clock probe", rc);
+
+	snprintf(path, sizeof(path), "%s/temporary", leaf_sf_zk_root);
+	if ((rc = zoo_get_children(leaf_zh, path, 0, &temp)) != ZOK)
+		return leaf_zk_fail_rc("list running nodes", rc);
+
+	snprintf(path, sizeof(path), "%s/forever", leaf_sf_zk_root);
+	if ((rc = zoo_get_children(leaf_zh, path, 0, &children)) != ZOK)
+	{
+		deallocate_String_vector(&temp);
+		return leaf_zk_fail_rc("list registered nodes", rc);
+	}
+
+	nodes = palloc0(sizeof(LeafZkNode) * Max(children.count, 1));
+	for (i = 0; i < children.count; i++)
+	{
+		LeafZkNode *n = &nodes[i];
+		const char *dash = strrchr(children.data[i], '-');
+		struct Stat st;
+		int			j;
+
+		strlcpy(n->name, children.data[i], sizeof(n->name));
+		n->seq = dash ? strtol(dash + 1, NULL, 10) : -1;
+		snprintf(path, sizeof(path), "%s/forever/%s", leaf_sf_zk_root, n->name);
+		rc = leaf_zk_get(path, data, sizeof(data), &st);
+		if (rc == ZNONODE)
+		{
+			n->seq = -1;
+			continue;
+		}
+		if (rc != ZOK)
+		{
+			result = leaf_zk_fail_rc("read registered node", rc);
+			goto done;
+		}
+		leaf_json_str(data, "addr", n->owner, sizeof(n->owner));
+		if (n->owner[0] == '\0' && dash)
+			snprintf(n->owner, sizeof(n->owner), "%.*s",
+					 (int) (dash - children.data[i]), children.data[i]);
+		n->ts = leaf_json_int(data, "ts");
+		n->hwm = leaf_json_int(data, "hwm");
+		n->mtime = st.mtime;
+		n->version = st.version;
+
+		for (j = 0; j < temp.count; j++)
+		{
+			char		tpath[LEAF_ZK_PATH_LEN];
+			char		tdata[LEAF_ZK_DATA_LEN];
+
+			snprintf(tpath, sizeof(tpath), "%s/temporary/%s", leaf_sf_zk_root,
+					 temp.data[j]);
+			if (leaf_zk_get(tpath, tdata, sizeof(tdata), &st) == ZOK &&
+				strcmp(tdata, n->name) == 0 &&
+				strcmp(temp.data[j], leaf_addr) != 0)
+				n->live = true;
+		}
+
+		if (n->seq >= 0 && strcmp(n->owner, leaf_addr) == 0)
+		{
+			if (n->seq <= LEAF_SF_MAX_WORKER_ID)
+			{
+				if (mine == NULL || n->seq < mine->seq)
+					mine = n;
+			}
+			else
+				mine_high = n;
+		}
+	}
+
+	/* the clock check of a starting node */
+	if (check_peers && leaf_zk_check_peers(my_offset, &temp) != LEAF_ZK_OK)
+	{
+		result = LEAF_ZK_RETRY;
+		goto done;
+	}
+
+	/* take over the oldest dead worker ID, if allowed */
+	if (mine == NULL && leaf_sf_reclaim_after_ms > 0)
+	{
+		LeafZkNode *best = NULL;
+
+		for (i = 0; i < children.count; i++)
+		{
+			LeafZkNode *n = &nodes[i];
+
+			if (n->seq < 0 || n->seq > LEAF_SF_MAX_WORKER_ID || n->live ||
+				strcmp(n->owner, leaf_addr) == 0 ||
+				n->mtime > zk_now - leaf_sf_reclaim_after_ms)
+				continue;
+			if (best == NULL || n->mtime < best->mtime)
+				best = n;
+		}
+		if (best != NULL)
+		{
+			struct Stat st;
+
+			snprintf(path, sizeof(path), "%s/forever/%s", leaf_sf_zk_root,
+					 best->name);
+			len = leaf_zk_format(data, sizeof(data), leaf_sf_clock_ms(),
+								 Max(best->hwm, best->ts));
+			rc = zoo_set2(leaf_zh, path, data, len, best->version, &st);
+			if (rc != ZOK)
+			{
+				result = leaf_zk_fail_rc("take over worker ID", rc);
+				goto done;
+			}
+			ereport(LOG,
+					(errmsg("leaf snowflake worker took over worker ID %ld of %s, last heard of " INT64_FORMAT " ms ago",
+							best->seq, best->owner, zk_now - best->mtime)));
+			strlcpy(best->owner, leaf_addr, sizeof(best->owner));
+			best->version = st.version;
+			mine = best;
+		}
+	}
+
+	if (mine != NULL)
+	{
+		leaf_wid = (int) mine->seq;
+		snprintf(leaf_node_path, sizeof(leaf_node_path), "%s/forever/%s",
+				 leaf_sf_zk_root, mine->name);
+		leaf_node_version = mine->version;
+		leaf_node_hwm = Max(mine->hwm, mine->ts);
+	}
+	else if (mine_high != NULL)
+	{
+		leaf_not_ready("ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
+					   mine_high->seq, leaf_addr, LEAF_SF_MAX_WORKER_ID);
+		result = LEAF_ZK_FAIL;
+		goto done;
+	}
+	else
+	{
+		char		created[LEAF_ZK_PATH_LEN];
+		const char *dash;
+		long		seq;
+
+		snprintf(path, sizeof(path), "%s/forever/%s-", leaf_sf_zk_root, leaf_addr);
+		len = leaf_zk_format(data, sizeof(data), 0, 0);
+		rc = zoo_create(leaf_zh, path, data, len, &ZOO_OPEN_ACL_UNSAFE,
+						ZOO_PERSISTENT_SEQUENTIAL, created, sizeof(created));
+		if (rc != ZOK)
+		{
+			/* after a connection loss the node may exist: list again first */
+			result = leaf_zk_fail_rc("create forever node", rc);
+			goto done;
+		}
+		dash = strrchr(created, '-');
+		seq = dash ? strtol(dash + 1, NULL, 10) : -1;
+		ereport(LOG,
+				(errmsg("leaf snowflake worker registered %s as \"%s\"",
+						leaf_addr, created)));
+		if (seq < 0 || seq > LEAF_SF_MAX_WORKER_ID)
+		{
+			leaf_not_ready("ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
+						   seq, leaf_addr, LEAF_SF_MAX_WORKER_ID);
+			result = LEAF_ZK_FAIL;
+			goto done;
+		}
+		leaf_wid = (int) seq;
+		strlcpy(leaf_node_path, created, sizeof(leaf_node_path));
+		leaf_node_version = 0;
+		leaf_node_hwm = 0;
+	}
+
+	/* our lease: ephemeral temporary/<address>, naming our forever node */
+	snprintf(path, sizeof(path), "%s/temporary/%s", leaf_sf_zk_root, leaf_addr);
+	{
+		const char *name = strrchr(leaf_node_path, '/') + 1;
+		struct Stat st;
+
+		rc = zoo_create(leaf_zh, path, name, strlen(name), &ZOO_OPEN_ACL_UNSAFE,
+						ZOO_EPHEMERAL, NULL, 0);
+		if (rc == ZNODEEXISTS &&
+			zoo_exists(leaf_zh, path, 0, &st) == ZOK &&
+			st.ephemeralOwner != zoo_client_id(leaf_zh)->client_id)
+		{
+			/* left over by an earlier session of this node */
+			(void) zoo_delete(leaf_zh, path, -1);
+			rc = zoo_create(leaf_zh, path, name, strlen(name),
+							&ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, NULL, 0);
+		}
+		if (rc == ZNODEEXISTS)
+			rc = ZOK;
+		if (rc != ZOK)
+		{
+			result = leaf_zk_fail_rc("create ephemeral node", rc);
+			goto done;
+		}
+	}
+
+	leaf_registered = true;
+	result = LEAF_ZK_OK;
+
+done:
+	deallocate_String_vector(&children);
+	deallocate_String_vector(&temp);
+	pfree(nodes);
+	return result;
+}
+
+/*
+ * Write the heartbeat (time and high-water mark) into our forever node.
+ * Returns true if ZooKeeper now holds hwm.
+ */
+static bool
+leaf_zk_heartbeat(int64 now, int64 hwm)
+{
+	char		data[LEAF_ZK_DATA_LEN];
+	int			len = leaf_zk_format(data, sizeof(data), now, hwm);
+	struct Stat st;
+	int			rc;
+
+	rc = zoo_set2(leaf_zh, leaf_node_path, data, len, leaf_node_version, &st);
+	if (rc == ZBADVERSION)
+	{
+		char		cur[LEAF_ZK_DATA_LEN];
+		char		owner[LEAF_SF_ADDR_LEN];
+
+		/* a write of ours whose answer was lost, or someone else's */
+		if (leaf_zk_get(leaf_node_path, cur, sizeof(cur), &st) == ZOK)
+		{
+			leaf_json_str(cur, "addr", owner, sizeof(owner));
+			if (strcmp(owner, leaf_addr) == 0)
+			{
+				leaf_node_version = st.version;
+				rc = zoo_set2(leaf_zh, leaf_node_path, data, len,
+							  leaf_node_version, &st);
+			}
+			else
+			{
+				leaf_not_ready("worker ID %d was taken over by %s", leaf_wid, owner);
+				leaf_registered = false;
+				leaf_wid = -1;
+				return false;
+			}
+		}
+	}
+	if (rc != ZOK)
+	{
+		leaf_sf_report_zk(leaf_zk_state_name());
+		return false;
+	}
+	leaf_node_version = st.version;
+	leaf_zk_hwm = hwm;
+	leaf_sf_report_zk("connected");
+	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * Main loop
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Record a new high-water mark and extend the lease.  With ZooKeeper,
+ * the mark also goes into our forever node.  With worker-ID recycling on,
+ * the lease never passes what ZooKeeper holds, since a node that took our
+ * worker ID over would start right after that.
+ */
+static void
+leaf_record(bool use_zk, const char *source)
+{
+	int64		now = leaf_sf_clock_ms();
+	int64		hwm = now + leaf_margin_ms();
+	int64		lease;
+	bool		zk_ok = false;
+
+	/* never lower a mark that may have been used */
+	hwm = Max(hwm, leaf_sf_get_lease());
+	hwm = Max(hwm, leaf_file_hwm);
+
+	if (!leaf_cache_write(leaf_wid, source, hwm))
+		return;
+
+	/*
+	 * Without recycling the file is the record that counts: extend the
+	 * lease before talking to ZooKeeper, which may block for seconds while
+	 * an ensemble elects a leader.
+	 */
+	if (!use_zk || leaf_sf_reclaim_after_ms == 0)
+		leaf_sf_set_lease(leaf_file_hwm);
+
+	if (use_zk && leaf_registered && leaf_zh != NULL)
+		zk_ok = leaf_zk_heartbeat(now, hwm);
+	if (leaf_wid < 0)
+		return;
+
+	lease = leaf_file_hwm;
+	if (use_zk && leaf_sf_reclaim_after_ms > 0)
+		lease = Min(lease, leaf_zk_hwm);
+	leaf_sf_set_lease(lease);
+	if (zk_ok || !use_zk)
+		leaf_sf_report_heartbeat(now);
+}
+
+/*
+ * Serve with leaf_wid once the clock has passed floor_ms.  Returns false
+ * while still waiting.
+ */
+static bool
+leaf_try_serve(int64 floor_ms, bool use_zk, const char *source)
+{
+	int64		now = leaf_sf_clock_ms();
+
+	if (now < leaf_sf_epoch_ms || now - leaf_sf_epoch_ms >= (INT64CONST(1) << 41))
+	{
+		leaf_not_ready("the clock is outside the 41-bit range of timestamps since leaf.snowflake_epoch");
+		return false;
+	}
+	if (now <= floor_ms)
+	{
+		leaf_sf_report_not_before(floor_ms);
+		leaf_not_ready("clock is " INT64_FORMAT " ms behind the last time recorded for this node, waiting for it to pass",
+					   floor_ms - now + 1);
+		return false;
+	}
+
+	leaf_record(use_zk, source);
+	if (leaf_sf_get_lease() <= now)
+	{
+		leaf_not_ready("could not record the high-water mark of issued timestamps");
+		return false;
+	}
+	leaf_sf_start_serving(leaf_wid, floor_ms);
+	serving_wid = leaf_wid;
+	leaf_serving = true;
+	leaf_reason[0] = '\0';
+	ereport(LOG,
+			(errmsg("leaf snowflake generator ready with worker ID %d from %s",
+					leaf_wid, source)));
+	return true;
+}
+
+/* The cache file may stand in for ZooKeeper for this node. */
+static bool
+leaf_cache_usable(void)
+{
+	return leaf_cache.valid &&
+		strcmp(leaf_cache.source, "zookeeper") == 0 &&
+		strcmp(leaf_cache.node_address, leaf_addr) == 0 &&
+		strcmp(leaf_cache.zk_root, leaf_sf_zk_root) == 0;
+}
+
+/* On a clean shutdown, bring the recorded mark down to what was used. */
+static void
+leaf_shutdown(bool use_zk, const char *source)
+{
+	int64		t1;
+	int64		hwm;
+
+	if (!leaf_serving || leaf_wid < 0)
+		return;
+
+	leaf_sf_report(LEAF_SF_NOT_READY, "the server is shutting down");
+	t1 = leaf_sf_clock_ms();
+	leaf_sf_set_lease(t1);
+	pg_memory_barrier();
+
+	/*
+	 * A backend that read the old lease read its clock before we lowered
+	 * it, so its timestamp is at most t1 + 1 (the clock read may straddle
+	 * a millisecond boundary); anything later is below the new lease.
+	 */
+	hwm = Max(leaf_sf_last_issued_ms(), t1 + 1);
+	if (hwm >= leaf_file_hwm)
+		return;
+	if (!leaf_cache_write(leaf_wid, source, hwm))
+		return;
+	if (use_zk && leaf_registered && leaf_zh != NULL)
+		(void) leaf_zk_heartbeat(leaf_sf_clock_ms(), hwm);
+}
+
+void
+leaf_snowflake_worker_main(Datum main_arg)
+{
+	int64		last_issued;
+	bool		use_zk;
+	const char *source = "setting";
+	int64		floor_ms = 0;
+	bool		have_floor = false;
+
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGUSR1, procsignal_sigusr1_handler);
+	BackgroundWorkerUnblockSignals();
+
+	last_issued = leaf_sf_attach_worker();
+	leaf_sf_report(LEAF_SF_STARTING, NULL);
+	leaf_compute_address();
+	leaf_cache_read(&leaf_cache);
+
+	use_zk = (leaf_sf_worker_id == -1);
+
+	if (!use_zk)
+	{
+		if (leaf_sf_worker_id < 0 || leaf_sf_worker_id > LEAF_SF_MAX_WORKER_ID)
+			leaf_not_ready("leaf.worker_id is %d, but must be between 0 and %d (or -1 to use ZooKeeper)",
+						   leaf_sf_worker_id, LEAF_SF_MAX_WORKER_ID);
+		else
+		{
+			leaf_wid = leaf_sf_worker_id;
+			floor_ms = last_issued;
+			if (leaf_cache.valid && leaf_cache.worker_id == leaf_wid)
+				floor_ms = Max(floor_ms, leaf_cache.hwm_ms);
+			leaf_file_hwm = 0;
+			have_floor = true;
+			leaf_sf_report_identity(leaf_wid, "setting", leaf_addr, NULL);
+			if (leaf_sf_zk_hosts[0] != '\0')
+				ereport(LOG,
+						(errmsg("leaf.worker_id is set, leaf.zk_hosts is not used")));
+		}
+	}
+	else if (!leaf_zk_hosts_valid(leaf_sf_zk_hosts))
+	{
+		leaf_sf_report_zk("invalid hosts");
+		leaf_not_ready("leaf.zk_hosts is not a list of host:port: \"%s\"",
+					   leaf_sf_zk_hosts);
+		use_zk = false;
+	}
+	else if (!leaf_zk_root_valid(leaf_sf_zk_root))
+	{
+		leaf_not_ready("leaf.zk_root is not an absolute ZooKeeper path: \"%s\"",
+					   leaf_sf_zk_root);
+		use_zk = false;
+	}
+	else if (strchr(leaf_addr, '/') != NULL)
+	{
+		leaf_not_ready("node address \"%s\" must not contain \"/\"", leaf_addr);
+		use_zk = false;
+	}
+
+	while (!ShutdownRequestPending)
+	{
+		long		delay = leaf_sf_heartbeat_ms;
+
+		/* an expired session lost our ephemeral node: register again */
+		if (use_zk && leaf_registered && leaf_zh != NULL &&
+			zoo_state(leaf_zh) == ZOO_EXPIRED_SESSION_STATE)
+			leaf_registered = false;
+
+		if (use_zk && !leaf_registered)
+		{
+			bool		connected = leaf_zk_connect(LEAF_ZK_CONNECT_MS);
+			LeafZkResult r = LEAF_ZK_RETRY;
+
+			if (ShutdownRequestPending)
+				break;
+			if (connected)
+				r = leaf_zk_register(!leaf_peer_checked);
+			if (r == LEAF_ZK_OK)
+			{
+				int64		f = Max(leaf_node_hwm, last_issued);
+
+				if (leaf_cache.valid && leaf_cache.worker_id == leaf_wid)
+					f = Max(f, leaf_cache.hwm_ms);
+				leaf_peer_checked = true;
+				if (leaf_serving && leaf_wid != serving_wid)
+				{
+					/* everything up to the lease may have been used */
+					leaf_not_ready("ZooKeeper gave worker ID %d instead of %d, restarting the generator",
+								   leaf_wid, serving_wid);
+					f = Max(f, leaf_sf_get_lease());
+				}
+				source = "zookeeper";
+				leaf_sf_report_identity(leaf_wid, source, leaf_addr,
+										leaf_node_path);
+				if (leaf_serving && leaf_sf_get_lease() > 0)
+				{
+					/* back in touch after serving from the cache file */
+					ereport(LOG,
+							(errmsg("leaf snowflake worker registered in ZooKeeper as worker ID %d",
+									leaf_wid)));
+				}
+				floor_ms = Max(floor_ms, f);
+				have_floor = true;
+			}
+			else if (!connected && !leaf_serving && !have_floor)
+			{
+				if (leaf_cache_usable() && leaf_sf_reclaim_after_ms == 0)
+				{
+					leaf_wid = leaf_cache.worker_id;
+					strlcpy(leaf_node_path, leaf_cache.zk_node,
+							sizeof(leaf_node_path));
+					floor_ms = Max(leaf_cache.hwm_ms, last_issued);
+					have_floor = true;
+					source = "cache file";
+					leaf_sf_report_identity(leaf_wid, source, leaf_addr,
+											leaf_node_path);
+					ereport(LOG,
+							(errmsg("ZooKeeper at \"%s\" is unreachable, using worker ID %d from \"%s\"",
+									leaf_sf_zk_hosts, leaf_wid, LEAF_SF_STATE_FILE)));
+				}
+				else if (leaf_zh == NULL)
+					leaf_not_ready("could not start a ZooKeeper client for \"%s\": %m",
+								   leaf_sf_zk_hosts);
+				else if (leaf_cache_usable())
+					leaf_not_ready("could not connect to ZooKeeper at \"%s\", and leaf.worker_id_reclaim_after forbids using the cached worker ID",
+								   leaf_sf_zk_hosts);
+				else
+					leaf_not_ready("could not connect to ZooKeeper at \"%s\", and \"%s\" holds no worker ID for this node",
+								   leaf_sf_zk_hosts, LEAF_SF_STATE_FILE);
+			}
+			else if (r == LEAF_ZK_FAIL)
+				delay = Max(delay, 10000);
+		}
+
+		if (have_floor && leaf_wid >= 0 && !leaf_serving)
+		{
+			if (!leaf_try_serve(floor_ms, use_zk, source))
+				delay = Min(delay, Max(floor_ms - leaf_sf_clock_ms() + 1, 10));
+		}
+		else if (leaf_serving)
+			leaf_record(use_zk, source);
+
+		if (!leaf_wait(delay))
+			break;
+	}
+
+	leaf_shutdown(use_zk, source);
+	leaf_zk_close();
+	leaf_sf_detach_worker();
+	proc_exit(0);
+}

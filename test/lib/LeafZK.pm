@@ -1,0 +1,205 @@
+# LeafZK: start and stop real ZooKeeper servers (standalone or a 3-node
+# ensemble) on the loopback interface for leaf's TAP tests.
+#
+#   my $zk = LeafZK->new(nodes => 1);     # or nodes => 3
+#   $zk->hosts;                           # "127.0.0.1:p1[,127.0.0.1:p2,...]"
+#   $zk->stop_node(1); $zk->start_node(1);
+#   $zk->stop;                            # also done at exit, even on die
+#
+# Servers run from Debian's zookeeper package (QuorumPeerMain), each with
+# its own data directory under a temporary directory and free ports.
+package LeafZK;
+
+use strict;
+use warnings;
+
+use Carp;
+use File::Path qw(make_path);
+use IO::Select;
+use IO::Socket::INET;
+use POSIX ();
+use Time::HiRes qw(usleep time);
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+
+my @all_servers;
+
+my $classpath = '/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar';
+
+sub new
+{
+	my ($class, %opts) = @_;
+	my $n = $opts{nodes} // 1;
+	croak "nodes must be 1 or 3" unless $n == 1 || $n == 3;
+
+	my $self = bless { base => PostgreSQL::Test::Utils::tempdir('zk'), servers => [] }, $class;
+	for my $i (1 .. $n)
+	{
+		push @{ $self->{servers} }, {
+			id => $i,
+			client_port => PostgreSQL::Test::Cluster::get_free_port(),
+			peer_port => ($n > 1 ? PostgreSQL::Test::Cluster::get_free_port() : 0),
+			election_port => ($n > 1 ? PostgreSQL::Test::Cluster::get_free_port() : 0),
+			pid => undef,
+		};
+	}
+	for my $s (@{ $self->{servers} })
+	{
+		my $dir = "$self->{base}/z$s->{id}";
+		make_path("$dir/data");
+		my $cfg = "tickTime=1000\ninitLimit=10\nsyncLimit=5\n"
+		  . "dataDir=$dir/data\nclientPort=$s->{client_port}\n"
+		  . "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
+		  . "4lw.commands.whitelist=srvr,stat\nmaxClientCnxns=0\n"
+		  . "minSessionTimeout=1000\nmaxSessionTimeout=60000\n";
+		if ($n > 1)
+		{
+			$cfg .= "server.$_->{id}=127.0.0.1:$_->{peer_port}:$_->{election_port}\n"
+			  for @{ $self->{servers} };
+			open my $m, '>', "$dir/data/myid" or die $!;
+			print $m "$s->{id}\n";
+			close $m;
+		}
+		open my $f, '>', "$dir/zoo.cfg" or die $!;
+		print $f $cfg;
+		close $f;
+		$s->{dir} = $dir;
+	}
+	push @all_servers, @{ $self->{servers} };
+
+	$self->start_node($_->{id}, 1) for @{ $self->{servers} };
+	$self->wait_ready($_->{id}) for @{ $self->{servers} };
+	return $self;
+}
+
+sub hosts
+{
+	my ($self) = @_;
+	return join(',', map { "127.0.0.1:$_->{client_port}" } @{ $self->{servers} });
+}
+
+sub server
+{
+	my ($self, $id) = @_;
+	return (grep { $_->{id} == $id } @{ $self->{servers} })[0];
+}
+
+# Send a four-letter command, return the answer ('' if none).
+sub four_letter
+{
+	my ($self, $id, $cmd) = @_;
+	my $s = $self->server($id);
+	my $sock = IO::Socket::INET->new(
+		PeerAddr => '127.0.0.1',
+		PeerPort => $s->{client_port},
+		Proto => 'tcp',
+		Timeout => 2) or return '';
+	print $sock $cmd;
+
+	# a starting server may accept and not answer: never block for long
+	my $answer = '';
+	my $sel = IO::Select->new($sock);
+	my $deadline = time() + 2;
+	while (time() < $deadline && $sel->can_read(0.2))
+	{
+		my $n = sysread($sock, my $buf, 4096);
+		last unless $n;
+		$answer .= $buf;
+	}
+	close $sock;
+	return $answer;
+}
+
+sub mode
+{
+	my ($self, $id) = @_;
+	my $answer = $self->four_letter($id, 'srvr');
+	return $answer =~ /^Mode: (\w+)/m ? $1 : '';
+}
+
+sub start_node
+{
+	my ($self, $id, $nowait) = @_;
+	my $s = $self->server($id);
+	croak "ZooKeeper server $id already running" if defined $s->{pid};
+
+	# a port still in use would make the new server exit at once
+	my $probe = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+		PeerPort => $s->{client_port}, Proto => 'tcp', Timeout => 1);
+	croak "port $s->{client_port} is in use" if $probe;
+
+	my $pid = fork();
+	croak "fork failed: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		open STDIN, '<', '/dev/null';
+		open STDOUT, '>>', "$s->{dir}/zk.log";
+		open STDERR, '>&', \*STDOUT;
+		exec('java', '-Xmx64m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1',
+			'-cp', $classpath,
+			'org.apache.zookeeper.server.quorum.QuorumPeerMain',
+			"$s->{dir}/zoo.cfg")
+		  or POSIX::_exit(127);
+	}
+	$s->{pid} = $pid;
+	$self->wait_ready($id) unless $nowait;
+	return;
+}
+
+sub wait_ready
+{
+	my ($self, $id) = @_;
+	my $s = $self->server($id);
+	my $deadline = time() + 60;
+	while (time() < $deadline)
+	{
+		croak "ZooKeeper server $id exited, see $s->{dir}/zk.log"
+		  if waitpid($s->{pid}, POSIX::WNOHANG()) == $s->{pid};
+		return 1 if $self->mode($id) =~ /^(standalone|leader|follower)$/;
+		usleep(100_000);
+	}
+	croak "ZooKeeper server $id not ready after 60 s, see $s->{dir}/zk.log";
+}
+
+sub _kill
+{
+	my ($s) = @_;
+	return unless defined $s->{pid};
+	kill 'TERM', $s->{pid};
+	my $deadline = time() + 10;
+	while (time() < $deadline)
+	{
+		last if waitpid($s->{pid}, POSIX::WNOHANG()) == $s->{pid};
+		usleep(50_000);
+	}
+	if (kill(0, $s->{pid}))
+	{
+		kill 'KILL', $s->{pid};
+		waitpid($s->{pid}, 0);
+	}
+	$s->{pid} = undef;
+	return;
+}
+
+sub stop_node
+{
+	my ($self, $id) = @_;
+	_kill($self->server($id));
+	return;
+}
+
+sub stop
+{
+	my ($self) = @_;
+	_kill($_) for @{ $self->{servers} };
+	return;
+}
+
+END
+{
+	local $?;
+	_kill($_) for @all_servers;
+}
+
+1;
