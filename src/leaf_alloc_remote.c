@@ -332,8 +332,8 @@ leaf_remote_abort(PGresult *res)
 	}
 }
 
-void
-leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res)
+static void
+leaf_remote_load_once(const LeafLoadJob *job, LeafLoadResult *res)
 {
 	char		sql[sizeof(leaf_qual_table) + 128];
 	const char *params[2];
@@ -429,6 +429,19 @@ fail:
 	res->sqlstate = ERRCODE_LEAF_ALLOC_FAILED;
 	leaf_remote_abort(r);
 	PQclear(r);
+}
+
+/*
+ * Load one segment from the allocation database.  A failure that cost
+ * the connection is reported as ERRCODE_CONNECTION_FAILURE, so that the
+ * worker does not try the other tags of the same pass (and wait again).
+ */
+void
+leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res)
+{
+	leaf_remote_load_once(job, res);
+	if (res->status == LEAF_LOAD_FAILED && leaf_conn == NULL)
+		res->sqlstate = ERRCODE_CONNECTION_FAILURE;
 }
 
 /*

@@ -288,6 +288,40 @@ leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
 }
 
 /*
+ * Log a failed load.  While the same failure repeats (an allocation
+ * database that is down, retried every LEAF_RETRY_MS), it is logged once
+ * a minute; leaf_segments always shows the latest.
+ */
+static void
+leaf_log_failure(const LeafLoadJob *job, const LeafLoadResult *res)
+{
+	static char last_msg[LEAF_ERRMSG_LEN];
+	static TimestampTz last_logged = 0;
+	static int	suppressed = 0;
+	TimestampTz now;
+
+	if (res->status != LEAF_LOAD_FAILED && res->status != LEAF_LOAD_FINAL)
+		return;
+	now = GetCurrentTimestamp();
+	if (strcmp(last_msg, res->msg) == 0 &&
+		!TimestampDifferenceExceeds(last_logged, now, 60 * 1000))
+	{
+		suppressed++;
+		return;
+	}
+	ereport(LOG,
+			(errmsg("leaf allocator could not load a segment for biz_tag \"%s\"",
+					job->tag),
+			 errdetail_internal("%s", res->msg),
+			 suppressed > 0 ?
+			 errhint("The same failure happened %d more times since it was last logged.",
+					 suppressed) : 0));
+	strlcpy(last_msg, res->msg, sizeof(last_msg));
+	last_logged = now;
+	suppressed = 0;
+}
+
+/*
  * Tell leaf_segments where this worker's segments come from.
  */
 static void
@@ -331,11 +365,7 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 		leaf_remote_load(job, res);
 		pgstat_report_activity(STATE_IDLE, NULL);
 		leaf_report_source();
-		if (res->status == LEAF_LOAD_FAILED || res->status == LEAF_LOAD_FINAL)
-			ereport(LOG,
-					(errmsg("leaf allocator could not load a segment for biz_tag \"%s\"",
-							job->tag),
-					 errdetail_internal("%s", res->msg)));
+		leaf_log_failure(job, res);
 		return;
 	}
 
@@ -375,11 +405,7 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 	}
 	PG_END_TRY();
 
-	if (res->status == LEAF_LOAD_FAILED || res->status == LEAF_LOAD_FINAL)
-		ereport(LOG,
-				(errmsg("leaf allocator could not load a segment for biz_tag \"%s\"",
-						job->tag),
-				 errdetail_internal("%s", res->msg)));
+	leaf_log_failure(job, res);
 }
 
 /*
@@ -471,6 +497,8 @@ leaf_do_loads(void)
 		int			njobs = 0;
 		int			i;
 		TimestampTz now = GetCurrentTimestamp();
+		LeafLoadResult failed_conn;
+		LeafLoadResult *unreachable = NULL;
 
 		next_retry = -1;
 		for (i = 0; i < leaf_max_tags && njobs < LEAF_JOBS_PER_PASS; i++)
@@ -514,7 +542,21 @@ leaf_do_loads(void)
 			LeafLoadResult res;
 
 			CHECK_FOR_INTERRUPTS();
-			leaf_load(&jobs[i], &res);
+			if (unreachable != NULL)
+			{
+				/* the allocation database just failed us: do not wait again */
+				res = *unreachable;
+			}
+			else
+			{
+				leaf_load(&jobs[i], &res);
+				if (res.status == LEAF_LOAD_FAILED &&
+					res.sqlstate == ERRCODE_CONNECTION_FAILURE)
+				{
+					failed_conn = res;
+					unreachable = &failed_conn;
+				}
+			}
 			if (res.status == LEAF_LOAD_EXT_GONE)
 				leaf_free_slot(jobs[i].slotno, jobs[i].generation);
 			else if (res.status == LEAF_LOAD_TAG_GONE)

@@ -683,6 +683,7 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 	bool		waited = false;
 	TimestampTz wait_start = 0;
 	TimestampTz deadline = 0;
+	uint64		fail_before = 0;	/* failures recorded before the wait */
 	int64		want = n;
 
 	while (n > 0)
@@ -703,6 +704,7 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 		{
 			/* the slot was freed (tag deleted): look it up again */
 			cache->slot = NULL;
+			waited = false;
 			continue;
 		}
 		if (got > 0)
@@ -716,7 +718,9 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 		/* both buffers are empty */
 		if (!waited)
 		{
+			/* only failures after this point end the wait early */
 			waited = true;
+			fail_before = fail_seen;
 			wait_start = GetCurrentTimestamp();
 			deadline = TimestampTzPlusMilliseconds(wait_start,
 												   leaf_wait_timeout_ms);
@@ -724,7 +728,7 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 			continue;			/* check once more before sleeping */
 		}
 		leaf_wait_for_load(cache->slot, cache->generation, cache->tag,
-						   wait_start, deadline, fail_seen);
+						   wait_start, deadline, fail_before);
 		CHECK_FOR_INTERRUPTS();
 	}
 

@@ -34,6 +34,8 @@ my $wrong = 'wr0ngpw7';
 # can be compared with remote ones.
 my $alloc = LeafTest::new_node('alloc',
 	"listen_addresses = '127.0.0.1'",
+	"wal_level = replica",
+	"max_wal_senders = 2",
 	"leaf.segment_duration = '1h'",
 	"leaf.wait_timeout = '1s'");
 $alloc->safe_psql('postgres', qq[
@@ -144,6 +146,51 @@ my ($after) = take($s1, 'stock', 1);
 cmp_ok($after, '>', $end, "(b) service resumes without a restart (ID $after)");
 is((seg_row($s1, 'stock', 'source'))[0],
 	"remote 127.0.0.1:$aport/postgres", '(b) the source shows the connection again');
+
+# ---------- (b2) an allocation database that never answers ----------
+# With a synchronous standby that does not exist, every COMMIT on the
+# allocation database waits for ever.  The shard's worker gives up after
+# leaf.alloc_timeout, never uses that segment, and stays responsive.
+
+$alloc->safe_psql('postgres', "SELECT leaf_segment_create('hang', step => 10)");
+$s1->safe_psql('postgres', "ALTER SYSTEM SET leaf.alloc_timeout = '1s'");
+$s1->safe_psql('postgres', 'SELECT pg_reload_conf()');
+my @hang = take($s1, 'hang', 1);
+ok( $s1->poll_query_until(
+		'postgres', "SELECT next_ready FROM leaf_segments WHERE biz_tag = 'hang'"),
+	'(b2) tag hang has both buffers loaded');
+$alloc->safe_psql('postgres', "ALTER SYSTEM SET synchronous_standby_names = 'nosuch'");
+$alloc->safe_psql('postgres', 'SELECT pg_reload_conf()');
+sleep 1;	# every backend of the allocation database has read it by now
+my ($hnext, $hend, $hnstart, $hnend) = seg_row($s1, 'hang',
+	'next_id, segment_end, next_segment_start, next_segment_end');
+my $hleft = ($hend - $hnext + 1) + ($hnend - $hnstart + 1);
+push @hang, take($s1, 'hang', $hleft);
+is(scalar(@hang), 1 + $hleft, "(b2) the $hleft buffered IDs are still handed out");
+
+($state, $err, $secs) = failing($s1,
+	"SET leaf.wait_timeout = '4s';\nSELECT leaf_segment_nextval('hang')");
+is($state, 'LF003', '(b2) with COMMIT hanging on the allocation database, the call fails with LF003');
+like($err, qr/DETAIL:\s+The last allocation failed: allocation database did not answer within leaf.alloc_timeout/,
+	'(b2) the DETAIL says the allocation database did not answer in time');
+diag sprintf('(b2) LF003 after %.2fs; leaf.alloc_timeout = 1s, leaf.wait_timeout = 4s', $secs);
+# the worker is not stuck in the hanging COMMIT: it keeps retrying
+my ($fail1) = seg_row($s1, 'hang', 'last_failure');
+sleep 3;
+my ($fail2) = seg_row($s1, 'hang', 'last_failure');
+ok($fail2 gt $fail1, "(b2) the allocator keeps retrying ($fail1, then $fail2)");
+
+$alloc->safe_psql('postgres', 'ALTER SYSTEM RESET synchronous_standby_names');
+$alloc->safe_psql('postgres', 'SELECT pg_reload_conf()');
+ok( $s1->poll_query_until(
+		'postgres', "SELECT next_ready FROM leaf_segments WHERE biz_tag = 'hang'"),
+	'(b2) once COMMITs complete again, the shard loads by itself');
+my @after_hang = take($s1, 'hang', 30);
+is(LeafTest::count_repeats([ @hang, @after_hang ]), 0, '(b2) no ID repeats');
+my $hang_max = $alloc->safe_psql('postgres', "SELECT max_id FROM leaf_alloc WHERE biz_tag = 'hang'");
+cmp_ok($after_hang[-1], '<', $hang_max, '(b2) every ID lies below max_id on the allocation database');
+$s1->safe_psql('postgres', 'ALTER SYSTEM RESET leaf.alloc_timeout');
+$s1->safe_psql('postgres', 'SELECT pg_reload_conf()');
 
 # ---------- (c) secrets ----------
 
