@@ -1,0 +1,710 @@
+#!/usr/bin/env bash
+#
+# leaf_bench.sh: benchmark leaf against its peers (sequences, UUIDs, the
+# clock_timestamp() floor), side by side, on throwaway PostgreSQL 15
+# clusters.  Not part of the test suite.
+#
+# Run as root or as postgres, after "make install":
+#
+#   test/bench/leaf_bench.sh                  full run (about 17 minutes)
+#   BENCH_QUICK=1 test/bench/leaf_bench.sh    smoke run (about 2 minutes)
+#
+# Environment:
+#   BENCH_PORT      port of the first cluster (default 55499); the fleet
+#                   uses the next four ports (allocation DB and 3 shards)
+#   BENCH_OUT       markdown report (default ./bench-out/results.md)
+#   BENCH_QUICK=1   N=200000, REPS=1, T=3
+#   N               IDs per single-session statement (default 5000000)
+#   REPS            repetitions, run rep-major; medians (default 3)
+#   PGBENCH_REPS    repetitions of the pgbench runs (default REPS)
+#   T               seconds per pgbench run (default 15)
+#   BULK_SEG        IDs per leaf_segment_nextvals() call (default 1000000)
+#   SF_N            IDs per leaf_snowflake_nextvals() call (default 5000000)
+#   BENCH_SEGMENT_DURATION
+#                   leaf.segment_duration of the clusters (default 1ms, so
+#                   that the dynamic step of a step-1000 tag stays small and
+#                   refills keep happening; empty = the extension default)
+#   BENCH_SECTIONS  which sections to run (default "1 2 3")
+#   BENCH_KEEP=1    keep the temporary directory (clusters stopped)
+#
+# Sections:
+#   1  one session: SELECT count(<expr>) FROM generate_series(1, N), plus
+#      the bulk functions
+#   2  pgbench -M prepared -c {2,8} -j 2, latencies from the per-transaction
+#      log (every script ends with "\set z 0": without it pgbench 15 logs
+#      many transactions with a latency of 0)
+#   3  fleet: an allocation database and 3 shards with leaf.alloc_conninfo;
+#      refill timing over loopback and locally, and 3 shards x 2 clients
+#      against one instance with 6 clients
+#
+set -euo pipefail
+
+PGBIN=/usr/lib/postgresql/15/bin
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+CMDLINE=""
+for v in BENCH_QUICK N REPS PGBENCH_REPS T BULK_SEG SF_N BENCH_PORT BENCH_SEGMENT_DURATION BENCH_SECTIONS BENCH_OUT; do
+	if [ -n "${!v+x}" ]; then
+		CMDLINE="$CMDLINE$v=${!v} "
+	fi
+done
+CMDLINE="$CMDLINE$0"
+
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+	N=${N:-200000}
+	REPS=${REPS:-1}
+	T=${T:-3}
+	BULK_SEG=${BULK_SEG:-200000}
+	SF_N=${SF_N:-200000}
+fi
+N=${N:-5000000}
+REPS=${REPS:-3}
+T=${T:-15}
+PGBENCH_REPS=${PGBENCH_REPS:-$REPS}
+BULK_SEG=${BULK_SEG:-1000000}
+SF_N=${SF_N:-5000000}
+BENCH_PORT=${BENCH_PORT:-55499}
+BENCH_SEGMENT_DURATION=${BENCH_SEGMENT_DURATION-1ms}
+BENCH_SECTIONS=${BENCH_SECTIONS:-1 2 3}
+BENCH_OUT=${BENCH_OUT:-./bench-out/results.md}
+CLIENTS=(2 8)
+
+case "$BENCH_OUT" in /*) ;; *) BENCH_OUT=$PWD/$BENCH_OUT ;; esac
+
+PORT_MAIN=$BENCH_PORT
+PORT_ALLOC=$((BENCH_PORT + 1))
+PORT_SHARD=($((BENCH_PORT + 2)) $((BENCH_PORT + 3)) $((BENCH_PORT + 4)))
+
+log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+me=$(id -un)
+[ "$me" = root ] || [ "$me" = postgres ] || die "run as root or postgres"
+[ -x "$PGBIN/postgres" ] || die "PostgreSQL 15 not found in $PGBIN"
+[ -f "$("$PGBIN/pg_config" --pkglibdir)/leaf.so" ] || die "leaf is not installed (make install)"
+
+# as_pg CMD: run a shell command as user postgres
+as_pg() {
+	if [ "$me" = root ]; then
+		su postgres -s /bin/bash -c "$1"
+	else
+		bash -c "$1"
+	fi
+}
+
+WORK=$(mktemp -d /tmp/leaf-bench.XXXXXX)
+chmod 755 "$WORK"
+[ "$me" = root ] && chown postgres: "$WORK"
+mkdir -p "$WORK/logs" "$WORK/scripts"
+STARTED=()						# data directories of running clusters
+BGPIDS=()						# background pgbench runs
+
+cleanup() {
+	local rc=$? d p
+	trap - EXIT INT TERM
+	for p in "${BGPIDS[@]}"; do
+		kill "$p" 2>/dev/null || true
+	done
+	for d in "${STARTED[@]}"; do
+		as_pg "$PGBIN/pg_ctl -D '$d' -m immediate -w stop" >/dev/null 2>&1 || true
+	done
+	if [ "${BENCH_KEEP:-0}" = 1 ]; then
+		log "kept $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# ---------------------------------------------------------------- clusters
+
+# init_template: one initdb, copied for every cluster
+init_template() {
+	as_pg "$PGBIN/initdb -D '$WORK/template' -U postgres -A trust -E UTF8 --locale=C.UTF-8 -N >'$WORK/initdb.log' 2>&1" ||
+		{ cat "$WORK/initdb.log" >&2; die "initdb failed"; }
+}
+
+# start_cluster NAME PORT [EXTRA-CONF-LINE...]
+start_cluster() {
+	local name=$1 port=$2 d=$WORK/$1
+	shift 2
+	as_pg "cp -a '$WORK/template' '$d'"
+	{
+		cat <<EOF
+
+# leaf_bench.sh
+port = $port
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$WORK'
+shared_preload_libraries = 'leaf'
+leaf.worker_id = 1
+max_connections = 50
+shared_buffers = 256MB
+jit = off
+max_worker_processes = 16
+logging_collector = off
+EOF
+		if [ -n "$BENCH_SEGMENT_DURATION" ]; then
+			echo "leaf.segment_duration = '$BENCH_SEGMENT_DURATION'"
+		fi
+		for l in "$@"; do
+			echo "$l"
+		done
+	} >>"$d/postgresql.conf"
+	as_pg "$PGBIN/pg_ctl -D '$d' -l '$d/server.log' -w -t 60 start >/dev/null" ||
+		{ tail -n 30 "$d/server.log" >&2; die "could not start cluster $name"; }
+	STARTED+=("$d")
+}
+
+# q PORT SQL: run SQL, unaligned tuples-only output, fields split by |
+q() {
+	psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$WORK" -p "$1" -U postgres -d postgres -c "$2"
+}
+
+# qf PORT: run SQL from stdin
+qf() {
+	psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$WORK" -p "$1" -U postgres -d postgres
+}
+
+# seg_counters PORT TAG: "step|refills|waits|max_wait_ms" of a tag
+seg_counters() {
+	q "$1" "SELECT step, refills, waits, round(max_wait_ms::numeric, 3)
+	          FROM leaf_segments
+	         WHERE biz_tag = '$2' AND database = current_database()"
+}
+
+# ---------------------------------------------------------------- stats
+
+# median of the numbers on stdin
+median() {
+	sort -g | awk '{a[NR] = $1}
+		END {
+			if (NR == 0) { print "nan"; exit }
+			if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2
+		}'
+}
+
+# lat_stats FILE...: pgbench per-transaction logs (column 3 = latency in us)
+# -> "avg p50 p99 p999 max zero% n" (ms, except zero% and n)
+lat_stats() {
+	awk '{print $3}' "$@" | sort -n | awk '
+		function pct(p,   i) { i = int(NR * p); if (i < NR * p) i++; if (i < 1) i = 1; return a[i] }
+		{ a[NR] = $1; s += $1; if ($1 == 0) z++ }
+		END {
+			if (NR == 0) { print "nan nan nan nan nan nan 0"; exit }
+			printf "%.3f %.3f %.3f %.3f %.3f %.2f %d\n", s / NR / 1000, pct(0.50) / 1000,
+				pct(0.99) / 1000, pct(0.999) / 1000, a[NR] / 1000, 100 * z / NR, NR
+		}'
+}
+
+# ratio A B [DIGITS]: A / B, or n/a
+ratio() {
+	awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN {
+		if (a == "nan" || b == "nan" || b + 0 <= 0) print "n/a"; else printf "%.*f\n", d, a / b }'
+}
+
+# ---------------------------------------------------------------- pgbench
+
+# write_script NAME BODY: a pgbench script; "\set z 0" makes pgbench read
+# the clock again before logging the transaction
+write_script() {
+	printf '%s\n\\set z 0\n' "$2" >"$WORK/scripts/$1.sql"
+}
+
+# pgb LOGNAME PORT HOST MODE CLIENTS THREADS SCRIPT: one pgbench run; logs
+# stay in $WORK/logs/LOGNAME.*, the tps is printed
+pgb() {
+	local name=$1 port=$2 host=$3 mode=$4 c=$5 j=$6 script=$7
+	local prefix=$WORK/logs/$name
+	if ! pgbench -n -M "$mode" -c "$c" -j "$j" -T "$T" --log --log-prefix="$prefix" \
+		-h "$host" -p "$port" -U postgres -f "$WORK/scripts/$script.sql" postgres \
+		>"$prefix.out" 2>&1; then
+		cat "$prefix.out" >&2
+		die "pgbench $name failed"
+	fi
+	awk '/^tps = / {print $3; exit}' "$prefix.out"
+}
+
+# ---------------------------------------------------------------- report
+
+REPORT=$WORK/report.md
+: >"$REPORT"
+out() { printf '%s\n' "$*" >>"$REPORT"; }
+
+LOADROWS=()
+section_begin() { SECTION_T0=$(date +%s); SECTION_L0=$(loadavg); log "== $1 (load $SECTION_L0)"; }
+section_end() {
+	LOADROWS+=("| $1 | $SECTION_L0 | $(loadavg) | $(($(date +%s) - SECTION_T0)) |")
+}
+
+# ================================================================ setup
+
+log "work directory $WORK"
+init_template
+start_cluster main "$PORT_MAIN"
+
+qf "$PORT_MAIN" >/dev/null <<'SQL'
+CREATE EXTENSION leaf;
+CREATE SEQUENCE s;
+CREATE SEQUENCE s_c1000 CACHE 1000;
+SELECT leaf_segment_create('bench', 1000);
+SELECT leaf_segment_create('bench_big', 1000000);
+SELECT leaf_segment_create('drain', 1000);
+SELECT leaf_segment_create('refill_probe', 1000);
+SELECT leaf_segment_nextval('bench'), leaf_segment_nextval('bench_big'),
+       leaf_segment_nextval('drain');
+SQL
+
+HAVE_SF=0
+HAVE_SF_BULK=0
+if [ "$(q "$PORT_MAIN" "SELECT count(*) FROM pg_proc WHERE proname = 'leaf_snowflake'")" != 0 ]; then
+	if q "$PORT_MAIN" "SELECT leaf_snowflake()" >/dev/null 2>"$WORK/sf.err"; then
+		HAVE_SF=1
+	else
+		log "leaf_snowflake() exists but fails: $(head -1 "$WORK/sf.err")"
+	fi
+fi
+if [ $HAVE_SF = 1 ] &&
+	[ "$(q "$PORT_MAIN" "SELECT count(*) FROM pg_proc WHERE proname IN ('leaf_snowflake_nextvals', 'leaf_snowflake_decode')")" = 2 ]; then
+	HAVE_SF_BULK=1
+fi
+log "leaf_snowflake: $([ $HAVE_SF = 1 ] && echo present || echo absent)"
+
+PGVER=$(q "$PORT_MAIN" "SELECT version()")
+SO=$("$PGBIN/pg_config" --pkglibdir)/leaf.so
+SO_SUM=$(md5sum "$SO" | cut -c1-12)
+SO_TIME=$(date -r "$SO" '+%Y-%m-%d %H:%M:%S')
+COMMIT=$(git -C "$here" -c safe.directory='*' rev-parse --short HEAD 2>/dev/null || echo unknown)
+DIRTY=$(git -C "$here" -c safe.directory='*' status --porcelain --untracked-files=no 2>/dev/null | wc -l || echo 0)
+
+out "# leaf benchmark"
+out ""
+out "| item | value |"
+out "|---|---|"
+out "| command | \`$CMDLINE\` |"
+out "| date | $(date '+%Y-%m-%d %H:%M:%S %Z') |"
+out "| host | $(nproc) vCPU $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo) |"
+out "| server | ${PGVER%% on *} |"
+out "| leaf | checkout $COMMIT ($DIRTY files modified), installed leaf.so md5 $SO_SUM... ($SO_TIME) |"
+out "| clusters | initdb -A trust -E UTF8 --locale=C.UTF-8; listen 127.0.0.1, max_connections=50, shared_buffers=256MB, jit=off, max_worker_processes=16, shared_preload_libraries=leaf, leaf.worker_id=1, leaf.segment_duration=${BENCH_SEGMENT_DURATION:-default}; fsync and synchronous_commit on |"
+out "| parameters | N=$N, REPS=$REPS, PGBENCH_REPS=$PGBENCH_REPS, T=${T}s, BULK_SEG=$BULK_SEG, SF_N=$SF_N |"
+out "| leaf_snowflake | $([ $HAVE_SF = 1 ] && echo present || echo 'absent (rows skipped)') |"
+out ""
+
+# expressions, shared by sections 1 and 2
+LABELS=("count(*) (empty loop)" "clock_timestamp() (floor)" "nextval('s') default"
+	"nextval('s_c1000') CACHE 1000" "gen_random_uuid()"
+	"leaf_segment_nextval('bench') step 1000" "leaf_segment_nextval('bench_big') step 1000000")
+EXPRS=("*" "clock_timestamp()" "nextval('s')" "nextval('s_c1000')" "gen_random_uuid()"
+	"leaf_segment_nextval('bench')" "leaf_segment_nextval('bench_big')")
+if [ $HAVE_SF = 1 ]; then
+	LABELS+=("leaf_snowflake()")
+	EXPRS+=("leaf_snowflake()")
+fi
+
+# single_ms PORT SQL: server time of one statement (psql \timing), in ms
+single_ms() {
+	qf "$1" <<SQL | awk '/^Time: / {t = $2} END {if (t == "") exit 1; print t}'
+SET work_mem = '1GB';
+\timing on
+$2
+SQL
+}
+
+want() { case " $BENCH_SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# ================================================================ section 1
+
+if want 1; then
+	section_begin "1. single session"
+	declare -A RUNS
+	c0_bench=$(seg_counters "$PORT_MAIN" bench)
+	c0_big=$(seg_counters "$PORT_MAIN" bench_big)
+	for rep in $(seq 1 "$REPS"); do
+		for i in "${!EXPRS[@]}"; do
+			ms=$(single_ms "$PORT_MAIN" "SELECT count(${EXPRS[$i]}) FROM generate_series(1, $N);")
+			RUNS[$i]="${RUNS[$i]:-}${RUNS[$i]:+ }$ms"
+			log "rep $rep ${LABELS[$i]}: $ms ms"
+		done
+	done
+
+	declare -A MED
+	for i in "${!EXPRS[@]}"; do
+		MED[$i]=$(tr ' ' '\n' <<<"${RUNS[$i]}" | median)
+	done
+	loop=${MED[0]}
+	floor_net=$(awk -v m="${MED[1]}" -v l="$loop" -v n="$N" 'BEGIN {printf "%.1f", (m - l) * 1e6 / n}')
+
+	out "## 1. One session: \`SELECT count(<expr>) FROM generate_series(1, $N)\`"
+	out ""
+	out "psql \\timing, work_mem=1GB, $REPS repetition(s) run rep-major, median. Net = minus the empty loop \`count(*)\`. Ratio = net / net of \`clock_timestamp()\`."
+	out ""
+	out "| expression | runs (ms) | median ms | ns/ID gross | ns/ID net | ratio to floor (net) |"
+	out "|---|---|---|---|---|---|"
+	for i in "${!EXPRS[@]}"; do
+		m=${MED[$i]}
+		gross=$(awk -v m="$m" -v n="$N" 'BEGIN {printf "%.0f", m * 1e6 / n}')
+		net=$(awk -v m="$m" -v l="$loop" -v n="$N" 'BEGIN {printf "%.0f", (m - l) * 1e6 / n}')
+		if [ "$i" = 0 ]; then
+			r="-"
+		else
+			r=$(ratio "$(awk -v m="$m" -v l="$loop" -v n="$N" 'BEGIN {print (m - l) * 1e6 / n}')" "$floor_net")
+		fi
+		out "| \`${LABELS[$i]}\` | ${RUNS[$i]// / \/ } | $(printf '%.0f' "$m") | $gross | $net | $r |"
+	done
+	out ""
+
+	# bulk functions
+	out "Bulk functions (same session settings, $REPS repetition(s), median):"
+	out ""
+	out "| statement | runs (ms) | median ms | ns/ID | span of decoded timestamps |"
+	out "|---|---|---|---|---|"
+	runs=""
+	for rep in $(seq 1 "$REPS"); do
+		ms=$(single_ms "$PORT_MAIN" "SELECT count(*) FROM leaf_segment_nextvals('bench', $BULK_SEG);")
+		runs="$runs${runs:+ }$ms"
+		log "rep $rep leaf_segment_nextvals: $ms ms"
+	done
+	m=$(tr ' ' '\n' <<<"$runs" | median)
+	out "| \`SELECT count(*) FROM leaf_segment_nextvals('bench', $BULK_SEG)\` | ${runs// / \/ } | $(printf '%.0f' "$m") | $(awk -v m="$m" -v n="$BULK_SEG" 'BEGIN {printf "%.0f", m * 1e6 / n}') | - |"
+	if [ $HAVE_SF_BULK = 1 ]; then
+		runs=""
+		for rep in $(seq 1 "$REPS"); do
+			ms=$(single_ms "$PORT_MAIN" "SELECT count(*) FROM leaf_snowflake_nextvals($SF_N);")
+			runs="$runs${runs:+ }$ms"
+			log "rep $rep leaf_snowflake_nextvals: $ms ms"
+		done
+		m=$(tr ' ' '\n' <<<"$runs" | median)
+		spans=""
+		for rep in $(seq 1 "$REPS"); do
+			sp=$(q "$PORT_MAIN" "SET work_mem = '1GB';
+				SELECT round(extract(epoch FROM max(d.ts) - min(d.ts)) * 1000)::bigint
+				  FROM leaf_snowflake_nextvals($SF_N) i, LATERAL leaf_snowflake_decode(i) d")
+			spans="$spans${spans:+ / }$sp"
+		done
+		minspan=$(awk -v n="$SF_N" 'BEGIN {printf "%d", int((n - 1) / 4096)}')
+		out "| \`SELECT count(*) FROM leaf_snowflake_nextvals($SF_N)\` | ${runs// / \/ } | $(printf '%.0f' "$m") | $(awk -v m="$m" -v n="$SF_N" 'BEGIN {printf "%.0f", m * 1e6 / n}') | $spans ms (minimum possible $minspan ms at 4096 IDs/ms; target for 5M IDs: 1360 ms or less) |"
+	fi
+	if [ $HAVE_SF = 1 ]; then
+		# In count(leaf_snowflake()) FROM generate_series(...) the series is
+		# materialized first and the IDs are drawn afterwards, in a burst: the
+		# span of their timestamps shows whether the 12-bit sequence (4096
+		# IDs per ms) rather than the call itself set the pace.
+		res=$(qf "$PORT_MAIN" <<SQL
+SET work_mem = '1GB';
+\\timing on
+SELECT min(x) AS sf_a, max(x) AS sf_b FROM (SELECT leaf_snowflake() x FROM generate_series(1, $N)) s \\gset
+\\timing off
+SELECT 'span', round(extract(epoch FROM b.ts - a.ts) * 1000)::bigint
+  FROM leaf_snowflake_decode(:sf_a) a, leaf_snowflake_decode(:sf_b) b;
+SQL
+)
+		ms=$(awk '/^Time: / {print $2}' <<<"$res")
+		sp=$(awk -F'|' '/^span\|/ {print $2}' <<<"$res")
+		minspan=$(awk -v n="$N" 'BEGIN {printf "%d", int((n - 1) / 4096)}')
+		out "| \`SELECT min(x), max(x) FROM (SELECT leaf_snowflake() x FROM generate_series(1, $N)) s\` (1 run) | $ms | $(printf '%.0f' "$ms") | $(awk -v m="$ms" -v n="$N" 'BEGIN {printf "%.0f", m * 1e6 / n}') | $sp ms (at 4096 IDs/ms the IDs need at least $minspan ms) |"
+	fi
+	out ""
+
+	out "Segment counters over this section (\`leaf_segments\`; step = dynamic step at the end):"
+	out ""
+	out "| tag | step | refills | waits | max_wait_ms since server start (before -> after) |"
+	out "|---|---|---|---|---|"
+	for t in bench bench_big; do
+		if [ $t = bench ]; then a=$c0_bench; else a=$c0_big; fi
+		b=$(seg_counters "$PORT_MAIN" $t)
+		IFS='|' read -r _ r0 w0 mw0 <<<"$a"
+		IFS='|' read -r st r1 w1 mw <<<"$b"
+		out "| $t | $st | $((r1 - r0)) | $((w1 - w0)) | $mw0 -> $mw |"
+	done
+	out ""
+	section_end "1. single session"
+fi
+
+# ================================================================ section 2
+
+if want 2; then
+	section_begin "2. pgbench"
+	SCRIPTS=(floor seq_default seq_c1000 uuid leaf_seg)
+	SLABELS=("clock_timestamp() (floor)" "nextval('s') default" "nextval('s_c1000') CACHE 1000"
+		"gen_random_uuid()" "leaf_segment_nextval('bench') step 1000")
+	write_script floor "SELECT clock_timestamp();"
+	write_script seq_default "SELECT nextval('s');"
+	write_script seq_c1000 "SELECT nextval('s_c1000');"
+	write_script uuid "SELECT gen_random_uuid();"
+	write_script leaf_seg "SELECT leaf_segment_nextval('bench');"
+	if [ $HAVE_SF = 1 ]; then
+		SCRIPTS+=(leaf_sf)
+		SLABELS+=("leaf_snowflake()")
+		write_script leaf_sf "SELECT leaf_snowflake();"
+	fi
+
+	c0=$(seg_counters "$PORT_MAIN" bench)
+	declare -A TPS LAT
+	for rep in $(seq 1 "$PGBENCH_REPS"); do
+		for c in "${CLIENTS[@]}"; do
+			for s in "${SCRIPTS[@]}"; do
+				name=pgb_${s}_c${c}_r$rep
+				tps=$(pgb "$name" "$PORT_MAIN" "$WORK" prepared "$c" 2 "$s")
+				TPS[$s.$c]="${TPS[$s.$c]:-}${TPS[$s.$c]:+ }$(printf '%.0f' "$tps")"
+				LAT[$s.$c.$rep]=$(lat_stats "$WORK/logs/$name".[0-9]*)
+				rm -f "$WORK/logs/$name".[0-9]*
+				log "rep $rep c$c $s: tps $tps, lat $(cut -d' ' -f1-5 <<<"${LAT[$s.$c.$rep]}")"
+			done
+		done
+	done
+	c1=$(seg_counters "$PORT_MAIN" bench)
+
+	out "## 2. pgbench: \`pgbench -n -M prepared -c {2,8} -j 2 -T $T --log\`"
+	out ""
+	out "Script: \`SELECT <expr>;\` then \`\\set z 0\`. $PGBENCH_REPS repetition(s) run rep-major; tps = median; latencies from the per-transaction log, median over repetitions (max = worst run). Ratios against \`clock_timestamp()\` at the same -c."
+	out ""
+	out "| script | -c | tps median | tps runs | tps / floor | lat avg ms | p50 ms | p99 ms | p99.9 ms | p99.9 / floor | max ms | 0-latency % | txns (last run) |"
+	out "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	for c in "${CLIENTS[@]}"; do
+		ftps=$(tr ' ' '\n' <<<"${TPS[floor.$c]}" | median)
+		fp999=$(for rep in $(seq 1 "$PGBENCH_REPS"); do cut -d' ' -f4 <<<"${LAT[floor.$c.$rep]}"; done | median)
+		for k in "${!SCRIPTS[@]}"; do
+			s=${SCRIPTS[$k]}
+			tpsm=$(tr ' ' '\n' <<<"${TPS[$s.$c]}" | median)
+			col() { for rep in $(seq 1 "$PGBENCH_REPS"); do cut -d' ' -f"$1" <<<"${LAT[$s.$c.$rep]}"; done; }
+			avg=$(col 1 | median)
+			p50=$(col 2 | median)
+			p99=$(col 3 | median)
+			p999=$(col 4 | median)
+			mx=$(col 5 | sort -g | tail -1)
+			zero=$(col 6 | median)
+			n=$(cut -d' ' -f7 <<<"${LAT[$s.$c.$PGBENCH_REPS]}")
+			out "| \`${SLABELS[$k]}\` | $c | $(printf '%.0f' "$tpsm") | ${TPS[$s.$c]// / \/ } | $(ratio "$tpsm" "$ftps" 3) | $avg | $p50 | $p99 | $p999 | $(ratio "$p999" "$fp999") | $mx | $zero | $n |"
+		done
+	done
+	out ""
+	IFS='|' read -r _ r0 w0 mw0 <<<"$c0"
+	IFS='|' read -r st r1 w1 mw <<<"$c1"
+	out "Tag \`bench\` over the pgbench runs: $((r1 - r0)) refills, **$((w1 - w0)) waits** (callers that found both buffers empty), max_wait_ms since server start $mw0 before and $mw after, dynamic step at the end $st."
+	out ""
+	section_end "2. pgbench"
+fi
+
+# ================================================================ section 3
+
+if want 3; then
+	section_begin "3. fleet"
+	start_cluster alloc "$PORT_ALLOC"
+	qf "$PORT_ALLOC" >/dev/null <<'SQL'
+CREATE EXTENSION leaf;
+SELECT leaf_segment_create('bench', 1000);
+SELECT leaf_segment_create('bench_big', 1000000);
+SELECT leaf_segment_create('drain', 1000);
+SELECT leaf_segment_create('refill_probe', 1000);
+SQL
+	conninfo="host=127.0.0.1 port=$PORT_ALLOC dbname=postgres user=postgres"
+	for k in 0 1 2; do
+		start_cluster "shard$((k + 1))" "${PORT_SHARD[$k]}" "leaf.alloc_conninfo = '$conninfo'"
+		q "${PORT_SHARD[$k]}" "CREATE EXTENSION leaf" >/dev/null
+		q "${PORT_SHARD[$k]}" "SELECT leaf_segment_nextval('bench'), leaf_segment_nextval('bench_big'), leaf_segment_nextval('drain')" >/dev/null
+	done
+	src=$(q "${PORT_SHARD[0]}" "SELECT source FROM leaf_segments WHERE biz_tag = 'bench'")
+	log "shard1 source: $src"
+
+	# (a) refill time: the allocator's transaction, timed by pgbench
+	cat >"$WORK/scripts/refill.sql" <<'EOF'
+BEGIN;
+SELECT max_id, step FROM leaf_alloc WHERE biz_tag = 'refill_probe' FOR UPDATE;
+UPDATE leaf_alloc SET max_id = max_id + 1000 WHERE biz_tag = 'refill_probe';
+COMMIT;
+\set z 0
+EOF
+	write_script refill_do "DO \$\$BEGIN PERFORM 1 FROM leaf_alloc WHERE biz_tag = 'refill_probe' FOR UPDATE; UPDATE leaf_alloc SET max_id = max_id + 1000 WHERE biz_tag = 'refill_probe'; END\$\$;"
+	write_script ping "SELECT 1;"
+	RT=$T
+	[ "$RT" -gt 10 ] && RT=10
+	out "## 3. Fleet: allocation database + 3 shards (\`leaf.alloc_conninfo='$conninfo'\`)"
+	out ""
+	out "### 3a. Refill time"
+	out ""
+	out "The allocator's refill transaction (BEGIN; SELECT max_id, step ... FOR UPDATE; UPDATE leaf_alloc SET max_id ...; COMMIT, with the commit flushed to disk), timed by \`pgbench -n -c 1 -j 1 -T $RT\` from the per-transaction log."
+	out ""
+	out "| what | where | tps | avg ms | p50 ms | p99 ms | p99.9 ms | max ms |"
+	out "|---|---|---|---|---|---|---|---|"
+	refill_row() {	# label where name port host mode script
+		local tps st T_save=$T
+		T=$RT
+		tps=$(pgb "$3" "$4" "$5" "$6" 1 1 "$7")
+		T=$T_save
+		st=$(lat_stats "$WORK/logs/$3".[0-9]*)
+		rm -f "$WORK/logs/$3".[0-9]*
+		read -r a p50 p99 p999 mx _ <<<"$st"
+		log "$1 ($2): avg $a ms, p50 $p50, p99 $p99"
+		out "| $1 | $2 | $(printf '%.0f' "$tps") | $a | $p50 | $p99 | $p999 | $mx |"
+	}
+	refill_row "round trip \`SELECT 1\`" "allocation DB over loopback TCP" ping_tcp "$PORT_ALLOC" 127.0.0.1 extended ping
+	refill_row "remote refill (4 statements, extended protocol, as the allocator sends them)" "allocation DB over loopback TCP" refill_tcp "$PORT_ALLOC" 127.0.0.1 extended refill
+	refill_row "local refill, same 4 statements" "single instance over unix socket" refill_unix "$PORT_MAIN" "$WORK" extended refill
+	refill_row "local refill in one DO block (one round trip, like the worker's SPI calls)" "single instance over unix socket" refill_do "$PORT_MAIN" "$WORK" simple refill_do
+	out ""
+
+	# what callers see: drain a step-1000 tag as fast as one session can
+	out "What one session sees when it drains a step-1000 tag (\`SELECT count(leaf_segment_nextval('drain')) FROM generate_series(1, $N)\`), against the step-1000000 tag \`bench_big\` (refills rare); $REPS repetition(s), median:"
+	out ""
+	out "| instance | drain ms (runs) | bench_big ms (runs) | refills | waits | max_wait_ms since server start (before -> after) | extra ms per refill | dynamic step at end |"
+	out "|---|---|---|---|---|---|---|---|"
+	drain_row() {	# label port
+		local a b runs_d="" runs_b="" md mb st r0 r1 w0 w1 mw mw0
+		a=$(seg_counters "$2" drain)
+		for rep in $(seq 1 "$REPS"); do
+			runs_d="$runs_d${runs_d:+ }$(single_ms "$2" "SELECT count(leaf_segment_nextval('drain')) FROM generate_series(1, $N);")"
+			runs_b="$runs_b${runs_b:+ }$(single_ms "$2" "SELECT count(leaf_segment_nextval('bench_big')) FROM generate_series(1, $N);")"
+		done
+		b=$(seg_counters "$2" drain)
+		md=$(tr ' ' '\n' <<<"$runs_d" | median)
+		mb=$(tr ' ' '\n' <<<"$runs_b" | median)
+		IFS='|' read -r _ r0 w0 mw0 <<<"$a"
+		IFS='|' read -r st r1 w1 mw <<<"$b"
+		log "drain $1: $runs_d vs $runs_b ms, refills $((r1 - r0)), waits $((w1 - w0))"
+		out "| $1 | $(printf '%.0f' "$md") ($runs_d) | $(printf '%.0f' "$mb") ($runs_b) | $((r1 - r0)) | $((w1 - w0)) | $mw0 -> $mw | $(awk -v d="$md" -v b="$mb" -v r="$((r1 - r0))" -v n="$REPS" 'BEGIN {if (r > 0) printf "%.3f", (d - b) * n / r; else print "n/a"}') | $st |"
+	}
+	drain_row "single instance (local leaf_alloc)" "$PORT_MAIN"
+	drain_row "shard1 (remote leaf_alloc)" "${PORT_SHARD[0]}"
+	out ""
+
+	# (b) throughput: 3 shards x 2 clients against one instance x 6 clients
+	write_script leaf_seg "SELECT leaf_segment_nextval('bench');"
+	write_script floor "SELECT clock_timestamp();"
+	declare -A FT FL FS
+	declare -A W0
+	for k in 0 1 2; do
+		W0[$k]=$(seg_counters "${PORT_SHARD[$k]}" bench)
+	done
+	W0m=$(seg_counters "$PORT_MAIN" bench)
+	for rep in $(seq 1 "$PGBENCH_REPS"); do
+		for s in floor leaf_seg; do
+			# fleet: one pgbench per shard, started together
+			BGPIDS=()
+			for k in 0 1 2; do
+				pgb "fleet_${s}_s$((k + 1))_r$rep" "${PORT_SHARD[$k]}" "$WORK" prepared 2 1 "$s" \
+					>"$WORK/logs/fleet_${s}_s$((k + 1))_r$rep.tps" &
+				BGPIDS+=($!)
+			done
+			for p in "${BGPIDS[@]}"; do
+				wait "$p" || die "a fleet pgbench run failed"
+			done
+			BGPIDS=()
+			per=""
+			for k in 1 2 3; do
+				per="$per${per:+ + }$(printf '%.0f' "$(cat "$WORK/logs/fleet_${s}_s${k}_r$rep.tps")")"
+			done
+			sum=$(awk "BEGIN {print $per}")
+			FT[fleet.$s]="${FT[fleet.$s]:-}${FT[fleet.$s]:+ }$sum"
+			FS[fleet.$s.$rep]=$per
+			FL[fleet.$s.$rep]=$(lat_stats "$WORK/logs/fleet_${s}_s"[123]"_r$rep".[0-9]*)
+			rm -f "$WORK/logs/fleet_${s}_s"[123]"_r$rep".[0-9]*
+			log "rep $rep fleet $s: $per = $sum tps"
+			# one instance, 6 clients
+			tps=$(pgb "single_${s}_r$rep" "$PORT_MAIN" "$WORK" prepared 6 2 "$s")
+			FT[single.$s]="${FT[single.$s]:-}${FT[single.$s]:+ }$(printf '%.0f' "$tps")"
+			FL[single.$s.$rep]=$(lat_stats "$WORK/logs/single_${s}_r$rep".[0-9]*)
+			rm -f "$WORK/logs/single_${s}_r$rep".[0-9]*
+			log "rep $rep single $s: $tps tps"
+		done
+	done
+
+	out "### 3b. Throughput: 3 shards x \`pgbench -c 2 -j 1\` started together (sum of tps) against one instance with \`pgbench -c 6 -j 2\` (local leaf_alloc)"
+	out ""
+	out "All 4 clusters, the 3 pgbench processes and the allocation DB share the same $(nproc) vCPUs, so the fleet cannot scale here: this shows the cost of fleet mode, not its capacity. -T $T, $PGBENCH_REPS repetition(s), median; latencies pooled over all clients of a run (median over repetitions)."
+	out ""
+	out "| setup | script | tps median | tps runs (per shard) | tps / floor | fleet / single | p50 ms | p99 ms | p99.9 ms | max ms |"
+	out "|---|---|---|---|---|---|---|---|---|---|"
+	for setup in single fleet; do
+		ftps=$(tr ' ' '\n' <<<"${FT[$setup.floor]}" | median)
+		for s in floor leaf_seg; do
+			tpsm=$(tr ' ' '\n' <<<"${FT[$setup.$s]}" | median)
+			stps=$(tr ' ' '\n' <<<"${FT[single.$s]}" | median)
+			col() { for rep in $(seq 1 "$PGBENCH_REPS"); do cut -d' ' -f"$1" <<<"${FL[$setup.$s.$rep]}"; done; }
+			if [ $setup = fleet ]; then
+				runs=""
+				for rep in $(seq 1 "$PGBENCH_REPS"); do
+					runs="$runs${runs:+ / }$(awk "BEGIN {print ${FS[fleet.$s.$rep]}}") (${FS[fleet.$s.$rep]})"
+				done
+				lbl="3 shards x 2 clients"
+				fs=$(ratio "$tpsm" "$stps" 3)
+			else
+				runs=${FT[$setup.$s]// / \/ }
+				lbl="1 instance x 6 clients"
+				fs="-"
+			fi
+			if [ $s = floor ]; then sl="\`clock_timestamp()\` (floor)"; else sl="\`leaf_segment_nextval('bench')\` step 1000"; fi
+			out "| $lbl | $sl | $(printf '%.0f' "$tpsm") | $runs | $(ratio "$tpsm" "$ftps" 3) | $fs | $(col 2 | median) | $(col 3 | median) | $(col 4 | median) | $(col 5 | sort -g | tail -1) |"
+		done
+	done
+	out ""
+	out "Tag \`bench\` during 3b (\`leaf_segments\` on each instance):"
+	out ""
+	out "| instance | source | refills | waits | max_wait_ms since server start (before -> after) | dynamic step at end |"
+	out "|---|---|---|---|---|---|"
+	IFS='|' read -r _ r0 w0 mw0 <<<"$W0m"
+	IFS='|' read -r st r1 w1 mw <<<"$(seg_counters "$PORT_MAIN" bench)"
+	out "| single instance | local | $((r1 - r0)) | $((w1 - w0)) | $mw0 -> $mw | $st |"
+	for k in 0 1 2; do
+		IFS='|' read -r _ r0 w0 mw0 <<<"${W0[$k]}"
+		IFS='|' read -r st r1 w1 mw <<<"$(seg_counters "${PORT_SHARD[$k]}" bench)"
+		src=$(q "${PORT_SHARD[$k]}" "SELECT source FROM leaf_segments WHERE biz_tag = 'bench'")
+		out "| shard$((k + 1)) | $src | $((r1 - r0)) | $((w1 - w0)) | $mw0 -> $mw | $st |"
+	done
+	out ""
+	section_end "3. fleet"
+fi
+
+# ================================================================ finish
+
+out "## Machine load"
+out ""
+out "\`/proc/loadavg\` (1, 5, 15 min) at the start and end of each section; 2 vCPUs, shared with other work."
+out ""
+out "| section | load before | load after | seconds |"
+out "|---|---|---|---|"
+for r in "${LOADROWS[@]}"; do
+	out "$r"
+done
+out ""
+
+# align the markdown tables (ASCII cells) for reading in a terminal
+align() {
+	awk '
+		function flush(   i, j, line, cell, pad) {
+			for (i = 1; i <= nr; i++) {
+				line = "|"
+				for (j = 2; j < nf[i]; j++) {
+					cell = row[i, j]
+					if (i == 2 && cell ~ /^-+$/) { pad = w[j]; cell = ""; while (length(cell) < pad) cell = cell "-"; line = line cell "|"; continue }
+					line = line " " cell
+					pad = w[j] - length(cell) - 2
+					while (pad-- > 0) line = line " "
+					line = line " |"
+				}
+				print line
+			}
+			nr = 0; delete w
+		}
+		/^\|/ {
+			nr++; nf[nr] = split($0, f, "|")
+			for (j = 2; j < nf[nr]; j++) {
+				gsub(/^ +| +$/, "", f[j]); row[nr, j] = f[j]
+				if (!(nr == 2 && f[j] ~ /^-+$/) && length(f[j]) + 2 > w[j]) w[j] = length(f[j]) + 2
+				if (3 > w[j]) w[j] = 3
+			}
+			next
+		}
+		{ if (nr) flush(); print }
+		END { if (nr) flush() }
+	' "$1"
+}
+mkdir -p "$(dirname "$BENCH_OUT")"
+align "$REPORT" >"$BENCH_OUT"
+cat "$BENCH_OUT"
+log "report written to $BENCH_OUT"
