@@ -348,26 +348,18 @@ leaf_report_source(void)
 }
 
 /*
- * Do one load in a transaction of its own.  Whatever happens, the
- * outcome is in *res and the transaction is over.
+ * Run fn(arg) in a transaction of its own, with SPI connected and a
+ * snapshot set.  Returns true once the transaction has committed;
+ * otherwise it has been rolled back, and the error's SQLSTATE and message
+ * are in *sqlstate and errbuf.  An error never leaves this function, so a
+ * failure does not end the worker.
  */
-static void
-leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
+static bool
+leaf_in_transaction(void (*fn) (void *arg), void *arg, const char *activity,
+					int *sqlstate, char *errbuf, size_t errlen)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
-
-	memset(res, 0, sizeof(*res));
-	res->status = LEAF_LOAD_FAILED;
-
-	if (leaf_remote_enabled())
-	{
-		pgstat_report_activity(STATE_RUNNING, "leaf: loading a remote segment");
-		leaf_remote_load(job, res);
-		pgstat_report_activity(STATE_IDLE, NULL);
-		leaf_report_source();
-		leaf_log_failure(job, res);
-		return;
-	}
+	volatile bool ok = false;
 
 	PG_TRY();
 	{
@@ -376,16 +368,16 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 		PushActiveSnapshot(GetTransactionSnapshot());
-		pgstat_report_activity(STATE_RUNNING, "leaf: loading a segment");
+		pgstat_report_activity(STATE_RUNNING, activity);
 
-		leaf_alloc_local(job, res);
+		fn(arg);
 
 		SPI_finish();
 		PopActiveSnapshot();
-		/* the segment is durable once this returns */
 		CommitTransactionCommand();
 		pgstat_report_stat(false);
 		pgstat_report_activity(STATE_IDLE, NULL);
+		ok = true;
 	}
 	PG_CATCH();
 	{
@@ -397,14 +389,57 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 		AbortCurrentTransaction();
 		pgstat_report_activity(STATE_IDLE, NULL);
 
-		res->status = LEAF_LOAD_FAILED;
-		res->sqlstate = edata->sqlerrcode;
-		strlcpy(res->msg, edata->message ? edata->message : "unknown error",
-				sizeof(res->msg));
+		*sqlstate = edata->sqlerrcode;
+		strlcpy(errbuf, edata->message ? edata->message : "unknown error",
+				errlen);
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
 
+	return ok;
+}
+
+typedef struct LeafLocalLoad
+{
+	const LeafLoadJob *job;
+	LeafLoadResult *res;
+} LeafLocalLoad;
+
+static void
+leaf_alloc_local_txn(void *arg)
+{
+	LeafLocalLoad *l = (LeafLocalLoad *) arg;
+
+	leaf_alloc_local(l->job, l->res);
+}
+
+/*
+ * Do one load in a transaction of its own.  Whatever happens, the
+ * outcome is in *res and the transaction is over.
+ */
+static void
+leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->status = LEAF_LOAD_FAILED;
+
+	if (leaf_remote_enabled())
+	{
+		pgstat_report_activity(STATE_RUNNING, "leaf: loading a remote segment");
+		leaf_remote_load(job, res);
+		pgstat_report_activity(STATE_IDLE, NULL);
+		leaf_report_source();
+	}
+	else
+	{
+		LeafLocalLoad l = {job, res};
+
+		/* the segment is durable once the transaction has committed */
+		if (!leaf_in_transaction(leaf_alloc_local_txn, &l,
+								 "leaf: loading a segment",
+								 &res->sqlstate, res->msg, sizeof(res->msg)))
+			res->status = LEAF_LOAD_FAILED;
+	}
 	leaf_log_failure(job, res);
 }
 
@@ -585,133 +620,121 @@ leaf_do_loads(void)
 }
 
 /*
+ * Free the slots of tags deleted from leaf_alloc (in a transaction).
+ * Sets *ext_exists to false if the extension is gone from this database.
+ */
+static void
+leaf_refresh_tags_txn(void *arg)
+{
+	bool	   *ext_exists = (bool *) arg;
+	Oid			extoid;
+	Oid			nsp;
+
+	nsp = leaf_extension_namespace(&extoid);
+	if (!OidIsValid(extoid))
+		*ext_exists = false;
+	else
+	{
+		char	   *sql;
+		HASHCTL		ctl;
+		HTAB	   *tags;
+		uint64		i;
+		bool		have_tags = true;
+
+		/* slots of a dropped and re-created extension */
+		leaf_free_database_slots(extoid);
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = LEAF_TAG_MAXLEN + 1;
+		ctl.entrysize = LEAF_TAG_MAXLEN + 1;
+		ctl.hcxt = CurrentMemoryContext;
+		tags = hash_create("leaf tags", 64, &ctl,
+						   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+
+		if (leaf_remote_enabled())
+		{
+			char		err[LEAF_ERRMSG_LEN];
+
+			/* keep every slot while the list cannot be read */
+			have_tags = leaf_remote_tags(tags, err, sizeof(err));
+			leaf_report_source();
+			if (!have_tags)
+				ereport(LOG,
+						(errmsg("leaf allocator could not check biz_tags"),
+						 errdetail_internal("%s", err)));
+		}
+		else
+		{
+			sql = psprintf("SELECT biz_tag::pg_catalog.text FROM %s.leaf_alloc",
+						   quote_identifier(get_namespace_name(nsp)));
+			if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+				elog(ERROR, "could not read leaf_alloc");
+			for (i = 0; i < SPI_processed; i++)
+			{
+				char	   *t = SPI_getvalue(SPI_tuptable->vals[i],
+											 SPI_tuptable->tupdesc, 1);
+
+				if (t != NULL && strlen(t) <= LEAF_TAG_MAXLEN)
+					(void) hash_search(tags, t, HASH_ENTER, NULL);
+			}
+		}
+
+		for (i = 0; i < leaf_max_tags; i++)
+		{
+			LeafTagSlot *slot = &leaf_seg->slots[i];
+			char		tag[LEAF_TAG_MAXLEN + 1];
+			uint64		gen = 0;
+			Oid			dboid = InvalidOid;
+
+			SpinLockAcquire(&slot->mutex);
+			if (slot->generation != 0)
+			{
+				gen = slot->generation;
+				dboid = slot->dboid;
+				memcpy(tag, slot->tag, sizeof(tag));
+			}
+			SpinLockRelease(&slot->mutex);
+			if (gen == 0)
+				continue;
+			if (dboid != leaf_worker_dboid)
+			{
+				/* any worker frees the slots of dropped databases */
+				if (!SearchSysCacheExists1(DATABASEOID,
+										   ObjectIdGetDatum(dboid)))
+					leaf_free_slot(i, gen);
+				continue;
+			}
+			if (have_tags && hash_search(tags, tag, HASH_FIND, NULL) == NULL)
+			{
+				leaf_free_slot(i, gen);
+				ereport(DEBUG1,
+						(errmsg("leaf allocator dropped biz_tag \"%s\", deleted from leaf_alloc",
+								tag)));
+			}
+		}
+	}
+}
+
+/*
  * Free the slots of tags deleted from leaf_alloc.  Returns false if the
  * extension is gone from this database.
  */
 static bool
 leaf_refresh_tags(void)
 {
-	volatile bool ext_exists = true;
-	MemoryContext oldcxt = CurrentMemoryContext;
+	bool		ext_exists = true;
+	int			sqlstate;
+	char		err[LEAF_ERRMSG_LEN];
 
-	PG_TRY();
+	if (!leaf_in_transaction(leaf_refresh_tags_txn, &ext_exists,
+							 "leaf: checking biz_tags",
+							 &sqlstate, err, sizeof(err)))
 	{
-		Oid			extoid;
-		Oid			nsp;
-
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		PushActiveSnapshot(GetTransactionSnapshot());
-		pgstat_report_activity(STATE_RUNNING, "leaf: checking biz_tags");
-
-		nsp = leaf_extension_namespace(&extoid);
-		if (!OidIsValid(extoid))
-			ext_exists = false;
-		else
-		{
-			char	   *sql;
-			HASHCTL		ctl;
-			HTAB	   *tags;
-			uint64		i;
-			bool		have_tags = true;
-
-			/* slots of a dropped and re-created extension */
-			leaf_free_database_slots(extoid);
-
-			memset(&ctl, 0, sizeof(ctl));
-			ctl.keysize = LEAF_TAG_MAXLEN + 1;
-			ctl.entrysize = LEAF_TAG_MAXLEN + 1;
-			ctl.hcxt = CurrentMemoryContext;
-			tags = hash_create("leaf tags", 64, &ctl,
-							   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-
-			if (leaf_remote_enabled())
-			{
-				char		err[LEAF_ERRMSG_LEN];
-
-				/* keep every slot while the list cannot be read */
-				have_tags = leaf_remote_tags(tags, err, sizeof(err));
-				leaf_report_source();
-				if (!have_tags)
-					ereport(LOG,
-							(errmsg("leaf allocator could not check biz_tags"),
-							 errdetail_internal("%s", err)));
-			}
-			else
-			{
-				sql = psprintf("SELECT biz_tag::pg_catalog.text FROM %s.leaf_alloc",
-							   quote_identifier(get_namespace_name(nsp)));
-				if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-					elog(ERROR, "could not read leaf_alloc");
-				for (i = 0; i < SPI_processed; i++)
-				{
-					char	   *t = SPI_getvalue(SPI_tuptable->vals[i],
-												 SPI_tuptable->tupdesc, 1);
-
-					if (t != NULL && strlen(t) <= LEAF_TAG_MAXLEN)
-						(void) hash_search(tags, t, HASH_ENTER, NULL);
-				}
-			}
-
-			for (i = 0; i < leaf_max_tags; i++)
-			{
-				LeafTagSlot *slot = &leaf_seg->slots[i];
-				char		tag[LEAF_TAG_MAXLEN + 1];
-				uint64		gen = 0;
-
-				Oid			dboid = InvalidOid;
-
-				SpinLockAcquire(&slot->mutex);
-				if (slot->generation != 0)
-				{
-					gen = slot->generation;
-					dboid = slot->dboid;
-					memcpy(tag, slot->tag, sizeof(tag));
-				}
-				SpinLockRelease(&slot->mutex);
-				if (gen == 0)
-					continue;
-				if (dboid != leaf_worker_dboid)
-				{
-					/* any worker frees the slots of dropped databases */
-					if (!SearchSysCacheExists1(DATABASEOID,
-											   ObjectIdGetDatum(dboid)))
-						leaf_free_slot(i, gen);
-					continue;
-				}
-				if (have_tags && hash_search(tags, tag, HASH_FIND, NULL) == NULL)
-				{
-					leaf_free_slot(i, gen);
-					ereport(DEBUG1,
-							(errmsg("leaf allocator dropped biz_tag \"%s\", deleted from leaf_alloc",
-									tag)));
-				}
-			}
-		}
-
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		pgstat_report_activity(STATE_IDLE, NULL);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		pgstat_report_activity(STATE_IDLE, NULL);
 		ereport(LOG,
 				(errmsg("leaf allocator could not check biz_tags"),
-				 errdetail_internal("%s", edata->message)));
-		FreeErrorData(edata);
+				 errdetail_internal("%s", err)));
+		ext_exists = true;
 	}
-	PG_END_TRY();
-
 	ConditionVariableBroadcast(&leaf_seg->cv);
 	return ext_exists;
 }
