@@ -50,10 +50,16 @@ as_postgres() {
 	su postgres -s /bin/bash -c "cd '$dir' && $*"
 }
 
+# build_and_install DIR: build as the owner of DIR, install as root
 build_and_install() {
 	local dir=$1
+	local build="make -s clean >/dev/null 2>&1 || true; make -s PG_CFLAGS=-Werror with_llvm=no"
 	say "building leaf in $dir"
-	as_postgres "$dir" "make -s clean >/dev/null 2>&1 || true; make -s PG_CFLAGS=-Werror with_llvm=no"
+	if [ "$(stat -c %U "$dir")" = postgres ]; then
+		as_postgres "$dir" "$build"
+	else
+		(cd "$dir" && bash -c "$build")
+	fi
 	(cd "$dir" && make -s install with_llvm=no >/dev/null)
 }
 
