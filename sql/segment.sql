@@ -135,3 +135,13 @@ SHOW leaf.preload_percent;
 SHOW leaf.segment_duration;
 SHOW leaf.max_tags;
 SET leaf.max_tags = 10;
+
+-- dropping the extension and creating it again starts over, with no
+-- segment of the old leaf_alloc left in shared memory
+SET client_min_messages = warning;
+DROP EXTENSION leaf CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION leaf;
+SELECT leaf_segment_create('order', step => 10);
+SELECT leaf_segment_nextval('order') FROM generate_series(1, 25);
+SELECT max_id > 25 AS above_every_id FROM leaf_alloc WHERE biz_tag = 'order';

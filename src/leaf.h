@@ -142,6 +142,9 @@ typedef struct LeafSegShared
 	slock_t		mutex;			/* protects the worker slots' pid and latch,
 								 * and next_generation */
 	uint64		next_generation;	/* source of LeafTagSlot.generation */
+	pg_atomic_uint32 nslots_used;	/* atomic: slots[] beyond this index have
+									 * never been used; only grows, under
+									 * the exclusive lock */
 	ConditionVariable cv;		/* broadcast whenever a load ends */
 	LeafWorkerSlot *workers;	/* leaf_max_databases entries */
 	LeafTagSlot *slots;			/* leaf_max_tags entries */
@@ -155,6 +158,7 @@ extern Oid	leaf_extension_namespace(Oid *extoid);
 extern LeafWorkerSlot *leaf_worker_slot_for(Oid dboid);
 extern void leaf_wake_worker(Oid dboid);
 extern void leaf_free_slot(int slotno, uint64 generation);
+extern int	leaf_slots_in_use(void);
 
 /* ---------- leaf_alloc_worker.c ---------- */
 

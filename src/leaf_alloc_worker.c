@@ -224,18 +224,44 @@ leaf_plan_segment(const LeafLoadJob *job, int64 max_id, int32 row_step,
 }
 
 /*
- * Run one SPI statement with a text and an optional int8 parameter.
+ * The two statements of a local load, planned once and kept for the life
+ * of the worker (the plan cache replans them after DDL).  They are built
+ * again if the extension moves to another schema.
  */
-static int
-leaf_spi(const char *sql, const char *tag, int64 value, bool with_value)
+static SPIPlanPtr leaf_select_plan = NULL;
+static SPIPlanPtr leaf_update_plan = NULL;
+static Oid	leaf_plans_nsp = InvalidOid;
+
+static void
+leaf_prepare_plans(Oid nsp)
 {
 	Oid			argtypes[2] = {TEXTOID, INT8OID};
-	Datum		args[2];
+	const char *qual = quote_identifier(get_namespace_name(nsp));
+	SPIPlanPtr	sel;
+	SPIPlanPtr	upd;
 
-	args[0] = CStringGetTextDatum(tag);
-	args[1] = Int64GetDatum(value);
-	return SPI_execute_with_args(sql, with_value ? 2 : 1, argtypes, args,
-								 NULL, false, 0);
+	if (leaf_select_plan != NULL && leaf_plans_nsp == nsp)
+		return;
+
+	sel = SPI_prepare(psprintf("SELECT max_id, step FROM %s.leaf_alloc "
+							   "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar "
+							   "FOR UPDATE", qual), 1, argtypes);
+	upd = SPI_prepare(psprintf("UPDATE %s.leaf_alloc SET max_id = $2 "
+							   "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
+							   qual), 2, argtypes);
+	if (sel == NULL || upd == NULL)
+		elog(ERROR, "could not prepare the statements of a load: %s",
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(sel) != 0 || SPI_keepplan(upd) != 0)
+		elog(ERROR, "could not keep the statements of a load");
+
+	if (leaf_select_plan != NULL)
+		SPI_freeplan(leaf_select_plan);
+	if (leaf_update_plan != NULL)
+		SPI_freeplan(leaf_update_plan);
+	leaf_select_plan = sel;
+	leaf_update_plan = upd;
+	leaf_plans_nsp = nsp;
 }
 
 /*
@@ -247,8 +273,7 @@ leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
 {
 	Oid			extoid;
 	Oid			nsp;
-	const char *qual;
-	char	   *sql;
+	Datum		args[2];
 	bool		isnull;
 	int64		max_id;
 	int32		row_step;
@@ -259,12 +284,10 @@ leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
 		res->status = LEAF_LOAD_EXT_GONE;
 		return;
 	}
-	qual = quote_identifier(get_namespace_name(nsp));
+	leaf_prepare_plans(nsp);
 
-	sql = psprintf("SELECT max_id, step FROM %s.leaf_alloc "
-				   "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar "
-				   "FOR UPDATE", qual);
-	if (leaf_spi(sql, job->tag, 0, false) != SPI_OK_SELECT)
+	args[0] = CStringGetTextDatum(job->tag);
+	if (SPI_execute_plan(leaf_select_plan, args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read leaf_alloc");
 	if (SPI_processed == 0)
 	{
@@ -279,10 +302,8 @@ leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
 	if (!leaf_plan_segment(job, max_id, row_step, res))
 		return;
 
-	sql = psprintf("UPDATE %s.leaf_alloc SET max_id = $2 "
-				   "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
-				   qual);
-	if (leaf_spi(sql, job->tag, res->db_max_id, true) != SPI_OK_UPDATE ||
+	args[1] = Int64GetDatum(res->db_max_id);
+	if (SPI_execute_plan(leaf_update_plan, args, NULL, false, 0) != SPI_OK_UPDATE ||
 		SPI_processed != 1)
 		elog(ERROR, "could not update leaf_alloc");
 }
@@ -501,7 +522,7 @@ leaf_free_database_slots(Oid extoid)
 {
 	int			i;
 
-	for (i = 0; i < leaf_max_tags; i++)
+	for (i = 0; i < leaf_slots_in_use(); i++)
 	{
 		LeafTagSlot *slot = &leaf_seg->slots[i];
 		uint64		gen = 0;
@@ -536,7 +557,7 @@ leaf_do_loads(void)
 		LeafLoadResult *unreachable = NULL;
 
 		next_retry = -1;
-		for (i = 0; i < leaf_max_tags && njobs < LEAF_JOBS_PER_PASS; i++)
+		for (i = 0; i < leaf_slots_in_use() && njobs < LEAF_JOBS_PER_PASS; i++)
 		{
 			LeafTagSlot *slot = &leaf_seg->slots[i];
 			LeafLoadJob *job = &jobs[njobs];
@@ -679,7 +700,7 @@ leaf_refresh_tags_txn(void *arg)
 			}
 		}
 
-		for (i = 0; i < leaf_max_tags; i++)
+		for (i = 0; i < leaf_slots_in_use(); i++)
 		{
 			LeafTagSlot *slot = &leaf_seg->slots[i];
 			char		tag[LEAF_TAG_MAXLEN + 1];

@@ -161,6 +161,7 @@ leaf_segment_shmem_startup(void)
 
 		for (i = 0; i < leaf_max_tags; i++)
 			SpinLockInit(&leaf_seg->slots[i].mutex);
+		pg_atomic_init_u32(&leaf_seg->nslots_used, 0);
 	}
 
 	memset(&info, 0, sizeof(info));
@@ -291,6 +292,19 @@ leaf_free_slot(int slotno, uint64 generation)
 		(void) hash_search(leaf_tag_hash, &key, HASH_REMOVE, NULL);
 	}
 	LWLockRelease(leaf_seg->lock);
+}
+
+/*
+ * How many slots to look at when scanning for slots in use: the ones past
+ * this have never been taken.
+ */
+int
+leaf_slots_in_use(void)
+{
+	uint32		n = pg_atomic_read_u32(&leaf_seg->nslots_used);
+
+	pg_read_barrier();
+	return Min((int) n, leaf_max_tags);
 }
 
 /*
@@ -451,6 +465,8 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 		}
 		entry->slotno = i;
 		slot = &leaf_seg->slots[i];
+		if (i >= (int) pg_atomic_read_u32(&leaf_seg->nslots_used))
+			pg_atomic_write_u32(&leaf_seg->nslots_used, i + 1);
 
 		SpinLockAcquire(&leaf_seg->mutex);
 		*generation = leaf_seg->next_generation++;
@@ -890,11 +906,11 @@ leaf_segments(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			i;
+
 	leaf_segment_check_ready();
 	InitMaterializedSRF(fcinfo, 0);
 
-
-	for (i = 0; i < leaf_max_tags; i++)
+	for (i = 0; i < leaf_slots_in_use(); i++)
 	{
 		LeafTagSlot *slot = &leaf_seg->slots[i];
 		LeafTagSlot copy;
