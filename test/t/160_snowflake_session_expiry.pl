@@ -1,0 +1,72 @@
+# Snowflake mode: when the ZooKeeper session expires (here: the snowflake
+# worker is frozen for longer than the 6 s session timeout, so ZooKeeper
+# drops the session and its ephemeral node), the worker opens a new
+# session, keeps its worker ID and registers again; IDs go on increasing.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../lib";
+
+use LeafZK;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $zk = LeafZK->new(nodes => 1);
+my $hosts = $zk->hosts;
+
+my $node = PostgreSQL::Test::Cluster->new('sf_expiry');
+$node->init;
+$node->append_conf('postgresql.conf', qq[
+shared_preload_libraries = 'leaf'
+leaf.zk_hosts = '$hosts'
+leaf.zk_root = '/leaf/expiry'
+leaf.heartbeat_interval = '500ms'
+leaf.wait_timeout = '10s'
+]);
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
+	'registered with ZooKeeper');
+my $wid = $node->safe_psql('postgres', 'SELECT worker_id FROM leaf_snowflake_status');
+my $before = $node->safe_psql('postgres', 'SELECT leaf_snowflake()');
+
+# freeze the worker for longer than the session timeout (plus a tick)
+# (it has no database connection, so it is not in pg_stat_activity: look
+# for the postmaster's child with its process title)
+my ($postmaster) = split /\n/, slurp_file($node->data_dir . '/postmaster.pid');
+my $pid = '';
+for my $stat (glob '/proc/[0-9]*/stat')
+{
+	my ($p) = $stat =~ m{/proc/(\d+)/stat};
+	open my $fh, '<', $stat or next;
+	my $line = <$fh> // '';
+	close $fh;
+	my ($ppid) = $line =~ /^\d+ \(.*\) \S (\d+)/;
+	next unless defined $ppid && $ppid == $postmaster;
+	my $cmd = eval { slurp_file("/proc/$p/cmdline") } // '';
+	$pid = $p if $cmd =~ /leaf snowflake worker/;
+}
+ok($pid =~ /^\d+$/, "the snowflake worker runs (pid $pid)");
+kill 'STOP', $pid;
+sleep 10;
+kill 'CONT', $pid;
+my $resumed = $node->safe_psql('postgres', 'SELECT now()');
+
+ok( $node->wait_for_log(
+		qr/ZooKeeper session of the leaf snowflake worker expired, opening a new one/),
+	'the expired session is noticed and a new one opened');
+ok( $node->poll_query_until(
+		'postgres',
+		qq[SELECT ready AND zk_state = 'connected' AND last_heartbeat > '$resumed'::timestamptz + interval '1 s'
+		     FROM leaf_snowflake_status]),
+	'connected again, heartbeats resume');
+is($node->safe_psql('postgres', 'SELECT worker_id, worker_id_source FROM leaf_snowflake_status'),
+	"$wid|zookeeper", 'same worker ID, from ZooKeeper');
+cmp_ok($node->safe_psql('postgres', 'SELECT leaf_snowflake()'), '>', $before,
+	'IDs go on increasing');
+
+$node->stop;
+$zk->stop;
+done_testing();
