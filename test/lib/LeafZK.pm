@@ -5,6 +5,8 @@
 #   $zk->hosts;                           # "127.0.0.1:p1[,127.0.0.1:p2,...]"
 #   $zk->stop_node(1); $zk->start_node(1);
 #   $zk->stop;                            # also done at exit, even on die
+#   my $node = $zk->pg_node('n1', root => '/leaf/x');   # leaf on this ZooKeeper
+#   LeafZK::wait_decided($node);          # the worker has decided ready or not
 #
 # Servers run from Debian's zookeeper package (QuorumPeerMain), each with
 # its own data directory under a temporary directory and free ports.
@@ -194,6 +196,35 @@ sub stop
 	my ($self) = @_;
 	_kill($_) for @{ $self->{servers} };
 	return;
+}
+
+# A Postgres node (initialised, not started) with leaf preloaded, taking
+# its snowflake worker ID from this ZooKeeper.  Options: root (leaf.zk_root,
+# else the default), wait_timeout (default 10s), extra (more conf lines).
+sub pg_node
+{
+	my ($self, $name, %opts) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $hosts = $self->hosts;
+	my $conf = "shared_preload_libraries = 'leaf'\n"
+	  . "leaf.zk_hosts = '$hosts'\n"
+	  . "leaf.heartbeat_interval = '500ms'\n"
+	  . "leaf.wait_timeout = '" . ($opts{wait_timeout} // '10s') . "'\n";
+	$conf .= "leaf.zk_root = '$opts{root}'\n" if defined $opts{root};
+	$conf .= $opts{extra} // '';
+
+	$node->init;
+	$node->append_conf('postgresql.conf', $conf);
+	return $node;
+}
+
+# Wait until the snowflake worker of a node has decided: ready, or not
+# ready with a reason other than still starting.
+sub wait_decided
+{
+	my ($node) = @_;
+	return $node->poll_query_until('postgres',
+		q[SELECT ready OR not_ready_reason <> 'the snowflake worker is starting' FROM leaf_snowflake_status]);
 }
 
 END

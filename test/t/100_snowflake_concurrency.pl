@@ -3,6 +3,9 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib "$FindBin::RealBin/../lib";
+use LeafZK;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -83,7 +86,7 @@ $state = slurp_file($node->data_dir . '/leaf_snowflake.state');
 ($hwm) = $state =~ /^high_water_ms (\d+)$/m;
 $node->stop('immediate');
 $node->start;
-$node->poll_query_until('postgres', q[SELECT ready OR not_ready_reason <> 'the snowflake worker is starting' FROM leaf_snowflake_status]);
+LeafZK::wait_decided($node);
 my $status = $node->safe_psql('postgres',
 	q[SELECT ready, not_ready_reason, (extract(epoch FROM not_before) * 1000)::bigint FROM leaf_snowflake_status]);
 like($status, qr/^f\|clock is \d+ ms behind the last time recorded for this node, waiting for it to pass\|$hwm$/,

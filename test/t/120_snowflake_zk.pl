@@ -12,20 +12,11 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $zk = LeafZK->new(nodes => 1);
-my $hosts = $zk->hosts;
 
 sub new_node
 {
 	my ($name, $extra) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
-	$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.zk_hosts = '$hosts'
-leaf.zk_root = '/leaf/zktest'
-leaf.heartbeat_interval = '500ms'
-leaf.wait_timeout = '10s'
-] . ($extra // ''));
+	my $node = $zk->pg_node($name, root => '/leaf/zktest', extra => $extra);
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 	return $node;

@@ -12,16 +12,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $zk = LeafZK->new(nodes => 3);
-my $hosts = $zk->hosts;
 
-my $node = PostgreSQL::Test::Cluster->new('sf_ens');
-$node->init;
-$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.zk_hosts = '$hosts'
-leaf.heartbeat_interval = '500ms'
-leaf.wait_timeout = '10s'
-]);
+my $node = $zk->pg_node('sf_ens');
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 my $wid = $node->safe_psql('postgres', 'SELECT (leaf_snowflake_decode(leaf_snowflake())).worker_id');
@@ -52,8 +44,7 @@ ok( $node->poll_query_until('postgres',
 
 # a restart with one ZooKeeper node down registers normally
 $node->restart;
-$node->poll_query_until('postgres',
-	"SELECT ready OR not_ready_reason <> 'the snowflake worker is starting' FROM leaf_snowflake_status");
+LeafZK::wait_decided($node);
 is($node->safe_psql('postgres', 'SELECT worker_id, worker_id_source, ready FROM leaf_snowflake_status'),
 	"$wid|zookeeper|t", 'restart with 2 of 3 ZooKeeper nodes keeps the worker ID from ZooKeeper');
 

@@ -18,22 +18,12 @@ my $libfaketime = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 plan skip_all => 'libfaketime is not installed' unless -e $libfaketime;
 
 my $zk = LeafZK->new(nodes => 1);
-my $hosts = $zk->hosts;
 
 sub new_node
 {
 	my ($name, $root, $extra) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
-	$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.zk_hosts = '$hosts'
-leaf.zk_root = '$root'
-leaf.heartbeat_interval = '500ms'
-leaf.max_clock_drift_ms = '2s'
-leaf.wait_timeout = '10s'
-] . ($extra // ''));
-	return $node;
+	return $zk->pg_node($name, root => $root,
+		extra => "leaf.max_clock_drift_ms = '2s'\n" . ($extra // ''));
 }
 
 # Start a node with its clock shifted.  pg_ctl does not return under
@@ -87,7 +77,7 @@ $a->stop;
 # without the cache file, only ZooKeeper remembers the time
 unlink($a->data_dir . '/leaf_snowflake.state') or die $!;
 $a->start;
-$a->poll_query_until('postgres', q[SELECT ready OR not_ready_reason <> 'the snowflake worker is starting' FROM leaf_snowflake_status]);
+LeafZK::wait_decided($a);
 my $status = q1($a, 'SELECT worker_id, worker_id_source, ready, not_ready_reason, not_before IS NOT NULL FROM leaf_snowflake_status');
 like($status, qr/^$wid\|zookeeper\|f\|clock is \d+ ms behind the last time recorded for this node, waiting for it to pass\|t$/,
 	'restarted with the real clock: refused, the status view says why');
@@ -107,7 +97,7 @@ $a->stop;
 my $b = new_node('sf_clock_b', '/leaf/clock_peers');
 $b->start;
 q1($b, 'CREATE EXTENSION leaf');
-$b->poll_query_until('postgres', q[SELECT ready OR not_ready_reason <> 'the snowflake worker is starting' FROM leaf_snowflake_status]);
+LeafZK::wait_decided($b);
 is(q1($b, 'SELECT ready, peers FROM leaf_snowflake_status'), 't|0', 'first node: no peers, ready');
 
 my $c = new_node('sf_clock_c', '/leaf/clock_peers');
@@ -128,7 +118,7 @@ $c->stop;
 my $d = new_node('sf_clock_d', '/leaf/clock_peers');
 $d->start;
 q1($d, 'CREATE EXTENSION leaf');
-$d->poll_query_until('postgres', q[SELECT ready OR not_ready_reason <> 'the snowflake worker is starting' FROM leaf_snowflake_status]);
+LeafZK::wait_decided($d);
 is(q1($d, 'SELECT ready, peers, abs(peer_clock_offset_ms) < 1000 FROM leaf_snowflake_status'),
 	't|1|t', 'node with a good clock passes the peer check');
 isnt(q1($d, 'SELECT worker_id FROM leaf_snowflake_status'),

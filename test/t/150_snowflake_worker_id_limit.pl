@@ -34,19 +34,10 @@ IPC::Run::run(
 	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 like($out, qr/10\.0\.0\.9:5432-0000001023/, 'ZooKeeper holds forever nodes 0..1023 of another address');
 
-my $node = PostgreSQL::Test::Cluster->new('sf_limit');
-$node->init;
-$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.zk_hosts = '$hosts'
-leaf.zk_root = '$root'
-leaf.heartbeat_interval = '500ms'
-leaf.wait_timeout = '3s'
-]);
+my $node = $zk->pg_node('sf_limit', root => $root, wait_timeout => '3s');
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION leaf');
-$node->poll_query_until('postgres',
-	q[SELECT ready OR not_ready_reason <> 'the snowflake worker is starting' FROM leaf_snowflake_status]);
+LeafZK::wait_decided($node);
 
 like(
 	$node->safe_psql('postgres', 'SELECT ready, not_ready_reason FROM leaf_snowflake_status'),

@@ -14,17 +14,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $zk = LeafZK->new(nodes => 1);
-my $hosts = $zk->hosts;
 
-my $node = PostgreSQL::Test::Cluster->new('sf_expiry');
-$node->init;
-$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.zk_hosts = '$hosts'
-leaf.zk_root = '/leaf/expiry'
-leaf.heartbeat_interval = '500ms'
-leaf.wait_timeout = '10s'
-]);
+my $node = $zk->pg_node('sf_expiry', root => '/leaf/expiry');
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
