@@ -7,7 +7,10 @@
  * it as a dynamic background worker.  The worker connects to that
  * database and loops: it loads the segments callers asked for, each in a
  * transaction of its own that is committed before the segment is
- * published in shared memory, and now and then frees the slots of tags
+ * published in shared memory (with synchronous_commit at least "on",
+ * whatever the setting; a commit that is not flushed, or not confirmed by
+ * the synchronous standbys because its wait was cancelled, is never
+ * published), and now and then frees the slots of tags
  * that were deleted from leaf_alloc.  When the extension is dropped, the
  * worker frees the database's slots and exits.
  *
@@ -21,11 +24,15 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "replication/syncrep.h"
+#include "replication/walsender.h"
+#include "replication/walsender_private.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -265,6 +272,12 @@ leaf_prepare_plans(Oid nsp)
 }
 
 /*
+ * The synchronous replication wait mode the last local load committed
+ * with, read inside its transaction (SET LOCAL below ends with it).
+ */
+static int	leaf_commit_wait_mode = SYNC_REP_WAIT_FLUSH;
+
+/*
  * Move leaf_alloc.max_id up for one tag in the local database.  Runs
  * inside the caller's transaction; errors are thrown.
  */
@@ -277,6 +290,20 @@ leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
 	bool		isnull;
 	int64		max_id;
 	int32		row_step;
+
+	/*
+	 * A segment must be durable, and on the synchronous standbys if there
+	 * are any, before any of its IDs is handed out.  So every load commits
+	 * with synchronous_commit at least "on", as if by SET LOCAL, whatever
+	 * the setting is now (a reload may have changed it since the last
+	 * load).  leaf_commit_confirmed() checks the outcome after the commit.
+	 */
+	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_FLUSH)
+		(void) set_config_option("synchronous_commit", "on",
+								 PGC_SUSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
+	leaf_commit_wait_mode = (synchronous_commit == SYNCHRONOUS_COMMIT_REMOTE_APPLY) ?
+		SYNC_REP_WAIT_APPLY : SYNC_REP_WAIT_FLUSH;
 
 	nsp = leaf_extension_namespace(&extoid);
 	if (!OidIsValid(extoid) || extoid != job->extoid)
@@ -420,6 +447,64 @@ leaf_in_transaction(void (*fn) (void *arg), void *arg, const char *activity,
 	return ok;
 }
 
+/*
+ * After a local load has committed: is its commit record flushed here and,
+ * when synchronous replication is in effect, confirmed by the synchronous
+ * standbys?  A commit whose wait for the standbys was cancelled (query
+ * cancel, terminate, or a worker stopped by a DDL command) has committed
+ * locally all the same, with only a WARNING; its segment might be lost in
+ * a failover, so it must not be used.  Returns false, with the reason in
+ * res, in that case.
+ */
+static bool
+leaf_commit_confirmed(const LeafLoadJob *job, LeafLoadResult *res)
+{
+	XLogRecPtr	lsn = XactLastCommitEnd;
+	XLogRecPtr	confirmed = InvalidXLogRecPtr;
+	bool		sync_defined;
+
+	if (XLogRecPtrIsInvalid(lsn))
+		return true;			/* nothing was written */
+
+	/* durable here, even if the commit somehow did not wait for it */
+	if (GetFlushRecPtr(NULL) < lsn)
+		XLogFlush(lsn);
+
+	if (max_wal_senders == 0 || WalSndCtl == NULL)
+		return true;
+	LWLockAcquire(SyncRepLock, LW_SHARED);
+#ifdef SYNC_STANDBY_DEFINED
+	/* 15.14 and later: as SyncRepWaitForLSN decides whether to wait */
+	if (WalSndCtl->sync_standbys_status & SYNC_STANDBY_INIT)
+		sync_defined = (WalSndCtl->sync_standbys_status & SYNC_STANDBY_DEFINED) != 0;
+	else
+		sync_defined = (SyncRepStandbyNames != NULL &&
+						SyncRepStandbyNames[0] != '\0');
+#else
+	sync_defined = WalSndCtl->sync_standbys_defined;
+#endif
+	if (sync_defined)
+		confirmed = WalSndCtl->lsn[leaf_commit_wait_mode];
+	LWLockRelease(SyncRepLock);
+
+	/*
+	 * Core releases every waiter when synchronous_standby_names is
+	 * emptied, and then sync_standbys_defined is false: no standby is
+	 * synchronous, and the local flush is all that is promised.
+	 */
+	if (!sync_defined || confirmed >= lsn)
+		return true;
+
+	res->status = LEAF_LOAD_FAILED;
+	res->sqlstate = ERRCODE_LEAF_ALLOC_FAILED;
+	snprintf(res->msg, sizeof(res->msg),
+			 "segment of biz_tag \"%s\" below " INT64_FORMAT " was committed"
+			 " but not confirmed by the synchronous standbys (the wait was"
+			 " cancelled); it is not used",
+			 job->tag, res->db_max_id);
+	return false;
+}
+
 typedef struct LeafLocalLoad
 {
 	const LeafLoadJob *job;
@@ -455,11 +540,12 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 	{
 		LeafLocalLoad l = {job, res};
 
-		/* the segment is durable once the transaction has committed */
 		if (!leaf_in_transaction(leaf_alloc_local_txn, &l,
 								 "leaf: loading a segment",
 								 &res->sqlstate, res->msg, sizeof(res->msg)))
 			res->status = LEAF_LOAD_FAILED;
+		else if (res->status == LEAF_LOAD_OK)
+			(void) leaf_commit_confirmed(job, res);
 	}
 	leaf_log_failure(job, res);
 }
@@ -795,12 +881,9 @@ leaf_alloc_worker_main(Datum main_arg)
 	pgstat_report_appname("leaf allocator");
 
 	/*
-	 * A segment must be durable before any of its IDs is handed out, so
-	 * commits wait for the WAL flush whatever the server's default is; and
-	 * a caller holding a row of leaf_alloc must not stall the worker.
+	 * A caller holding a row of leaf_alloc must not stall the worker.
+	 * (synchronous_commit is forced for each load: see leaf_alloc_local.)
 	 */
-	if (synchronous_commit < SYNCHRONOUS_COMMIT_ON)
-		SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("lock_timeout", "1000", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET,
