@@ -56,6 +56,19 @@
 
 static Oid	leaf_worker_dboid = InvalidOid;
 
+/*
+ * Process interrupts between loads.  A query cancel (pg_cancel_backend,
+ * or a lock_timeout that fired just as a load ended) has nothing to
+ * cancel outside a load's transaction; left to CHECK_FOR_INTERRUPTS, its
+ * ERROR would find no handler there and end the worker with FATAL.
+ */
+static void
+leaf_worker_interrupts(void)
+{
+	QueryCancelPending = false;
+	CHECK_FOR_INTERRUPTS();
+}
+
 void
 leaf_launch_alloc_worker(Oid dboid)
 {
@@ -63,18 +76,22 @@ leaf_launch_alloc_worker(Oid dboid)
 	LeafWorkerSlot *w;
 	bool		ok;
 
+	TimestampTz now = GetCurrentTimestamp();
+
 	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
 	w = leaf_worker_slot_for(dboid);
 	if (w != NULL)
 	{
-		bool		stale;
+		pid_t		pid;
+		TimestampTz started;
 
 		SpinLockAcquire(&leaf_seg->mutex);
-		stale = (w->pid == 0 &&
-				 TimestampDifferenceExceeds(w->started, GetCurrentTimestamp(),
-											10 * 1000));
+		pid = w->pid;
+		started = w->started;
 		SpinLockRelease(&leaf_seg->mutex);
-		if (!stale)
+		/* a launch that never came up is replaced after 10 s */
+		if (pid != 0 ||
+			!TimestampDifferenceExceeds(started, now, 10 * 1000))
 		{
 			LWLockRelease(leaf_seg->lock);
 			return;
@@ -96,7 +113,7 @@ leaf_launch_alloc_worker(Oid dboid)
 	w->dboid = dboid;
 	w->pid = 0;
 	w->latch = NULL;
-	w->started = GetCurrentTimestamp();
+	w->started = now;
 	SpinLockRelease(&leaf_seg->mutex);
 	LWLockRelease(leaf_seg->lock);
 
@@ -532,7 +549,10 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 	if (leaf_remote_enabled())
 	{
 		pgstat_report_activity(STATE_RUNNING, "leaf: loading a remote segment");
+		/* not in a transaction: a cancel would be FATAL (see above) */
+		HOLD_CANCEL_INTERRUPTS();
 		leaf_remote_load(job, res);
+		RESUME_CANCEL_INTERRUPTS();
 		pgstat_report_activity(STATE_IDLE, NULL);
 		leaf_report_source();
 	}
@@ -683,7 +703,7 @@ leaf_do_loads(void)
 		{
 			LeafLoadResult res;
 
-			CHECK_FOR_INTERRUPTS();
+			leaf_worker_interrupts();
 			if (unreachable != NULL)
 			{
 				/* the allocation database just failed us: do not wait again */
@@ -901,7 +921,7 @@ leaf_alloc_worker_main(Datum main_arg)
 		TimestampTz now;
 
 		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
+		leaf_worker_interrupts();
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;

@@ -240,6 +240,9 @@ leaf_wake_worker(Oid dboid)
 	Latch	   *latch = NULL;
 	bool		launch = false;
 
+	TimestampTz started = 0;
+	pid_t		pid = 0;
+
 	LWLockAcquire(leaf_seg->lock, LW_SHARED);
 	w = leaf_worker_slot_for(dboid);
 	if (w == NULL)
@@ -248,14 +251,16 @@ leaf_wake_worker(Oid dboid)
 	{
 		SpinLockAcquire(&leaf_seg->mutex);
 		latch = w->latch;
-		/* a worker that never came up is replaced after a while */
-		if (w->pid == 0 &&
-			TimestampDifferenceExceeds(w->started, GetCurrentTimestamp(),
-									   10 * 1000))
-			launch = true;
+		pid = w->pid;
+		started = w->started;
 		SpinLockRelease(&leaf_seg->mutex);
 	}
 	LWLockRelease(leaf_seg->lock);
+
+	/* a worker that never came up is replaced after a while */
+	if (w != NULL && pid == 0 &&
+		TimestampDifferenceExceeds(started, GetCurrentTimestamp(), 10 * 1000))
+		launch = true;
 
 	if (latch != NULL)
 		SetLatch(latch);
