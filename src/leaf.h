@@ -33,6 +33,9 @@
 /* Leaf's cap on the dynamic step. */
 #define LEAF_MAX_DYNAMIC_STEP	1000000
 
+/* Most IDs leaf_segment_nextvals returns in one call. */
+#define LEAF_MAX_NEXTVALS		1000000
+
 /* Length of the error text a worker keeps for waiting callers. */
 #define LEAF_ERRMSG_LEN			256
 

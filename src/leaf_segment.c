@@ -849,6 +849,7 @@ leaf_emit_store(int64 first, int64 count, void *arg)
 	{
 		Datum		value = Int64GetDatum(first + i);
 
+		CHECK_FOR_INTERRUPTS();
 		tuplestore_putvalues(st->store, st->desc, &value, &isnull);
 	}
 }
@@ -867,6 +868,12 @@ leaf_segment_nextvals(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("number of IDs must not be negative"),
 				 errdetail("%d IDs were asked for.", n)));
+	if (n > LEAF_MAX_NEXTVALS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("cannot take more than %d IDs in one call", LEAF_MAX_NEXTVALS),
+				 errdetail("%d IDs were asked for.", n),
+				 errhint("Call leaf_segment_nextvals several times.")));
 
 	cache = leaf_call_cache(fcinfo, tagtext);
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
