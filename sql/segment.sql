@@ -42,6 +42,9 @@ INSERT INTO orders (note) VALUES ('d') RETURNING id;
 SELECT count(*), count(DISTINCT id), min(id) > 10, max(id) - min(id) + 1 AS span
   FROM leaf_segment_nextvals('order', 100000) AS id;
 SELECT count(*) FROM leaf_segment_nextvals('order', 0);
+-- at most a million in one call, so that a call is short and small
+SELECT count(*) FROM leaf_segment_nextvals('order', 1000000);
+SELECT count(*) FROM leaf_segment_nextvals('order', 1000001);
 
 -- NULL in, NULL out
 SELECT leaf_segment_nextval(NULL) IS NULL AS null_tag;
@@ -59,6 +62,20 @@ SELECT count(*) AS tags_in_shared_memory FROM leaf_segments;
 -- a 128-byte tag is fine
 SELECT leaf_segment_create(repeat('y', 128));
 SELECT leaf_segment_nextval(repeat('y', 128));
+
+-- tags are at most 128 bytes for leaf_alloc as for the functions, and
+-- leaf_segment_create and INSERT say so with LF002
+\set VERBOSITY sqlstate
+SELECT leaf_segment_create(repeat('é', 100));
+SELECT leaf_segment_create(repeat('y', 129));
+SELECT leaf_segment_create('');
+INSERT INTO leaf_alloc (biz_tag, step) VALUES (repeat('é', 100), 10);
+INSERT INTO leaf_alloc (biz_tag, step) VALUES ('', 10);
+SELECT leaf_segment_nextval(repeat('é', 100));
+\set VERBOSITY default
+SELECT leaf_segment_create(repeat('é', 100));
+SELECT leaf_segment_create(repeat('é', 64));
+SELECT leaf_segment_nextval(repeat('é', 64));
 
 -- step must be positive; nothing is written
 \set VERBOSITY terse
@@ -82,6 +99,24 @@ SELECT leaf_segment_create('nearly', 100, 9223372036854775707);
 SELECT max(id), count(*) FROM leaf_segment_nextvals('nearly', 100) id;
 SELECT leaf_segment_nextval('nearly');
 SELECT max_id FROM leaf_alloc WHERE biz_tag = 'nearly';
+
+-- TRUNCATE would forget every max_id: refused
+TRUNCATE leaf_alloc;
+TRUNCATE leaf_alloc_retired;
+
+-- a deleted tag keeps its max_id in leaf_alloc_retired; added back with a
+-- lower one, it starts there
+SELECT leaf_segment_create('again', step => 10);
+SELECT leaf_segment_nextval('again') FROM generate_series(1, 3);
+DELETE FROM leaf_alloc WHERE biz_tag = 'again';
+SELECT biz_tag, max_id FROM leaf_alloc_retired WHERE biz_tag = 'again';
+SELECT leaf_segment_create('again', step => 10);
+SELECT max_id FROM leaf_alloc WHERE biz_tag = 'again';
+SELECT leaf_segment_nextval('again') > 3 AS above_before;
+-- a higher start is kept
+DELETE FROM leaf_alloc WHERE biz_tag = 'again';
+SELECT leaf_segment_create('again', 10, 5000);
+SELECT max_id FROM leaf_alloc WHERE biz_tag = 'again';
 
 -- a deleted tag stops being served once its cached segments are gone
 SELECT leaf_segment_create('gone', step => 5);

@@ -38,6 +38,7 @@
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
@@ -327,7 +328,8 @@ leaf_tag_from_text(text *t, char *buf)
 	if (len > LEAF_TAG_MAXLEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_LEAF_INVALID_TAG),
-				 errmsg("biz_tag \"%.*s...\" is too long", 32, VARDATA_ANY(t)),
+				 errmsg("biz_tag \"%.*s...\" is too long",
+						pg_mbcliplen(VARDATA_ANY(t), len, 32), VARDATA_ANY(t)),
 				 errdetail("A biz_tag is at most %d bytes; this one has %d.",
 						   LEAF_TAG_MAXLEN, len)));
 	memcpy(buf, VARDATA_ANY(t), len);

@@ -14,13 +14,54 @@ CREATE TABLE leaf_alloc (
 	description	varchar(256),
 	update_time	timestamp NOT NULL DEFAULT now(),
 	CONSTRAINT leaf_alloc_biz_tag_check CHECK (biz_tag <> ''),
+	-- shared memory holds tags of up to 128 bytes, as the functions check
+	CONSTRAINT leaf_alloc_biz_tag_length CHECK (octet_length(biz_tag) <= 128),
 	CONSTRAINT leaf_alloc_step_check CHECK (step > 0)
 );
 
 COMMENT ON TABLE leaf_alloc IS 'leaf segment mode: one row per biz_tag';
 
+--
+-- leaf_alloc_retired: the high-water mark of every biz_tag deleted from
+-- leaf_alloc.  A tag inserted again starts at or above it, so deleting a
+-- row and adding it back never repeats an ID.
+--
+CREATE TABLE leaf_alloc_retired (
+	biz_tag		varchar(128) PRIMARY KEY,
+	max_id		bigint NOT NULL,
+	retired_at	timestamptz NOT NULL DEFAULT now()
+);
+
+COMMENT ON TABLE leaf_alloc_retired IS
+'leaf segment mode: max_id of biz_tags deleted from leaf_alloc';
+
 -- rows added by users survive pg_dump and restore
 SELECT pg_catalog.pg_extension_config_dump('leaf_alloc', '');
+SELECT pg_catalog.pg_extension_config_dump('leaf_alloc_retired', '');
+
+--
+-- What makes a biz_tag valid, in the words of leaf_segment_nextval: not
+-- empty, and at most 128 bytes (the size of its key in shared memory).
+--
+CREATE FUNCTION leaf_check_tag(biz_tag text)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog
+AS $$
+BEGIN
+	IF biz_tag = '' THEN
+		RAISE EXCEPTION 'biz_tag must not be empty'
+			USING ERRCODE = 'LF002';
+	END IF;
+	IF octet_length(biz_tag) > 128 THEN
+		RAISE EXCEPTION 'biz_tag "%..." is too long', left(biz_tag, 32)
+			USING ERRCODE = 'LF002',
+				  DETAIL = format('A biz_tag is at most 128 bytes; this one has %s.',
+								  octet_length(biz_tag));
+	END IF;
+END
+$$;
 
 --
 -- max_id must never move backwards, or IDs already handed out would be
@@ -53,15 +94,103 @@ CREATE TRIGGER leaf_alloc_guard
 	BEFORE UPDATE ON leaf_alloc
 	FOR EACH ROW EXECUTE FUNCTION leaf_alloc_guard();
 
+--
+-- A deleted tag leaves its max_id in leaf_alloc_retired; a tag inserted
+-- again starts there if it would start lower.  Both run as the owner of
+-- the extension, so that whoever may write leaf_alloc need not be able to
+-- write leaf_alloc_retired; and both lock leaf_alloc_retired, so that an
+-- INSERT waits for a concurrent DELETE of the same tag to end and then
+-- sees its mark.
+--
+CREATE FUNCTION leaf_alloc_retire()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog
+AS $$
+BEGIN
+	LOCK TABLE @extschema@.leaf_alloc_retired IN SHARE ROW EXCLUSIVE MODE;
+	INSERT INTO @extschema@.leaf_alloc_retired AS r (biz_tag, max_id)
+	VALUES (OLD.biz_tag, OLD.max_id)
+	ON CONFLICT (biz_tag) DO UPDATE
+		SET max_id = greatest(r.max_id, excluded.max_id),
+			retired_at = now();
+	RETURN OLD;
+END
+$$;
+
+CREATE TRIGGER leaf_alloc_retire
+	BEFORE DELETE ON leaf_alloc
+	FOR EACH ROW EXECUTE FUNCTION leaf_alloc_retire();
+
+CREATE FUNCTION leaf_alloc_admit()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog
+AS $$
+DECLARE
+	mark bigint;
+BEGIN
+	PERFORM @extschema@.leaf_check_tag(NEW.biz_tag);
+	LOCK TABLE @extschema@.leaf_alloc_retired IN SHARE ROW EXCLUSIVE MODE;
+	SELECT r.max_id INTO mark
+	  FROM @extschema@.leaf_alloc_retired r
+	 WHERE r.biz_tag = NEW.biz_tag;
+	IF mark IS NOT NULL AND NEW.max_id < mark THEN
+		RAISE NOTICE 'biz_tag "%" starts at %, where it was when it was deleted',
+			NEW.biz_tag, mark
+			USING DETAIL = format('The new row asked for max_id %s; IDs below %s may have been handed out already.',
+								  NEW.max_id, mark);
+		NEW.max_id := mark;
+	END IF;
+	RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER leaf_alloc_admit
+	BEFORE INSERT ON leaf_alloc
+	FOR EACH ROW EXECUTE FUNCTION leaf_alloc_admit();
+
+--
+-- TRUNCATE would forget every max_id at once, and fires no DELETE
+-- trigger: it is refused on both tables.
+--
+CREATE FUNCTION leaf_alloc_no_truncate()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
+BEGIN
+	RAISE EXCEPTION 'cannot truncate %', TG_TABLE_NAME
+		USING ERRCODE = 'LF005',
+			  DETAIL = 'IDs below the max_id of its rows may have been handed out; forgetting them would repeat IDs.',
+			  HINT = 'To retire biz_tags, DELETE their rows from leaf_alloc.';
+END
+$$;
+
+CREATE TRIGGER leaf_alloc_no_truncate
+	BEFORE TRUNCATE ON leaf_alloc
+	FOR EACH STATEMENT EXECUTE FUNCTION leaf_alloc_no_truncate();
+
+CREATE TRIGGER leaf_alloc_no_truncate
+	BEFORE TRUNCATE ON leaf_alloc_retired
+	FOR EACH STATEMENT EXECUTE FUNCTION leaf_alloc_no_truncate();
+
 CREATE FUNCTION leaf_segment_create(biz_tag text,
 									step integer DEFAULT 1000,
 									start bigint DEFAULT 1,
 									description text DEFAULT NULL)
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
+SET search_path = pg_catalog
 AS $$
+BEGIN
+	-- before the cast to varchar(128), which counts characters
+	PERFORM @extschema@.leaf_check_tag($1);
 	INSERT INTO @extschema@.leaf_alloc (biz_tag, max_id, step, description)
-	VALUES ($1, $3, $2, $4)
+	VALUES ($1, $3, $2, $4);
+END
 $$;
 
 COMMENT ON FUNCTION leaf_segment_create(text, integer, bigint, text) IS
