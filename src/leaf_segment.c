@@ -638,12 +638,24 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 		if (slot->generation == generation && slot->fail_count != 0)
 			strlcpy(msg, slot->fail_msg, sizeof(msg));
 		SpinLockRelease(&slot->mutex);
-		if (msg[0] != '\0')
+		/*
+		 * The reason may name the allocation server and its user (fleet
+		 * mode), which only superusers may see; others get it in the
+		 * server log only, as leaf_segments shows it to privileged roles.
+		 */
+		if (msg[0] != '\0' && superuser())
 			ereport(ERROR,
 					(errcode(ERRCODE_LEAF_ALLOC_TIMEOUT),
 					 errmsg("timed out waiting for a segment of biz_tag \"%s\"", tag),
 					 errdetail_internal("The last allocation failed: %s", msg),
 					 errhint("Check the server log; \"leaf.wait_timeout\" sets how long callers wait.")));
+		if (msg[0] != '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_LEAF_ALLOC_TIMEOUT),
+					 errmsg("timed out waiting for a segment of biz_tag \"%s\"", tag),
+					 errdetail("The last allocation failed; the server log and the view leaf_segments give the reason."),
+					 errdetail_log("The last allocation failed: %s", msg),
+					 errhint("Ask an administrator to check the server log; \"leaf.wait_timeout\" sets how long callers wait.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_LEAF_ALLOC_TIMEOUT),
 				 errmsg("timed out waiting for a segment of biz_tag \"%s\"", tag),
