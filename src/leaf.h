@@ -161,6 +161,7 @@ extern Oid	leaf_extension_namespace(Oid *extoid);
 extern LeafWorkerSlot *leaf_worker_slot_for(Oid dboid);
 extern void leaf_wake_worker(Oid dboid);
 extern void leaf_free_slot(int slotno, uint64 generation);
+extern void leaf_free_database_slots(Oid dboid);
 extern int	leaf_slots_in_use(void);
 
 /* ---------- leaf_alloc_worker.c ---------- */

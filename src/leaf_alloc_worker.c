@@ -624,7 +624,7 @@ leaf_publish(const LeafLoadJob *job, const LeafLoadResult *res)
  * incarnation of the extension if extoid is valid.
  */
 static void
-leaf_free_database_slots(Oid extoid)
+leaf_free_own_slots(Oid extoid)
 {
 	int			i;
 
@@ -769,7 +769,7 @@ leaf_refresh_tags_txn(void *arg)
 		bool		have_tags = true;
 
 		/* slots of a dropped and re-created extension */
-		leaf_free_database_slots(extoid);
+		leaf_free_own_slots(extoid);
 
 		memset(&ctl, 0, sizeof(ctl));
 		ctl.keysize = LEAF_TAG_MAXLEN + 1;
@@ -935,7 +935,7 @@ leaf_alloc_worker_main(Datum main_arg)
 		{
 			if (!leaf_refresh_tags())
 			{
-				leaf_free_database_slots(InvalidOid);
+				leaf_free_own_slots(InvalidOid);
 				ereport(LOG,
 						(errmsg("leaf allocator exiting: extension \"leaf\" is no longer installed in database with OID %u",
 								leaf_worker_dboid)));

@@ -301,6 +301,28 @@ leaf_free_slot(int slotno, uint64 generation)
 }
 
 /*
+ * Free every slot of a database (for example, a dropped one).
+ */
+void
+leaf_free_database_slots(Oid dboid)
+{
+	int			i;
+
+	for (i = 0; i < leaf_slots_in_use(); i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+		uint64		gen = 0;
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->generation != 0 && slot->dboid == dboid)
+			gen = slot->generation;
+		SpinLockRelease(&slot->mutex);
+		if (gen != 0)
+			leaf_free_slot(i, gen);
+	}
+}
+
+/*
  * How many slots to look at when scanning for slots in use: the ones past
  * this have never been taken.
  */

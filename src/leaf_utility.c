@@ -6,8 +6,10 @@
  * An allocator worker stays connected to its database.  Left alone, it
  * would make DROP DATABASE, ALTER DATABASE ... RENAME and CREATE DATABASE
  * ... TEMPLATE fail with "database is being accessed by other users".
- * Before such a command runs, the worker of that database is asked to
- * exit; a later call of leaf_segment_nextval there starts a new one.
+ * Before such a command (or ALTER DATABASE ... SET TABLESPACE) runs, the
+ * worker of that database is asked to exit; a later call of
+ * leaf_segment_nextval there starts a new one.  Once DROP DATABASE has
+ * run, the database's tag slots are freed.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,17 +31,21 @@ static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
 /*
  * Stop the allocator worker of a database, and wait (up to 5 s) until it
- * has gone.
+ * has gone.  A worker that was launched but has not taken its slot yet
+ * (pid 0) is waited for, then stopped too: it would connect to the
+ * database a moment later.
  */
 static void
 leaf_stop_alloc_worker(Oid dboid)
 {
 	int			i;
+	pid_t		signalled = 0;
 
 	for (i = 0; i < 500; i++)
 	{
 		LeafWorkerSlot *w;
 		pid_t		pid = 0;
+		TimestampTz started = 0;
 
 		LWLockAcquire(leaf_seg->lock, LW_SHARED);
 		w = leaf_worker_slot_for(dboid);
@@ -47,14 +53,22 @@ leaf_stop_alloc_worker(Oid dboid)
 		{
 			SpinLockAcquire(&leaf_seg->mutex);
 			pid = w->pid;
+			started = w->started;
 			SpinLockRelease(&leaf_seg->mutex);
 		}
 		LWLockRelease(leaf_seg->lock);
-		if (w == NULL || pid == 0)
+		if (w == NULL)
+			return;
+		/* a launch that never came up is given up after 10 s (see leaf_wake_worker) */
+		if (pid == 0 &&
+			TimestampDifferenceExceeds(started, GetCurrentTimestamp(), 10 * 1000))
 			return;
 
-		if (i == 0)
+		if (pid != 0 && pid != signalled)
+		{
 			(void) kill(pid, SIGTERM);
+			signalled = pid;
+		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 10, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -62,15 +76,28 @@ leaf_stop_alloc_worker(Oid dboid)
 	}
 }
 
-static void
-leaf_stop_worker_of(const char *dbname)
+/*
+ * The OID of a database the current user owns, or InvalidOid.
+ */
+static Oid
+leaf_owned_database(const char *dbname)
 {
 	Oid			dboid;
 
 	if (dbname == NULL || leaf_seg == NULL)
-		return;
+		return InvalidOid;
 	dboid = get_database_oid(dbname, true);
 	if (OidIsValid(dboid) && pg_database_ownercheck(dboid, GetUserId()))
+		return dboid;
+	return InvalidOid;
+}
+
+static void
+leaf_stop_worker_of(const char *dbname)
+{
+	Oid			dboid = leaf_owned_database(dbname);
+
+	if (OidIsValid(dboid))
 		leaf_stop_alloc_worker(dboid);
 }
 
@@ -81,9 +108,27 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
+	Oid			dropped = InvalidOid;
 
 	if (IsA(parsetree, DropdbStmt))
-		leaf_stop_worker_of(((DropdbStmt *) parsetree)->dbname);
+	{
+		dropped = leaf_owned_database(((DropdbStmt *) parsetree)->dbname);
+		if (OidIsValid(dropped))
+			leaf_stop_alloc_worker(dropped);
+	}
+	else if (IsA(parsetree, AlterDatabaseStmt))
+	{
+		ListCell   *lc;
+
+		/* SET TABLESPACE, too, needs the database to itself */
+		foreach(lc, ((AlterDatabaseStmt *) parsetree)->options)
+		{
+			DefElem    *opt = (DefElem *) lfirst(lc);
+
+			if (strcmp(opt->defname, "tablespace") == 0)
+				leaf_stop_worker_of(((AlterDatabaseStmt *) parsetree)->dbname);
+		}
+	}
 	else if (IsA(parsetree, RenameStmt) &&
 			 ((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
 		leaf_stop_worker_of(((RenameStmt *) parsetree)->subname);
@@ -106,6 +151,14 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+
+	/*
+	 * The slots of a dropped database would otherwise wait for the worker
+	 * of another database to free them, and if they filled leaf.max_tags
+	 * no worker could ever start to do so.
+	 */
+	if (OidIsValid(dropped))
+		leaf_free_database_slots(dropped);
 }
 
 void
