@@ -36,6 +36,12 @@
 /* Most IDs leaf_segment_nextvals returns in one call. */
 #define LEAF_MAX_NEXTVALS		1000000
 
+/*
+ * Fleet mode: most slots one database may hold for biz_tags that have not
+ * been loaded yet (unknown tags included).
+ */
+#define LEAF_UNVERIFIED_PER_DB	Max(4, leaf_max_tags / 8)
+
 /* Length of the error text a worker keeps for waiting callers. */
 #define LEAF_ERRMSG_LEN			256
 

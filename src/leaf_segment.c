@@ -424,6 +424,41 @@ leaf_report_tag_not_visible(const char *tag)
 }
 
 /*
+ * In fleet mode a tag takes a slot before anyone knows whether the
+ * allocation database has it, so unknown tags could fill leaf.max_tags
+ * for every database.  Slots whose tag has never been loaded are
+ * therefore limited per database; a tag that loads once no longer counts,
+ * and the slots of unknown tags are freed at the next refresh of the tag
+ * list.  Caller holds the exclusive leaf_seg->lock (and releases it if we
+ * throw: LWLocks are released at error exit).
+ */
+static void
+leaf_check_unverified(const LeafTagKey *key)
+{
+	int			limit = LEAF_UNVERIFIED_PER_DB;
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < leaf_slots_in_use(); i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->generation != 0 && slot->dboid == key->dboid &&
+			slot->nloads == 0)
+			n++;
+		SpinLockRelease(&slot->mutex);
+	}
+	if (n >= limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("too many new biz_tags in this database wait for their first segment"),
+				 errdetail("A database may hold %d biz_tags that the allocation database has not served yet.",
+						   limit),
+				 errhint("Check the names of the biz_tags in use; slots of unknown biz_tags are freed within \"leaf.tag_refresh_interval\".")));
+}
+
+/*
  * Find or create the slot of a tag in the current database.  Returns the
  * slot and its generation.  Unknown tags never take a slot.
  */
@@ -475,6 +510,8 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 
 	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
 	entry = hash_search(leaf_tag_hash, &key, HASH_FIND, NULL);
+	if (entry == NULL && leaf_remote_enabled())
+		leaf_check_unverified(&key);
 	if (entry == NULL)
 	{
 		for (i = 0; i < leaf_max_tags; i++)
