@@ -39,30 +39,33 @@ is( $node->safe_psql(
 	'0',
 	'no slot of d1 is left');
 
-# ALTER DATABASE ... SET TABLESPACE with the allocator connected
+$node->stop;
+
+# ALTER DATABASE ... SET TABLESPACE with the allocator connected (on a
+# node of its own, so that it does not depend on the part above)
+my $node2 = LeafTest::new_node('settablespace');
 my $tsdir = PostgreSQL::Test::Utils::tempdir_short();
-$node->safe_psql('postgres', "CREATE TABLESPACE leaf_ts LOCATION '$tsdir'");
-$node->safe_psql('postgres', 'CREATE DATABASE d2');
-$node->safe_psql(
+$node2->safe_psql('postgres', "CREATE TABLESPACE leaf_ts LOCATION '$tsdir'");
+$node2->safe_psql('postgres', 'CREATE DATABASE d2');
+$node2->safe_psql(
 	'd2', q{
 CREATE EXTENSION leaf;
 SELECT leaf_segment_create('m', step => 10);
 SELECT leaf_segment_nextval('m');});
 ok( LeafTest::wait_until(
 		sub {
-			$node->safe_psql('postgres',
+			$node2->safe_psql('postgres',
 				"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'leaf allocator' AND datname = 'd2'"
 			) eq '1';
 		},
 		'the allocator of d2'),
 	'the allocator of d2 is connected');
-($state, $err) = LeafTest::sqlstate($node, 'postgres',
+($state, $err) = LeafTest::sqlstate($node2, 'postgres',
 	'ALTER DATABASE d2 SET TABLESPACE leaf_ts');
 is($state, undef, 'ALTER DATABASE d2 SET TABLESPACE works') or diag $err;
-cmp_ok($node->safe_psql('d2', "SELECT leaf_segment_nextval('m')"),
+cmp_ok($node2->safe_psql('d2', "SELECT leaf_segment_nextval('m')"),
 	'>', 1, 'd2 serves IDs again afterwards');
-
-$node->safe_psql('postgres', 'DROP DATABASE d2');
-$node->safe_psql('postgres', 'DROP TABLESPACE leaf_ts');
-$node->stop;
+$node2->safe_psql('postgres', 'DROP DATABASE d2');
+$node2->safe_psql('postgres', 'DROP TABLESPACE leaf_ts');
+$node2->stop;
 done_testing();
