@@ -351,10 +351,7 @@ leaf_report_source(void)
 	char		source[LEAF_SOURCE_LEN];
 	LeafWorkerSlot *w;
 
-	if (leaf_remote_enabled())
-		leaf_remote_source(source, sizeof(source));
-	else
-		strlcpy(source, "local", sizeof(source));
+	leaf_remote_source(source, sizeof(source));
 
 	LWLockAcquire(leaf_seg->lock, LW_SHARED);
 	w = leaf_worker_slot_for(leaf_worker_dboid);
@@ -449,9 +446,8 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 		pgstat_report_activity(STATE_RUNNING, "leaf: loading a remote segment");
 		leaf_remote_load(job, res);
 		pgstat_report_activity(STATE_IDLE, NULL);
-		leaf_report_source();
 	}
-	else
+	else if (leaf_local_source_check(job, res))
 	{
 		LeafLocalLoad l = {job, res};
 
@@ -461,6 +457,7 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 								 &res->sqlstate, res->msg, sizeof(res->msg)))
 			res->status = LEAF_LOAD_FAILED;
 	}
+	leaf_report_source();
 	leaf_log_failure(job, res);
 }
 
