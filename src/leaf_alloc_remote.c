@@ -30,8 +30,9 @@
  * leaf_source_check_txn) and refuses another one until a superuser
  * confirms the change.
  *
- * Only this file talks libpq.  Passwords never reach the log: errors
- * report libpq's message, which does not include them.
+ * Only this file talks libpq.  Passwords never reach the log: messages
+ * are scrubbed of the password of leaf.alloc_conninfo, and of whatever
+ * libpq quotes from a connection string it cannot parse.
  *
  *-------------------------------------------------------------------------
  */
@@ -106,6 +107,104 @@ leaf_notice_receiver(void *arg, const PGresult *res)
 
 	if (sev != NULL && strcmp(sev, "WARNING") == 0)
 		leaf_got_warning = true;
+}
+
+/*
+ * Replace every occurrence of secret in buf by "********".
+ */
+static void
+leaf_replace_all(char *buf, size_t len, const char *secret)
+{
+	StringInfoData out;
+	const char *p = buf;
+	const char *hit;
+	size_t		n = strlen(secret);
+
+	if (n == 0 || strstr(buf, secret) == NULL)
+		return;
+	initStringInfo(&out);
+	while ((hit = strstr(p, secret)) != NULL)
+	{
+		appendBinaryStringInfo(&out, p, hit - p);
+		appendStringInfoString(&out, "********");
+		p = hit + n;
+	}
+	appendStringInfoString(&out, p);
+	strlcpy(buf, out.data, len);
+	pfree(out.data);
+}
+
+/*
+ * Mask every double-quoted piece of buf that is not a connection keyword
+ * or a single punctuation character such as "=": what libpq quotes from a
+ * connection string it could not parse may be a piece of the password.
+ */
+static void
+leaf_mask_quoted(char *buf, size_t len)
+{
+	StringInfoData out;
+	PQconninfoOption *defs = PQconndefaults();
+	const char *p = buf;
+	const char *open;
+	const char *close;
+
+	initStringInfo(&out);
+	while ((open = strchr(p, '"')) != NULL &&
+		   (close = strchr(open + 1, '"')) != NULL)
+	{
+		int			n = close - open - 1;
+		bool		keep = (n == 1 && !isalnum((unsigned char) open[1]));
+		PQconninfoOption *o;
+
+		for (o = defs; !keep && o != NULL && o->keyword != NULL; o++)
+			keep = (strlen(o->keyword) == n &&
+					strncmp(o->keyword, open + 1, n) == 0);
+		appendBinaryStringInfo(&out, p, open - p + 1);
+		if (keep)
+			appendBinaryStringInfo(&out, open + 1, n);
+		else
+			appendStringInfoString(&out, "********");
+		appendStringInfoChar(&out, '"');
+		p = close + 1;
+	}
+	appendStringInfoString(&out, p);
+	strlcpy(buf, out.data, len);
+	pfree(out.data);
+	if (defs != NULL)
+		PQconninfoFree(defs);
+}
+
+/*
+ * Make sure that a message about the allocation database, which is
+ * stored for leaf_segments and waiting callers and written to the log,
+ * does not contain the password of leaf.alloc_conninfo, not even a piece
+ * of it quoted by libpq.
+ */
+static void
+leaf_remote_scrub(char *buf, size_t len)
+{
+	PQconninfoOption *opts;
+	char	   *err = NULL;
+
+	if (buf[0] == '\0' || leaf_alloc_conninfo == NULL ||
+		leaf_alloc_conninfo[0] == '\0')
+		return;
+	opts = PQconninfoParse(leaf_alloc_conninfo, &err);
+	if (opts != NULL)
+	{
+		PQconninfoOption *o;
+
+		for (o = opts; o->keyword != NULL; o++)
+			if (strcmp(o->keyword, "password") == 0 && o->val != NULL)
+				leaf_replace_all(buf, len, o->val);
+		PQconninfoFree(opts);
+	}
+	else
+	{
+		if (err != NULL)
+			PQfreemem(err);
+		leaf_mask_quoted(buf, len);
+	}
 }
 
 /*
@@ -575,6 +674,7 @@ leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res)
 	leaf_remote_load_once(job, res);
 	if (res->status == LEAF_LOAD_FAILED && leaf_conn == NULL)
 		res->sqlstate = ERRCODE_CONNECTION_FAILURE;
+	leaf_remote_scrub(res->msg, sizeof(res->msg));
 }
 
 /* ---------- which allocation database: recorded, checked, confirmed ---------- */
@@ -902,12 +1002,16 @@ leaf_remote_tags_read(HTAB *tags, char *errbuf, size_t errlen)
 }
 
 /*
- * The list of tags.
+ * The list of tags, with any error scrubbed of secrets.
  */
 bool
 leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen)
 {
-	return leaf_remote_tags_read(tags, errbuf, errlen);
+	bool		ok = leaf_remote_tags_read(tags, errbuf, errlen);
+
+	if (!ok)
+		leaf_remote_scrub(errbuf, errlen);
+	return ok;
 }
 
 /*
