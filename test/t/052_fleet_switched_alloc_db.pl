@@ -79,17 +79,18 @@ sub source_of
 my @fresh = take($t, 'fresh', 500);
 my @used = take($s, 'used', 10);
 is(scalar(@fresh) + scalar(@used), 510, 'shards T and S take IDs from A1');
-is( $s->safe_psql('postgres',
-		q[SELECT kind || ' ' || system_identifier FROM leaf_alloc_source WHERE state = 'current']),
-	"remote $sys1",
-	'S has recorded A1, by its system identifier, as its allocation database');
 
 # S is pointed at A2 (same tags, max_id 1) and restarted
 $s->append_conf('postgresql.conf', "leaf.alloc_conninfo = '" . conninfo($a2) . "'");
 $s->restart;
-my ($state, $err) = LeafTest::sqlstate($s, 'postgres',
+my ($state, $err, $out) = LeafTest::sqlstate($s, 'postgres',
 	"SELECT leaf_segment_nextval('fresh')");
-is($state, 'LF006', 'after the switch to A2, S refuses to serve fresh with LF006');
+my %by_t = map { $_ => 1 } @fresh;
+my ($got) = ($out // '') =~ /^(\d+)$/m;
+ok(!(defined $got && $by_t{$got}),
+	'after the switch to A2, S does not hand out an ID of fresh that T handed out'
+	  . (defined $got ? " (got $got)" : ''));
+is($state, 'LF006', 'S refuses to serve fresh with LF006');
 like($err, qr/refusing to draw segments of biz_tag "fresh" from another allocation database/,
 	'the message says why');
 like($err, qr/DETAIL:.*came from 127\.0\.0\.1:\d+\/postgres \(system $sys1,.*now leads to 127\.0\.0\.1:\d+\/postgres \(system $sys2,/s,
@@ -102,13 +103,13 @@ is($state, 'LF006', 'so it does for a tag it had used');
 like(source_of($s, 'fresh'), qr/^remote 127\.0\.0\.1:${\ $a2->port}\/postgres \(change not confirmed\)$/,
 	'leaf_segments.source shows A2, not confirmed');
 is( $s->safe_psql('postgres',
-		q[SELECT string_agg(state || ' ' || system_identifier, ', ' ORDER BY state) FROM leaf_alloc_source]),
-	"current $sys1, pending $sys2",
-	'leaf_alloc_source keeps A1 as current and shows A2 as pending');
+		q[SELECT string_agg(state || ' ' || kind || ' ' || system_identifier, ', ' ORDER BY state) FROM leaf_alloc_source]),
+	"current remote $sys1, pending remote $sys2",
+	'leaf_alloc_source, written before the restart, keeps A1 as current and shows A2 as pending');
 
 # only a superuser may confirm
 $s->safe_psql('postgres', 'CREATE ROLE app LOGIN');
-my ($ret, $out, $aerr) = $s->psql('postgres', 'SELECT leaf_alloc_source_confirm()',
+my ($ret, $aout, $aerr) = $s->psql('postgres', 'SELECT leaf_alloc_source_confirm()',
 	extra_params => [ '-U', 'app' ]);
 like($aerr, qr/permission denied for function leaf_alloc_source_confirm/,
 	'a non-superuser cannot confirm the change');
