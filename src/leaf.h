@@ -54,6 +54,7 @@
 #define ERRCODE_LEAF_ALLOC_TIMEOUT		MAKE_SQLSTATE('L','F','0','0','3')
 #define ERRCODE_LEAF_ALLOC_FAILED		MAKE_SQLSTATE('L','F','0','0','4')
 #define ERRCODE_LEAF_MAX_ID_BACKWARDS	MAKE_SQLSTATE('L','F','0','0','5')
+#define ERRCODE_LEAF_ALLOC_SOURCE_CHANGED MAKE_SQLSTATE('L','F','0','0','6')
 #define ERRCODE_LEAF_CLOCK_BACKWARDS	MAKE_SQLSTATE('L','F','1','0','1')
 #define ERRCODE_LEAF_SNOWFLAKE_NOT_READY MAKE_SQLSTATE('L','F','1','0','2')
 #define ERRCODE_LEAF_TIMESTAMP_OVERFLOW	MAKE_SQLSTATE('L','F','1','0','3')
@@ -221,6 +222,8 @@ extern void leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res);
 extern bool leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen);
 extern void leaf_remote_disconnect(void);
 extern void leaf_remote_source(char *buf, size_t len);
+extern bool leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res);
+extern void leaf_report_source_changed(const char *tag, const char *detail) pg_attribute_noreturn();
 
 /* ---------- leaf_utility.c ---------- */
 

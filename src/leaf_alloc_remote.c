@@ -5,37 +5,50 @@
  *	  another server, named by leaf.alloc_conninfo.
  *
  * Every shard's allocator connects (libpq, one connection per worker,
- * kept open) to the allocation database and runs the same steps as a
- * local load there: lock the tag's row, move max_id up, commit.  The row
- * lock orders the shards, so each segment goes to exactly one of them.
- * A segment is used only after its COMMIT reported success; a COMMIT
- * whose outcome is unknown (connection lost) leaves a gap, never a
- * repeat.
+ * kept open) to the allocation database and moves the tag's max_id up
+ * there with one autocommit UPDATE ... RETURNING.  The row lock orders
+ * the shards, so each segment goes to exactly one of them, and it ends
+ * with that statement on the server: a shard that stops in the middle of
+ * a load never holds the row for the others.  A segment is used only
+ * after its commit reported success; a commit whose outcome is unknown
+ * (connection lost) leaves a gap, never a repeat.
  *
  * With several hosts and target_session_attrs=read-write in the
  * connection string, a failed connection is simply opened again and
  * libpq finds the new primary.  Synchronous replication is what makes
- * that safe: see README.
+ * that safe: see README.  The load itself sets synchronous_commit = on
+ * for its transaction, whatever the allocation server's settings.
  *
  * Every libpq call is non-blocking and waits on the worker's latch and
  * the socket, under a deadline of leaf.alloc_timeout per load: a hung
  * server, a lost network or a synchronous standby that never answers
- * costs a gap in the IDs and a retry, never a stuck worker.  A COMMIT that
+ * costs a gap in the IDs and a retry, never a stuck worker.  A commit that
  * comes back with a warning (a cancelled wait for synchronous
  * replication) is not trusted either.
  *
- * Only this file talks libpq.  Passwords never reach the log: errors
- * report libpq's message, which does not include them.
+ * Each database records which allocation database it draws from (see
+ * leaf_source_check_txn) and refuses another one until a superuser
+ * confirms the change.
+ *
+ * Only this file talks libpq.  Passwords never reach the log: messages
+ * are scrubbed of the password of leaf.alloc_conninfo, and of whatever
+ * libpq quotes from a connection string it cannot parse.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "libpq-fe.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -47,6 +60,45 @@ static char leaf_qual_table[2 * NAMEDATALEN + 16];	/* "schema".leaf_alloc */
 static TimestampTz leaf_deadline;	/* of the load under way */
 static bool leaf_got_warning;	/* the server sent a WARNING */
 
+/*
+ * Which allocation database segments come from.  A streaming replica
+ * keeps its primary's system identifier, and its databases and
+ * extensions keep their OIDs, so a failover does not change this.
+ */
+typedef struct LeafSourceIdent
+{
+	bool		remote;			/* false: this database's own leaf_alloc */
+	int64		sysid;			/* remote: pg_control_system() */
+	Oid			dboid;			/* database holding leaf_alloc */
+	Oid			extoid;			/* the leaf extension there */
+	char		address[LEAF_SOURCE_LEN];	/* host:port/dbname, for people */
+} LeafSourceIdent;
+
+static LeafSourceIdent leaf_remote_ident;	/* of leaf_conn */
+
+/* the last source found to be the recorded one, for this extension */
+static LeafSourceIdent leaf_checked_ident;
+static Oid	leaf_checked_extoid = InvalidOid;
+static bool leaf_checked = false;
+static bool leaf_refused = false;	/* the last check refused the source */
+
+/* A comparison of a source with the recorded one. */
+typedef struct LeafSourceCheck
+{
+	const LeafSourceIdent *cur; /* the source to be used */
+	bool		write;			/* record it, as current or pending */
+	Oid			extoid;			/* out: this database's leaf extension */
+	bool		recorded;		/* out: a source was recorded */
+	bool		same;			/* out: and it is cur (or none was) */
+	char		detail[LEAF_ERRMSG_LEN];	/* out: if not the same */
+} LeafSourceCheck;
+
+static bool leaf_same_source(const LeafSourceIdent *a, const LeafSourceIdent *b);
+static void leaf_source_check_txn(LeafSourceCheck *c);
+static bool leaf_source_check(const LeafSourceIdent *cur,
+							  const LeafLoadJob *job, LeafLoadResult *res);
+static void leaf_remote_abort(PGresult *res);
+
 /* Remember warnings: one during COMMIT means "maybe not replicated". */
 static void
 leaf_notice_receiver(void *arg, const PGresult *res)
@@ -55,6 +107,104 @@ leaf_notice_receiver(void *arg, const PGresult *res)
 
 	if (sev != NULL && strcmp(sev, "WARNING") == 0)
 		leaf_got_warning = true;
+}
+
+/*
+ * Replace every occurrence of secret in buf by "********".
+ */
+static void
+leaf_replace_all(char *buf, size_t len, const char *secret)
+{
+	StringInfoData out;
+	const char *p = buf;
+	const char *hit;
+	size_t		n = strlen(secret);
+
+	if (n == 0 || strstr(buf, secret) == NULL)
+		return;
+	initStringInfo(&out);
+	while ((hit = strstr(p, secret)) != NULL)
+	{
+		appendBinaryStringInfo(&out, p, hit - p);
+		appendStringInfoString(&out, "********");
+		p = hit + n;
+	}
+	appendStringInfoString(&out, p);
+	strlcpy(buf, out.data, len);
+	pfree(out.data);
+}
+
+/*
+ * Mask every double-quoted piece of buf that is not a connection keyword
+ * or a single punctuation character such as "=": what libpq quotes from a
+ * connection string it could not parse may be a piece of the password.
+ */
+static void
+leaf_mask_quoted(char *buf, size_t len)
+{
+	StringInfoData out;
+	PQconninfoOption *defs = PQconndefaults();
+	const char *p = buf;
+	const char *open;
+	const char *close;
+
+	initStringInfo(&out);
+	while ((open = strchr(p, '"')) != NULL &&
+		   (close = strchr(open + 1, '"')) != NULL)
+	{
+		int			n = close - open - 1;
+		bool		keep = (n == 1 && !isalnum((unsigned char) open[1]));
+		PQconninfoOption *o;
+
+		for (o = defs; !keep && o != NULL && o->keyword != NULL; o++)
+			keep = (strlen(o->keyword) == n &&
+					strncmp(o->keyword, open + 1, n) == 0);
+		appendBinaryStringInfo(&out, p, open - p + 1);
+		if (keep)
+			appendBinaryStringInfo(&out, open + 1, n);
+		else
+			appendStringInfoString(&out, "********");
+		appendStringInfoChar(&out, '"');
+		p = close + 1;
+	}
+	appendStringInfoString(&out, p);
+	strlcpy(buf, out.data, len);
+	pfree(out.data);
+	if (defs != NULL)
+		PQconninfoFree(defs);
+}
+
+/*
+ * Make sure that a message about the allocation database, which is
+ * stored for leaf_segments and waiting callers and written to the log,
+ * does not contain the password of leaf.alloc_conninfo, not even a piece
+ * of it quoted by libpq.
+ */
+static void
+leaf_remote_scrub(char *buf, size_t len)
+{
+	PQconninfoOption *opts;
+	char	   *err = NULL;
+
+	if (buf[0] == '\0' || leaf_alloc_conninfo == NULL ||
+		leaf_alloc_conninfo[0] == '\0')
+		return;
+	opts = PQconninfoParse(leaf_alloc_conninfo, &err);
+	if (opts != NULL)
+	{
+		PQconninfoOption *o;
+
+		for (o = opts; o->keyword != NULL; o++)
+			if (strcmp(o->keyword, "password") == 0 && o->val != NULL)
+				leaf_replace_all(buf, len, o->val);
+		PQconninfoFree(opts);
+	}
+	else
+	{
+		if (err != NULL)
+			PQfreemem(err);
+		leaf_mask_quoted(buf, len);
+	}
 }
 
 /*
@@ -245,40 +395,34 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 	leaf_conn_info = MemoryContextStrdup(TopMemoryContext, leaf_alloc_conninfo);
 
 	/*
-	 * A segment must be durable on the allocation database (and its
-	 * synchronous standbys) before it is used.
+	 * A load is a single statement, which sets synchronous_commit itself;
+	 * the session is set to "on" as well, whatever the server says.  The
+	 * session never stays in a transaction between statements.
 	 */
-	if (!leaf_remote_command("SET statement_timeout = '10s'",
-							 errbuf, errlen) ||
+	if (!leaf_remote_command("SET synchronous_commit = on", errbuf, errlen) ||
+		!leaf_remote_command("SET statement_timeout = '10s'", errbuf, errlen) ||
 		!leaf_remote_command("SET lock_timeout = '2s'", errbuf, errlen) ||
-		!leaf_remote_command("SET idle_in_transaction_session_timeout = '60s'",
+		!leaf_remote_command("SET idle_in_transaction_session_timeout = '10s'",
 							 errbuf, errlen))
 	{
 		leaf_remote_disconnect();
 		return false;
 	}
-	res = leaf_remote_exec("SELECT current_setting('synchronous_commit')",
-						   0, NULL, errbuf, errlen);
-	if (res == NULL)
-		return false;
-	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
-		(strcmp(PQgetvalue(res, 0, 0), "off") == 0 ||
-		 strcmp(PQgetvalue(res, 0, 0), "local") == 0))
-	{
-		PQclear(res);
-		if (!leaf_remote_command("SET synchronous_commit = on", errbuf, errlen))
-		{
-			leaf_remote_disconnect();
-			return false;
-		}
-	}
-	else
-		PQclear(res);
 
-	res = leaf_remote_exec("SELECT pg_catalog.quote_ident(n.nspname) "
+	/*
+	 * Where leaf_alloc is, and which allocation database this is: the
+	 * server's system identifier (kept by streaming replicas, so a
+	 * failover is not a change), the database and the extension.
+	 */
+	res = leaf_remote_exec("SELECT pg_catalog.quote_ident(n.nspname), "
+						   "c.system_identifier, d.oid, e.oid "
 						   "FROM pg_catalog.pg_extension e "
-						   "JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
-						   "WHERE e.extname = 'leaf'",
+						   "JOIN pg_catalog.pg_namespace n "
+						   "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
+						   "JOIN pg_catalog.pg_database d "
+						   "ON d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database() "
+						   "CROSS JOIN pg_catalog.pg_control_system() c "
+						   "WHERE e.extname OPERATOR(pg_catalog.=) 'leaf'",
 						   0, NULL, errbuf, errlen);
 	if (res == NULL)
 		return false;
@@ -299,6 +443,13 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 	}
 	snprintf(leaf_qual_table, sizeof(leaf_qual_table), "%s.leaf_alloc",
 			 PQgetvalue(res, 0, 0));
+	memset(&leaf_remote_ident, 0, sizeof(leaf_remote_ident));
+	leaf_remote_ident.remote = true;
+	leaf_remote_ident.sysid = strtoi64(PQgetvalue(res, 0, 1), NULL, 10);
+	leaf_remote_ident.dboid = (Oid) strtoul(PQgetvalue(res, 0, 2), NULL, 10);
+	leaf_remote_ident.extoid = (Oid) strtoul(PQgetvalue(res, 0, 3), NULL, 10);
+	snprintf(leaf_remote_ident.address, sizeof(leaf_remote_ident.address),
+			 "%s:%s/%s", PQhost(leaf_conn), PQport(leaf_conn), PQdb(leaf_conn));
 	PQclear(res);
 	return true;
 }
@@ -306,7 +457,11 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 /*
  * End a failed remote transaction.  A connection that is broken, or that
  * reached a server which is not (or no longer) a primary, is closed so
- * that the next attempt looks for the primary again.
+ * that the next attempt looks for the primary again.  So is one that no
+ * longer finds leaf_alloc where it was when the connection was opened
+ * (the extension was dropped, or created again in another schema): the
+ * next connection looks up the schema, and the allocation database's
+ * identity, again.
  */
 static void
 leaf_remote_abort(PGresult *res)
@@ -318,7 +473,9 @@ leaf_remote_abort(PGresult *res)
 	if (PQstatus(leaf_conn) != CONNECTION_OK ||
 		(sqlstate != NULL && (strcmp(sqlstate, "25006") == 0 ||
 							  strncmp(sqlstate, "57P", 3) == 0 ||
-							  strncmp(sqlstate, "08", 2) == 0)))
+							  strncmp(sqlstate, "08", 2) == 0 ||
+							  strcmp(sqlstate, "42P01") == 0 ||
+							  strcmp(sqlstate, "3F000") == 0)))
 	{
 		leaf_remote_disconnect();
 		return;
@@ -332,12 +489,99 @@ leaf_remote_abort(PGresult *res)
 	}
 }
 
+/*
+ * Take a segment planned in *plan for a row whose step is row_step, with
+ * one autocommit UPDATE ... RETURNING.  Returns 1 when the segment is
+ * ours (in *res), 0 when no row matched (the row has gone or changed),
+ * -1 on failure (reason in *res).
+ *
+ * The row lock that the UPDATE takes is released when the statement
+ * commits on the allocation database, whatever becomes of this shard
+ * afterwards.  A shard that stops, or is cut off, in the middle of a load
+ * therefore holds up the other shards for one statement at most; all it
+ * can lose is the segment it never receives, a gap.
+ *
+ * The statement sets synchronous_commit = on for its own transaction, so
+ * its commit waits for the WAL flush (and for the synchronous standbys)
+ * whatever the server's configuration, a reload, a role or database
+ * setting, or a pooler that hands us another session.
+ */
+static int
+leaf_remote_take(const LeafLoadJob *job, int32 row_step,
+				 const LeafLoadResult *plan, LeafLoadResult *res)
+{
+	char		sql[sizeof(leaf_qual_table) + 640];
+	const char *params[4];
+	char		stepbuf[16];
+	char		prevbuf[32];
+	char		sizebuf[32];
+	PGresult   *r;
+	int64		new_max;
+
+	snprintf(sql, sizeof(sql),
+			 "UPDATE %s AS a "
+			 "SET max_id = (a.max_id OPERATOR(pg_catalog.+) $4::pg_catalog.int8) "
+			 "WHERE a.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar "
+			 "AND a.step OPERATOR(pg_catalog.=) $2::pg_catalog.int4 "
+			 "AND a.max_id OPERATOR(pg_catalog.>=) $3::pg_catalog.int8 "
+			 "AND a.max_id OPERATOR(pg_catalog.<=) "
+			 "(9223372036854775807::pg_catalog.int8 OPERATOR(pg_catalog.-) $4::pg_catalog.int8) "
+			 "AND pg_catalog.set_config('synchronous_commit', 'on', true) IS NOT NULL "
+			 "RETURNING a.max_id",
+			 leaf_qual_table);
+	snprintf(stepbuf, sizeof(stepbuf), "%d", row_step);
+	snprintf(prevbuf, sizeof(prevbuf), INT64_FORMAT, job->db_max_id);
+	snprintf(sizebuf, sizeof(sizebuf), INT64_FORMAT, plan->size);
+	params[0] = job->tag;
+	params[1] = stepbuf;
+	params[2] = prevbuf;
+	params[3] = sizebuf;
+
+	/*
+	 * The segment may be used only once the statement's commit is known
+	 * to have succeeded, with no warning: a warning means, for one, that
+	 * the wait for the synchronous standby was cancelled, so the
+	 * allocation might not survive a failover.
+	 */
+	leaf_got_warning = false;
+	r = leaf_remote_exec(sql, 4, params, res->msg, sizeof(res->msg));
+	if (r == NULL)
+		return -1;				/* outcome unknown: a gap, never a repeat */
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+	{
+		leaf_remote_error("allocation database", r, res->msg, sizeof(res->msg));
+		leaf_remote_abort(r);
+		PQclear(r);
+		return -1;
+	}
+	if (PQntuples(r) == 0)
+	{
+		PQclear(r);
+		return 0;
+	}
+	new_max = strtoi64(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	if (leaf_got_warning)
+	{
+		snprintf(res->msg, sizeof(res->msg),
+				 "allocation database warned during the commit of a load (was the wait for a synchronous standby cancelled?); the segment was not used");
+		return -1;
+	}
+	res->status = LEAF_LOAD_OK;
+	res->start = new_max - plan->size;
+	res->size = plan->size;
+	res->step = plan->step;
+	res->min_step = row_step;
+	res->db_max_id = new_max;
+	return 1;
+}
+
 static void
 leaf_remote_load_once(const LeafLoadJob *job, LeafLoadResult *res)
 {
-	char		sql[sizeof(leaf_qual_table) + 128];
-	const char *params[2];
-	char		maxbuf[32];
+	char		sql[sizeof(leaf_qual_table) + 160];
+	const char *params[1];
+	LeafLoadResult plan;
 	PGresult   *r;
 	int64		max_id;
 	int32		row_step;
@@ -349,26 +593,50 @@ leaf_remote_load_once(const LeafLoadJob *job, LeafLoadResult *res)
 	if (!leaf_remote_connect(res->msg, sizeof(res->msg)))
 		return;
 
+	/* is this still the allocation database that we drew from? */
 	res->sqlstate = ERRCODE_LEAF_ALLOC_FAILED;
-	if (!leaf_remote_command("BEGIN", res->msg, sizeof(res->msg)))
-	{
-		leaf_remote_abort(NULL);
+	if (!leaf_source_check(&leaf_remote_ident, job, res))
 		return;
+
+	/*
+	 * Usually the row's step is the one seen at the last load: plan with
+	 * it, and the load is one statement.
+	 */
+	memset(&plan, 0, sizeof(plan));
+	if (job->min_step > 0 &&
+		leaf_plan_segment(job, job->db_max_id == PG_INT64_MIN ? 0 : job->db_max_id,
+						  job->min_step, &plan))
+	{
+		switch (leaf_remote_take(job, job->min_step, &plan, res))
+		{
+			case 1:
+				return;
+			case -1:
+				return;
+			default:
+				break;
+		}
 	}
 
+	/* first load, or the row is not as last seen: read it (no lock) */
 	snprintf(sql, sizeof(sql),
-			 "SELECT max_id, step FROM %s WHERE biz_tag = $1::pg_catalog.varchar "
-			 "FOR UPDATE", leaf_qual_table);
+			 "SELECT a.max_id, a.step FROM %s AS a "
+			 "WHERE a.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
+			 leaf_qual_table);
 	params[0] = job->tag;
 	r = leaf_remote_exec(sql, 1, params, res->msg, sizeof(res->msg));
 	if (r == NULL)
 		return;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-		goto fail;
+	{
+		leaf_remote_error("allocation database", r, res->msg, sizeof(res->msg));
+		leaf_remote_abort(r);
+		PQclear(r);
+		return;
+	}
 	if (PQntuples(r) == 0)
 	{
 		PQclear(r);
-		leaf_remote_abort(NULL);
 		res->status = LEAF_LOAD_TAG_GONE;
 		return;
 	}
@@ -376,59 +644,23 @@ leaf_remote_load_once(const LeafLoadJob *job, LeafLoadResult *res)
 	row_step = (int32) strtol(PQgetvalue(r, 0, 1), NULL, 10);
 	PQclear(r);
 
-	if (!leaf_plan_segment(job, max_id, row_step, res))
+	/* a final failure: bad step, max_id moved backwards, range used up */
+	memset(&plan, 0, sizeof(plan));
+	if (!leaf_plan_segment(job, max_id, row_step, &plan))
 	{
-		leaf_remote_abort(NULL);
+		res->status = plan.status;
+		res->sqlstate = plan.sqlstate;
+		strlcpy(res->msg, plan.msg, sizeof(res->msg));
 		return;
 	}
-
-	snprintf(sql, sizeof(sql),
-			 "UPDATE %s SET max_id = $2::pg_catalog.int8 "
-			 "WHERE biz_tag = $1::pg_catalog.varchar", leaf_qual_table);
-	snprintf(maxbuf, sizeof(maxbuf), INT64_FORMAT, res->db_max_id);
-	params[1] = maxbuf;
-	r = leaf_remote_exec(sql, 2, params, res->msg, sizeof(res->msg));
-	if (r == NULL)
-		goto lost;
-	if (PQresultStatus(r) != PGRES_COMMAND_OK ||
-		strcmp(PQcmdTuples(r), "1") != 0)
-		goto fail;
-	PQclear(r);
-
-	/*
-	 * The segment may be used only once this COMMIT is known to have
-	 * succeeded, with no warning: a warning here means the wait for the
-	 * synchronous standby was cancelled, so the allocation might not
-	 * survive a failover.
-	 */
-	leaf_got_warning = false;
-	r = leaf_remote_exec("COMMIT", 0, NULL, res->msg, sizeof(res->msg));
-	if (r == NULL)
-		goto lost;
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
-		goto fail;
-	PQclear(r);
-	if (leaf_got_warning)
+	if (leaf_remote_take(job, row_step, &plan, res) == 0)
 	{
+		/* changed again in between: the next attempt reads it anew */
+		res->status = LEAF_LOAD_FAILED;
+		res->sqlstate = ERRCODE_LEAF_ALLOC_FAILED;
 		snprintf(res->msg, sizeof(res->msg),
-				 "allocation database warned during COMMIT (was the wait for a synchronous standby cancelled?); the segment was not used");
-		return;
+				 "the row of biz_tag \"%s\" changed during the load", job->tag);
 	}
-	res->status = LEAF_LOAD_OK;
-	return;
-
-lost:
-	/* the outcome is unknown: the segment is dropped, leaving a gap */
-	res->status = LEAF_LOAD_FAILED;
-	res->sqlstate = ERRCODE_LEAF_ALLOC_FAILED;
-	return;
-
-fail:
-	leaf_remote_error("allocation database", r, res->msg, sizeof(res->msg));
-	res->status = LEAF_LOAD_FAILED;
-	res->sqlstate = ERRCODE_LEAF_ALLOC_FAILED;
-	leaf_remote_abort(r);
-	PQclear(r);
 }
 
 /*
@@ -442,14 +674,280 @@ leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res)
 	leaf_remote_load_once(job, res);
 	if (res->status == LEAF_LOAD_FAILED && leaf_conn == NULL)
 		res->sqlstate = ERRCODE_CONNECTION_FAILURE;
+	leaf_remote_scrub(res->msg, sizeof(res->msg));
+}
+
+/* ---------- which allocation database: recorded, checked, confirmed ---------- */
+
+/*
+ * Each database that uses segment mode records, in its leaf_alloc_source
+ * table, the allocation database it draws segments from (state
+ * 'current'), in a committed transaction before the first segment from it
+ * is used.  A load from any other source is refused (LF006), and the
+ * source is written there as 'pending', until a superuser runs
+ * leaf_alloc_source_confirm(), which makes the pending source current.
+ *
+ * The reason: a shard remembers the max_id of the tags it has used (and
+ * refuses one that moved backwards, LF005), but not of those it has not
+ * used yet, and another allocation database, or the local leaf_alloc, may
+ * hold lower values for them.
+ */
+
+static bool
+leaf_same_source(const LeafSourceIdent *a, const LeafSourceIdent *b)
+{
+	if (a->remote != b->remote)
+		return false;
+	if (!a->remote)
+		return true;
+	return a->sysid == b->sysid && a->dboid == b->dboid &&
+		a->extoid == b->extoid;
+}
+
+static void
+leaf_describe_source(const LeafSourceIdent *id, char *buf, size_t len)
+{
+	if (!id->remote)
+		snprintf(buf, len, "the local leaf_alloc");
+	else
+		snprintf(buf, len, "%s (system " INT64_FORMAT ", database %u, extension %u)",
+				 id->address, id->sysid, id->dboid, id->extoid);
+}
+
+/*
+ * Compare cur with the recorded source, in the current transaction.  With
+ * c->write, also record cur if nothing is recorded yet, or record it as
+ * the pending source if it differs.  A database without the extension
+ * (c->extoid invalid) is left alone.
+ */
+static void
+leaf_source_check_txn(LeafSourceCheck *c)
+{
+	Oid			nsp;
+	char	   *tbl;
+	uint64		i;
+	bool		have_pending = false;
+	bool		pending_same = false;
+	char		recorded_desc[LEAF_ERRMSG_LEN];
+	char		cur_desc[LEAF_ERRMSG_LEN];
+
+	c->recorded = false;
+	c->same = true;
+	c->detail[0] = '\0';
+	nsp = leaf_extension_namespace(&c->extoid);
+	if (!OidIsValid(c->extoid))
+		return;
+	leaf_describe_source(c->cur, cur_desc, sizeof(cur_desc));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	tbl = psprintf("%s.leaf_alloc_source",
+				   quote_identifier(get_namespace_name(nsp)));
+	if (SPI_execute(psprintf("SELECT state OPERATOR(pg_catalog.=) 'current', "
+							 "kind OPERATOR(pg_catalog.=) 'remote', "
+							 "system_identifier, database_oid, extension_oid, "
+							 "description FROM %s", tbl),
+					false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read leaf_alloc_source");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		LeafSourceIdent rec;
+		bool		isnull;
+		bool		current;
+		char	   *d;
+
+		memset(&rec, 0, sizeof(rec));
+		current = DatumGetBool(SPI_getbinval(tup, desc, 1, &isnull));
+		rec.remote = DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull));
+		if (rec.remote)
+		{
+			rec.sysid = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
+			if (isnull)
+				continue;
+			rec.dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
+			rec.extoid = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
+		}
+		if (current)
+		{
+			c->recorded = true;
+			c->same = leaf_same_source(&rec, c->cur);
+			d = SPI_getvalue(tup, desc, 6);
+			strlcpy(recorded_desc, d ? d : "?", sizeof(recorded_desc));
+		}
+		else
+		{
+			have_pending = true;
+			pending_same = leaf_same_source(&rec, c->cur);
+		}
+	}
+
+	if (c->recorded && !c->same)
+		snprintf(c->detail, sizeof(c->detail),
+				 "Segments came from %s; leaf.alloc_conninfo now leads to %s.",
+				 recorded_desc, cur_desc);
+
+	if (c->write &&
+		(!c->recorded || have_pending != !c->same || (!c->same && !pending_same)))
+	{
+		Oid			argtypes[6] = {TEXTOID, TEXTOID, INT8OID, OIDOID, OIDOID, TEXTOID};
+		Datum		values[6];
+		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+
+		/* durable before any segment from this source is used */
+		(void) set_config_option("synchronous_commit", "on", PGC_SUSET,
+								 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
+								 false);
+		if (SPI_execute(psprintf("DELETE FROM %s WHERE state OPERATOR(pg_catalog.=) 'pending'",
+								 tbl), false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not update leaf_alloc_source");
+		if (!c->recorded || !c->same)
+		{
+			values[0] = CStringGetTextDatum(c->recorded ? "pending" : "current");
+			values[1] = CStringGetTextDatum(c->cur->remote ? "remote" : "local");
+			values[2] = Int64GetDatum(c->cur->sysid);
+			values[3] = ObjectIdGetDatum(c->cur->dboid);
+			values[4] = ObjectIdGetDatum(c->cur->extoid);
+			values[5] = CStringGetTextDatum(cur_desc);
+			if (!c->cur->remote)
+				nulls[2] = nulls[3] = nulls[4] = 'n';
+			if (SPI_execute_with_args(psprintf("INSERT INTO %s (state, kind, system_identifier, "
+											   "database_oid, extension_oid, description) "
+											   "VALUES ($1, $2, $3, $4, $5, $6)", tbl),
+									  6, argtypes, values, nulls, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not update leaf_alloc_source");
+		}
+		if (!c->recorded)
+			ereport(LOG,
+					(errmsg("leaf allocator recorded %s as the source of segments for database with OID %u",
+							cur_desc, MyDatabaseId)));
+	}
+	SPI_finish();
+}
+
+/*
+ * leaf_source_check_txn() in a transaction of its own.  Returns false,
+ * with the error in *res, if that failed.
+ */
+static bool
+leaf_source_run(LeafSourceCheck *c, LeafLoadResult *res)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool ok = false;
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		leaf_source_check_txn(c);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		ok = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		res->sqlstate = edata->sqlerrcode;
+		snprintf(res->msg, sizeof(res->msg),
+				 "could not check the source of segments: %s",
+				 edata->message ? edata->message : "unknown error");
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return ok;
+}
+
+/*
+ * May segments for job come from cur?  Returns true if cur is the
+ * recorded source (recording it first if there is none); otherwise fills
+ * *res with the failure: LF006 for another source.
+ */
+static bool
+leaf_source_check(const LeafSourceIdent *cur, const LeafLoadJob *job,
+				  LeafLoadResult *res)
+{
+	LeafSourceCheck c;
+
+	if (leaf_checked && leaf_checked_extoid == job->extoid &&
+		leaf_same_source(&leaf_checked_ident, cur))
+		return true;
+
+	memset(&c, 0, sizeof(c));
+	c.cur = cur;
+	c.write = true;
+	if (!leaf_source_run(&c, res))
+	{
+		res->status = LEAF_LOAD_FAILED;
+		return false;
+	}
+	if (c.extoid != job->extoid)
+	{
+		res->status = LEAF_LOAD_EXT_GONE;
+		return false;
+	}
+	if (!c.same)
+	{
+		leaf_checked = false;
+		leaf_refused = true;
+		res->status = LEAF_LOAD_FINAL;
+		res->sqlstate = ERRCODE_LEAF_ALLOC_SOURCE_CHANGED;
+		strlcpy(res->msg, c.detail, sizeof(res->msg));
+		return false;
+	}
+	leaf_checked_ident = *cur;
+	leaf_checked_extoid = c.extoid;
+	leaf_checked = true;
+	leaf_refused = false;
+	return true;
+}
+
+/*
+ * Before a load from this database's own leaf_alloc: the same check.
+ */
+bool
+leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res)
+{
+	LeafSourceIdent local;
+
+	/* a connection left from fleet mode is of no more use */
+	if (leaf_conn != NULL)
+		leaf_remote_disconnect();
+
+	memset(&local, 0, sizeof(local));
+	local.remote = false;
+	return leaf_source_check(&local, job, res);
+}
+
+/*
+ * Raise the error of a refused change of allocation database, for a
+ * caller waiting for a segment of tag; detail comes from the allocator.
+ */
+void
+leaf_report_source_changed(const char *tag, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_LEAF_ALLOC_SOURCE_CHANGED),
+			 errmsg("refusing to draw segments of biz_tag \"%s\" from another allocation database",
+					tag),
+			 superuser() ?
+			 errdetail_internal("%s", detail) :
+			 errdetail("This database drew its segments from another allocation database before."),
+			 errhint("Once every max_id in the new leaf_alloc lies above every ID handed out before, a superuser confirms the change with SELECT leaf_alloc_source_confirm(); the table leaf_alloc_source shows both.")));
 }
 
 /*
  * Put every tag of the remote leaf_alloc into tags.  Returns false, with
  * the reason in errbuf, when the list could not be read.
  */
-bool
-leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen)
+static bool
+leaf_remote_tags_read(HTAB *tags, char *errbuf, size_t errlen)
 {
 	char		sql[sizeof(leaf_qual_table) + 64];
 	PGresult   *r;
@@ -459,6 +957,28 @@ leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen)
 												leaf_alloc_timeout_ms);
 	if (!leaf_remote_connect(errbuf, errlen))
 		return false;
+
+	/*
+	 * The tags of an allocation database that is not (yet) confirmed do
+	 * not decide which slots to free.  This runs in the caller's
+	 * transaction, so it only reads what is recorded.
+	 */
+	if (!leaf_checked || !leaf_same_source(&leaf_checked_ident, &leaf_remote_ident))
+	{
+		LeafSourceCheck c;
+
+		memset(&c, 0, sizeof(c));
+		c.cur = &leaf_remote_ident;
+		leaf_source_check_txn(&c);
+		if (c.recorded && !c.same)
+		{
+			snprintf(errbuf, errlen,
+					 "the allocation database changed and the change is not confirmed: %s",
+					 c.detail);
+			return false;
+		}
+	}
+
 	snprintf(sql, sizeof(sql), "SELECT biz_tag FROM %s", leaf_qual_table);
 	r = leaf_remote_exec(sql, 0, NULL, errbuf, errlen);
 	if (r == NULL)
@@ -482,15 +1002,32 @@ leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen)
 }
 
 /*
- * Describe where segments come from: host:port/dbname of the current
- * connection (never the password), or the fact that there is none.
+ * The list of tags, with any error scrubbed of secrets.
+ */
+bool
+leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen)
+{
+	bool		ok = leaf_remote_tags_read(tags, errbuf, errlen);
+
+	if (!ok)
+		leaf_remote_scrub(errbuf, errlen);
+	return ok;
+}
+
+/*
+ * Describe where segments come from: "local", or host:port/dbname of the
+ * current connection (never the password), or the fact that there is
+ * none; and whether a change of source waits for confirmation.
  */
 void
 leaf_remote_source(char *buf, size_t len)
 {
-	if (leaf_conn != NULL && PQstatus(leaf_conn) == CONNECTION_OK)
-		snprintf(buf, len, "remote %s:%s/%s", PQhost(leaf_conn),
-				 PQport(leaf_conn), PQdb(leaf_conn));
+	const char *refused = leaf_refused ? " (change not confirmed)" : "";
+
+	if (!leaf_remote_enabled())
+		snprintf(buf, len, "local%s", refused);
+	else if (leaf_conn != NULL && PQstatus(leaf_conn) == CONNECTION_OK)
+		snprintf(buf, len, "remote %s%s", leaf_remote_ident.address, refused);
 	else
 		snprintf(buf, len, "remote (not connected)");
 }

@@ -395,10 +395,7 @@ leaf_report_source(void)
 	char		source[LEAF_SOURCE_LEN];
 	LeafWorkerSlot *w;
 
-	if (leaf_remote_enabled())
-		leaf_remote_source(source, sizeof(source));
-	else
-		strlcpy(source, "local", sizeof(source));
+	leaf_remote_source(source, sizeof(source));
 
 	LWLockAcquire(leaf_seg->lock, LW_SHARED);
 	w = leaf_worker_slot_for(leaf_worker_dboid);
@@ -554,9 +551,8 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 		leaf_remote_load(job, res);
 		RESUME_CANCEL_INTERRUPTS();
 		pgstat_report_activity(STATE_IDLE, NULL);
-		leaf_report_source();
 	}
-	else
+	else if (leaf_local_source_check(job, res))
 	{
 		LeafLocalLoad l = {job, res};
 
@@ -567,6 +563,7 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 		else if (res->status == LEAF_LOAD_OK)
 			(void) leaf_commit_confirmed(job, res);
 	}
+	leaf_report_source();
 	leaf_log_failure(job, res);
 }
 

@@ -681,6 +681,8 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 		leaf_count_wait(slot, generation, wait_start);
 		if (sqlstate == ERRCODE_LEAF_UNKNOWN_TAG)
 			leaf_report_tag_not_visible(tag);
+		if (sqlstate == ERRCODE_LEAF_ALLOC_SOURCE_CHANGED)
+			leaf_report_source_changed(tag, msg);
 		ereport(ERROR,
 				(errcode(sqlstate),
 				 errmsg("could not allocate a segment for biz_tag \"%s\"", tag),

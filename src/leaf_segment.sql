@@ -240,3 +240,62 @@ COMMENT ON VIEW leaf_segments IS
 
 REVOKE ALL ON FUNCTION leaf_segments() FROM PUBLIC;
 REVOKE ALL ON leaf_segments FROM PUBLIC;
+
+--
+-- leaf_alloc_source: the allocation database this database draws its
+-- segments from (state 'current'), written by the allocator in a
+-- committed transaction before the first segment from it is used.  Its
+-- system identifier survives a failover to a streaming replica, so only
+-- a real change (another server, database or extension, or a change
+-- between fleet mode and the local leaf_alloc) differs.  The allocator
+-- refuses such a change (LF006) and writes the new source as 'pending'
+-- until a superuser confirms it with leaf_alloc_source_confirm().
+--
+CREATE TABLE leaf_alloc_source (
+	state		text PRIMARY KEY,
+	kind		text NOT NULL,
+	system_identifier bigint,
+	database_oid oid,
+	extension_oid oid,
+	description	text NOT NULL,
+	recorded_at	timestamptz NOT NULL DEFAULT now(),
+	CONSTRAINT leaf_alloc_source_state_check CHECK (state IN ('current', 'pending')),
+	CONSTRAINT leaf_alloc_source_kind_check CHECK (kind IN ('local', 'remote'))
+);
+
+COMMENT ON TABLE leaf_alloc_source IS
+'leaf segment mode: the allocation database segments come from, and a change waiting for confirmation';
+
+SELECT pg_catalog.pg_extension_config_dump('leaf_alloc_source', '');
+
+REVOKE ALL ON leaf_alloc_source FROM PUBLIC;
+
+CREATE FUNCTION leaf_alloc_source_confirm()
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog
+AS $$
+DECLARE
+	pending text;
+BEGIN
+	SELECT description INTO pending
+	  FROM @extschema@.leaf_alloc_source
+	 WHERE state = 'pending'
+	   FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'no change of allocation database is waiting for confirmation'
+			USING ERRCODE = '55000',
+				  HINT = 'leaf_alloc_source shows the source this database draws its segments from.';
+	END IF;
+	DELETE FROM @extschema@.leaf_alloc_source WHERE state = 'current';
+	UPDATE @extschema@.leaf_alloc_source
+	   SET state = 'current', recorded_at = now()
+	 WHERE state = 'pending';
+	RETURN pending;
+END
+$$;
+
+COMMENT ON FUNCTION leaf_alloc_source_confirm() IS
+'accepts the allocation database that the allocator refused as a change, so that segments are drawn from it';
+
+REVOKE ALL ON FUNCTION leaf_alloc_source_confirm() FROM PUBLIC;
