@@ -17,9 +17,10 @@ LeafChaos - a whole leaf fleet under load and random faults
 
 Starts, on the loopback interface, an allocation primary with a
 synchronous standby, three shards drawing segments from it, and a 3-node
-ZooKeeper ensemble that hands out the shards' snowflake worker IDs.  Three
-clients per shard (test/chaos/client.pl) call leaf's generators and write
-down every ID they receive.  Meanwhile faults are injected on a schedule
+ZooKeeper ensemble that hands out the shards' snowflake worker IDs.  Four
+clients per shard (test/chaos/client.pl: two calling segment mode, one
+snowflake mode, one both, with rolled-back transactions) write down every
+ID they receive.  Meanwhile faults are injected on a schedule
 drawn from the seed; every kind comes once per round, in an order drawn
 from the seed.  At the end every server is stopped and test/chaos/check.pl
 checks every ID.
@@ -447,7 +448,7 @@ sub run
 		seed => $o{seed} // 1,
 		seconds => $o{seconds} // 60,
 		every => $o{every} // 3,
-		clients => $o{clients} // 3,
+		clients => $o{clients} // [qw(segment segment snowflake mixed)],
 		undo => [],
 		zk_down => {},
 	}, __PACKAGE__;
@@ -466,7 +467,7 @@ sub run
 	for my $i (1 .. 3)
 	{
 		my $s = $self->{shards}[ $i - 1 ];
-		for my $c (1 .. $self->{clients})
+		for my $c (1 .. @{ $self->{clients} })
 		{
 			my $pid = fork();
 			croak "fork: $!" unless defined $pid;
@@ -475,7 +476,7 @@ sub run
 				exec($^X, "$here/client.pl",
 					'--host', $s->host, '--port', $s->port,
 					'--shard', $i, '--client', $c, '--seed', $self->{seed},
-					'--until', $until,
+					'--until', $until, '--mode', $self->{clients}[ $c - 1 ],
 					'--out', "$self->{dir}/ids/shard$i-client$c.ids")
 				  or POSIX::_exit(127);
 			}

@@ -3,12 +3,13 @@
 # test/chaos/client.pl: one client of the fault-injection run.
 #
 #   client.pl --host H --port P --shard S --client C --seed N
-#             --until EPOCH_SECONDS --out FILE
+#             --until EPOCH_SECONDS --out FILE [--mode segment|snowflake|mixed]
 #
 # Connects to one shard and, until the given time, calls leaf's generators
-# at random: leaf_segment_nextval on several tags, leaf_segment_nextvals,
-# and leaf_snowflake(), sometimes inside a transaction that is rolled
-# back.  Every ID the client received is appended to FILE as
+# at random: in segment mode leaf_segment_nextval on several tags and
+# leaf_segment_nextvals; in snowflake mode leaf_snowflake() and
+# leaf_snowflake_nextvals(); mixed does both, some of it inside
+# transactions that are rolled back.  Every ID the client received is appended to FILE as
 #
 #   <call start> <call end> <tag> <id>     (tag "~sf" for snowflake IDs)
 #
@@ -30,7 +31,7 @@ use Time::HiRes qw(time usleep);
 
 my %o;
 GetOptions(\%o, 'host=s', 'port=i', 'shard=i', 'client=i', 'seed=i',
-	'until=f', 'out=s', 'tags=s')
+	'until=f', 'out=s', 'tags=s', 'mode=s')
   or die "usage: see the head of $0\n";
 my @tags = split /,/, ($o{tags} // 'big,mid,small,phoenix');
 
@@ -115,6 +116,10 @@ while (time() < $o{until})
 
 	my $r = rand();
 	my $tag = $tags[ int(rand(@tags)) ];
+	my $mode = $o{mode} // 'mixed';
+	# segment: [0, 0.5); snowflake: [0.5, 0.92); mixed: all, with rollbacks
+	$r = $r / 2 if $mode eq 'segment';
+	$r = 0.5 + $r * 0.42 if $mode eq 'snowflake';
 	if ($r < 0.40)
 	{
 		my $ids = ids_of('SELECT leaf_segment_nextval($1)', $tag);
