@@ -36,3 +36,15 @@ PROVE_FLAGS += -I $(srcdir)/test/lib
 
 leaf--1.0.sql: src/leaf_segment.sql src/leaf_snowflake.sql
 	cat $^ > $@
+
+# The fault-injection run on its own, as long as asked (after make install):
+#   make chaos CHAOS_SEED=7 CHAOS_SECONDS=1200
+# A 60-second run with a fixed seed is part of installcheck
+# (test/t/900_chaos_fleet.pl).
+chaos: PROVE_TESTS = test/chaos/chaos.pl
+chaos:
+	CHAOS_SEED=$(CHAOS_SEED) CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_FAULT_EVERY=$(CHAOS_FAULT_EVERY) $(prove_installcheck)
+.PHONY: chaos
+CHAOS_SEED ?= 1
+CHAOS_SECONDS ?= 60
+CHAOS_FAULT_EVERY ?= 3

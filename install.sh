@@ -33,7 +33,7 @@ install_packages() {
 	local pkgs=(build-essential postgresql-15 postgresql-server-dev-15
 		libzookeeper-mt-dev libpq-dev)
 	if [ "$1" = test ]; then
-		pkgs+=(postgresql-15-pgtap libipc-run-perl zookeeper faketime
+		pkgs+=(postgresql-15-pgtap libipc-run-perl libdbd-pg-perl zookeeper faketime
 			default-jre-headless)
 	fi
 	say "installing packages: ${pkgs[*]}"

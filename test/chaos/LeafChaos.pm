@@ -1,0 +1,578 @@
+
+# Copyright (c) leaf contributors
+
+=pod
+
+=head1 NAME
+
+LeafChaos - a whole leaf fleet under load and random faults
+
+=head1 SYNOPSIS
+
+  use LeafChaos;
+  my $r = LeafChaos::run(seed => 1, seconds => 60);
+  # $r->{summary}{duplicates}, $r->{table}, $r->{dir}, ...
+
+=head1 DESCRIPTION
+
+Starts, on the loopback interface, an allocation primary with a
+synchronous standby, three shards drawing segments from it, and a 3-node
+ZooKeeper ensemble that hands out the shards' snowflake worker IDs.  Four
+clients per shard (test/chaos/client.pl: two calling segment mode, one
+snowflake mode, one both, with rolled-back transactions) write down every
+ID they receive.  Meanwhile faults are injected on a schedule
+drawn from the seed; every kind comes once per round, in an order drawn
+from the seed.  At the end every server is stopped and test/chaos/check.pl
+checks every ID.
+
+The same seed gives the same schedule of faults (kinds, targets,
+parameters, and the pauses between them); how long each fault takes, and
+so when the next one starts, depends on the machine.
+
+=cut
+
+package LeafChaos;
+
+use strict;
+use warnings;
+
+use Carp;
+use File::Basename;
+use File::Copy;
+use File::Path qw(make_path);
+use FindBin;
+use POSIX ();
+use Time::HiRes qw(time usleep sleep);
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More ();
+use LeafZK;
+
+my $here = dirname(__FILE__);
+
+our @KINDS = qw(
+  kill9_allocator kill9_snowflake_worker kill9_backend
+  terminate_workers cancel_workers
+  shard_immediate_restart alloc_failover
+  zk_stop_follower zk_stop_leader zk_session_expiry
+  sync_commit_off_shard sync_commit_off_alloc
+  clock_step_small clock_step_large
+  step_change tag_recreated
+);
+
+my @TAGS = (
+	[ 'big', 1000 ],
+	[ 'mid', 100 ],
+	[ 'small', 5 ],
+	[ 'phoenix', 10 ],
+);
+
+sub ms { return int(time() * 1000); }
+
+# ---------- the schedule ----------
+
+# A list of faults: { at => seconds into the run, kind, shard, p }.
+sub schedule
+{
+	my ($seed, $seconds, $every) = @_;
+	srand($seed);
+	my @s;
+	my $t = 3;
+	my @round;
+	while ($t < $seconds - 5)
+	{
+		if (!@round)
+		{
+			@round = @KINDS;
+			for (my $i = $#round; $i > 0; $i--)
+			{
+				my $j = int(rand($i + 1));
+				@round[ $i, $j ] = @round[ $j, $i ];
+			}
+		}
+		push @s, { at => $t, kind => shift(@round), shard => 1 + int(rand(3)), p => rand() };
+		$t += $every * (0.5 + rand());
+	}
+	return @s;
+}
+
+# ---------- topology ----------
+
+sub new_alloc_node
+{
+	my ($name, %o) = @_;
+	my $n = PostgreSQL::Test::Cluster->new($name, %o);
+	return $n;
+}
+
+sub alloc_conf
+{
+	return qq[
+listen_addresses = '127.0.0.1'
+max_connections = 30
+wal_log_hints = on
+log_statement = none
+];
+}
+
+sub start_fleet
+{
+	my ($self) = @_;
+
+	$self->{zk} = LeafZK->new(nodes => 3);
+
+	my $a = PostgreSQL::Test::Cluster->new('chaos_alloc1');
+	$a->init(allows_streaming => 1);
+	$a->append_conf('postgresql.conf', alloc_conf());
+	$a->start;
+	$a->safe_psql('postgres', 'CREATE EXTENSION leaf');
+	$a->safe_psql('postgres',
+		"SELECT leaf_segment_create('$_->[0]', $_->[1], 1, 'chaos')")
+	  for @TAGS;
+	$a->backup('base1');
+	my $b = PostgreSQL::Test::Cluster->new('chaos_alloc2');
+	$b->init_from_backup($a, 'base1', has_streaming => 1);
+	$b->start;
+	# any standby is the synchronous one; set only now that one is there
+	$_->append_conf('postgresql.conf', "synchronous_standby_names = '*'\n") for ($a, $b);
+	$_->reload for ($a, $b);
+	$self->{alloc} = [ $a, $b ];    # [primary, standby]
+	$self->{rebuilds} = 1;
+	$a->poll_query_until('postgres',
+		q[SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'sync'])
+	  or croak 'the allocation standby did not become synchronous';
+
+	my $user = $a->safe_psql('postgres', 'SELECT current_user');
+	my $conninfo = sprintf(
+		'host=127.0.0.1,127.0.0.1 port=%d,%d dbname=postgres user=%s '
+		  . 'target_session_attrs=read-write connect_timeout=2',
+		$a->port, $b->port, $user);
+	$self->{alloc_ports} = [ $a->port, $b->port ];
+
+	for my $i (1 .. 3)
+	{
+		my $s = PostgreSQL::Test::Cluster->new("chaos_shard$i");
+		$s->init;
+		$s->append_conf('postgresql.conf', qq[
+shared_preload_libraries = 'leaf'
+max_worker_processes = 16
+max_connections = 40
+leaf.alloc_conninfo = '$conninfo'
+leaf.alloc_timeout = '3s'
+leaf.segment_duration = '1s'
+leaf.wait_timeout = '5s'
+leaf.zk_hosts = '@{[ $self->{zk}->hosts ]}'
+leaf.zk_root = '/leaf/chaos'
+leaf.node_address = 'shard$i.chaos:@{[ $s->port ]}'
+leaf.heartbeat_interval = '500ms'
+restart_after_crash = on
+log_statement = none
+log_min_messages = warning
+]);
+		$s->start;
+		$s->safe_psql('postgres', 'CREATE EXTENSION leaf');
+		push @{ $self->{shards} }, $s;
+	}
+	for my $s (@{ $self->{shards} })
+	{
+		$s->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status')
+		  or croak $s->name . ': snowflake mode did not become ready';
+		$s->safe_psql('postgres', "SELECT leaf_segment_nextval('big')");
+	}
+	return;
+}
+
+# ---------- helpers ----------
+
+# safe_psql that never dies: (output, error)
+sub try_psql
+{
+	my ($node, $sql, $timeout) = @_;
+	my ($out, $err) = ('', '');
+	my $rc = eval {
+		$node->psql('postgres', $sql,
+			stdout => \$out, stderr => \$err,
+			timeout => $timeout // 20, on_error_die => 0);
+	};
+	return ($out, $@ ? "$@" : ($rc ? $err || "exit $rc" : ''));
+}
+
+sub postmaster_pid
+{
+	my ($node) = @_;
+	my $f = $node->data_dir . '/postmaster.pid';
+	return undef unless -f $f;
+	my ($pid) = split /\n/, slurp_file($f);
+	return $pid;
+}
+
+# pids of the postmaster's children whose process title matches $re
+sub child_pids
+{
+	my ($node, $re) = @_;
+	my $pm = postmaster_pid($node) or return ();
+	my @pids;
+	for my $stat (glob '/proc/[0-9]*/stat')
+	{
+		my ($p) = $stat =~ m{/proc/(\d+)/stat};
+		open my $fh, '<', $stat or next;
+		my $line = <$fh> // '';
+		close $fh;
+		my ($ppid) = $line =~ /^\d+ \(.*\) \S (\d+)/;
+		next unless defined $ppid && $ppid == $pm;
+		my $cmd = eval { slurp_file("/proc/$p/cmdline") } // '';
+		push @pids, $p if $cmd =~ $re;
+	}
+	return @pids;
+}
+
+sub wait_accepting
+{
+	my ($node, $seconds) = @_;
+	my $deadline = time() + ($seconds // 60);
+	while (time() < $deadline)
+	{
+		my ($out, $err) = try_psql($node, 'SELECT 1', 5);
+		return 1 if $out eq '1';
+		sleep 0.2;
+	}
+	return 0;
+}
+
+sub current_primary { return $_[0]{alloc}[0]; }
+
+# poll_query_until with a timeout of our own; true once $sql returns 't'
+sub poll
+{
+	my ($node, $sql, $seconds) = @_;
+	my $deadline = time() + $seconds;
+	while (time() < $deadline)
+	{
+		my ($out) = try_psql($node, $sql, 5);
+		return 1 if $out eq 't';
+		sleep 0.2;
+	}
+	return 0;
+}
+
+# ---------- faults ----------
+
+sub inject
+{
+	my ($self, $f) = @_;
+	my $k = $f->{kind};
+	my $s = $self->{shards}[ $f->{shard} - 1 ];
+	my $target = 'shard' . $f->{shard};
+	my $outcome = 'done';
+
+	if ($k eq 'kill9_allocator' || $k eq 'kill9_snowflake_worker' || $k eq 'kill9_backend')
+	{
+		my @pids;
+		if ($k eq 'kill9_backend')
+		{
+			my ($out) = try_psql($s,
+				q[SELECT pid FROM pg_stat_activity WHERE application_name = 'chaos']);
+			@pids = grep { /^\d+$/ } split /\n/, $out;
+		}
+		else
+		{
+			@pids = child_pids($s,
+				$k eq 'kill9_allocator' ? qr/leaf allocator/ : qr/leaf snowflake worker/);
+		}
+		if (@pids)
+		{
+			my $pid = $pids[ int($f->{p} * @pids) ];
+			kill 'KILL', $pid;
+			$outcome = "killed $pid";
+			# the postmaster restarts every process after a child's crash
+			wait_accepting($s, 60) or $outcome .= ', shard did not come back';
+		}
+		else { $outcome = 'no such process' }
+	}
+	elsif ($k eq 'terminate_workers' || $k eq 'cancel_workers')
+	{
+		my $fn = $k eq 'terminate_workers' ? 'pg_terminate_backend' : 'pg_cancel_backend';
+		my @pids = (child_pids($s, qr/leaf allocator/), child_pids($s, qr/leaf snowflake worker/));
+		my ($out, $err) = try_psql($s,
+			join(';', map { "SELECT $fn($_)" } @pids) || 'SELECT 1');
+		$outcome = @pids ? "$fn(" . join(',', @pids) . ')' : 'no workers';
+	}
+	elsif ($k eq 'shard_immediate_restart')
+	{
+		$s->stop('immediate', fail_ok => 1);
+		eval { $s->start };
+		$outcome = $@ ? "start failed: $@" : 'restarted';
+		wait_accepting($s, 60);
+	}
+	elsif ($k eq 'alloc_failover')
+	{
+		$target = 'all';
+		$outcome = $self->alloc_failover;
+	}
+	elsif ($k eq 'zk_stop_follower' || $k eq 'zk_stop_leader')
+	{
+		$target = 'all';
+		my $zk = $self->{zk};
+		$self->zk_restart_all;
+		my @ids = map { $_->{id} } @{ $zk->{servers} };
+		my ($leader) = grep { $zk->mode($_) eq 'leader' } @ids;
+		my @followers = grep { !defined $leader || $_ != $leader } @ids;
+		my $id = $k eq 'zk_stop_leader' && defined $leader ? $leader
+		  : $followers[ int($f->{p} * @followers) ];
+		$zk->stop_node($id);
+		$self->{zk_down}{$id} = time() + 2 + 4 * $f->{p};
+		$outcome = "stopped ZooKeeper server $id" . (defined $leader && $id == $leader ? ' (leader)' : '');
+	}
+	elsif ($k eq 'zk_session_expiry')
+	{
+		# freeze the snowflake worker past its 6 s session timeout
+		my ($pid) = child_pids($s, qr/leaf snowflake worker/);
+		if ($pid)
+		{
+			kill 'STOP', $pid;
+			push @{ $self->{undo} }, { at => time() + 8, what => sub { kill 'CONT', $pid; 1 } };
+			$outcome = "froze $pid for 8 s";
+		}
+		else { $outcome = 'no snowflake worker' }
+	}
+	elsif ($k eq 'sync_commit_off_shard' || $k eq 'sync_commit_off_alloc')
+	{
+		my @nodes = $k eq 'sync_commit_off_shard' ? ($s) : @{ $self->{alloc} };
+		$target = 'all' if $k eq 'sync_commit_off_alloc';
+		for my $n (@nodes)
+		{
+			try_psql($n, q[ALTER SYSTEM SET synchronous_commit = off; SELECT pg_reload_conf()]);
+		}
+		push @{ $self->{undo} }, {
+			at => time() + 3 + 5 * $f->{p},
+			what => sub {
+				my $ok = 1;
+				for my $n ($k eq 'sync_commit_off_shard' ? ($s) : @{ $self->{alloc} })
+				{
+					my ($o, $e) = try_psql($n, q[ALTER SYSTEM RESET synchronous_commit; SELECT pg_reload_conf()]);
+					$ok = 0 if $e;
+				}
+				return $ok;
+			} };
+		$outcome = 'synchronous_commit = off, reloaded';
+	}
+	elsif ($k eq 'clock_step_small' || $k eq 'clock_step_large')
+	{
+		my $off = $k eq 'clock_step_small' ? 1 + int(4 * $f->{p}) : 20 + int(2000 * $f->{p});
+		my $sql = "\\set VERBOSITY verbose\nSET leaf.test_clock_offset_ms = -$off;\n"
+		  . join('', map { "SELECT leaf_snowflake();\n" } 1 .. 20);
+		my $t0 = ms();
+		my ($out, $err) = try_psql($s, $sql);
+		my @ids = grep { /^\d+$/ } split /\n/, $out;
+		my $t = ms();
+		open my $fh, '>>', "$self->{dir}/ids/shard$f->{shard}-clock.ids" or die $!;
+		print $fh "$t0 $t ~sf $_\n" for @ids;
+		if ($err =~ /ERROR:\s+([0-9A-Z]{5}):/) { print $fh "$t0 $t ERR $1 clock step\n" }
+		elsif ($err) { $err =~ s/\s+/ /g; print $fh "$t0 $t ERR psql $err\n" }
+		close $fh;
+		$outcome = sprintf('offset -%d ms: %d IDs%s', $off, scalar @ids,
+			$err =~ /ERROR:\s+([0-9A-Z]{5}):/ ? ", then $1" : $err ? ", then: $err" : '');
+	}
+	elsif ($k eq 'step_change')
+	{
+		$target = 'all';
+		my $tag = $TAGS[ int($f->{p} * 3) ][0];
+		my $step = (5, 50, 500, 5000)[ int($f->{p} * 97) % 4 ];
+		my ($o, $e) = try_psql($self->current_primary,
+			"UPDATE leaf_alloc SET step = $step WHERE biz_tag = '$tag'");
+		$outcome = $e ? "failed: $e" : "$tag step $step";
+	}
+	elsif ($k eq 'tag_recreated')
+	{
+		$target = 'all';
+		my $p = $self->current_primary;
+		my ($o1, $e1) = try_psql($p, q[DELETE FROM leaf_alloc WHERE biz_tag = 'phoenix']);
+		sleep 0.5;
+		my ($o2, $e2) = try_psql($p,
+			q[INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('phoenix', 1, 10) ON CONFLICT DO NOTHING]);
+		$outcome = 'deleted' . ($e1 ? " (failed: $e1)" : '')
+		  . ', inserted again at max_id 1' . ($e2 ? " (refused: $e2)" : '');
+		$outcome =~ s/\s+/ /g;
+	}
+	else { croak "unknown fault $k" }
+
+	return ($target, $outcome);
+}
+
+# Start the ZooKeeper servers that are due (or all of them).
+sub zk_restart_all
+{
+	my ($self, $only_due) = @_;
+	for my $id (keys %{ $self->{zk_down} })
+	{
+		next if $only_due && $self->{zk_down}{$id} > time();
+		eval { $self->{zk}->start_node($id) };
+		delete $self->{zk_down}{$id} unless $@;
+	}
+	return;
+}
+
+# Immediate stop of the allocation primary, promotion of the standby,
+# and the old primary rebuilt as the new standby on its old port.
+sub alloc_failover
+{
+	my ($self) = @_;
+	my ($old, $new) = @{ $self->{alloc} };
+
+	$old->stop('immediate', fail_ok => 1);
+	eval { $new->promote };
+	return "promotion failed: $@" if $@;
+
+	my $n = ++$self->{rebuilds};
+	my $bk = "fo$n";
+	eval { $new->backup($bk) };
+	return "backup of the new primary failed: $@" if $@;
+	copy($old->logfile, "$self->{dir}/logs/" . $old->name . '.log');
+	my $r = PostgreSQL::Test::Cluster->new("chaos_alloc_r$n", port => $old->port);
+	$r->init_from_backup($new, $bk, has_streaming => 1);
+	$r->start;
+	push @{ $self->{retired} }, $old;
+	$self->{alloc} = [ $new, $r ];
+	my $ok = poll($new, q[SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'sync'], 30);
+	return sprintf('%s promoted, %s rebuilt as its standby%s',
+		$new->name, $r->name, $ok ? '' : ' (not synchronous in time)');
+}
+
+# ---------- the run ----------
+
+sub run
+{
+	my (%o) = @_;
+	my $self = bless {
+		seed => $o{seed} // 1,
+		seconds => $o{seconds} // 60,
+		every => $o{every} // 3,
+		clients => $o{clients} // [qw(segment segment snowflake mixed)],
+		undo => [],
+		zk_down => {},
+	}, __PACKAGE__;
+	# kept after the run, next to the servers' logs
+	$self->{dir} = $o{dir}
+	  // "$PostgreSQL::Test::Utils::tmp_check/chaos-$self->{seed}";
+	make_path("$self->{dir}/ids", "$self->{dir}/logs");
+
+	my @sched = schedule($self->{seed}, $self->{seconds}, $self->{every});
+	$self->start_fleet;
+
+	# clients
+	my $t0 = time();
+	my $until = $t0 + $self->{seconds};
+	my @kids;
+	for my $i (1 .. 3)
+	{
+		my $s = $self->{shards}[ $i - 1 ];
+		for my $c (1 .. @{ $self->{clients} })
+		{
+			my $pid = fork();
+			croak "fork: $!" unless defined $pid;
+			if ($pid == 0)
+			{
+				exec($^X, "$here/client.pl",
+					'--host', $s->host, '--port', $s->port,
+					'--shard', $i, '--client', $c, '--seed', $self->{seed},
+					'--until', $until, '--mode', $self->{clients}[ $c - 1 ],
+					'--out', "$self->{dir}/ids/shard$i-client$c.ids")
+				  or POSIX::_exit(127);
+			}
+			push @kids, $pid;
+		}
+	}
+
+	# faults
+	open my $fl, '>', "$self->{dir}/faults.tsv" or die $!;
+	$fl->autoflush(1);
+	my $i = 0;
+	while (time() < $until)
+	{
+		# due undo actions and ZooKeeper restarts
+		my @left;
+		for my $u (@{ $self->{undo} })
+		{
+			if ($u->{at} <= time()) { push @left, $u unless $u->{what}->() }
+			else { push @left, $u }
+		}
+		$self->{undo} = \@left;
+		$self->zk_restart_all(1);
+
+		if ($i < @sched && time() - $t0 >= $sched[$i]{at})
+		{
+			my $f = $sched[ $i++ ];
+			my $start = ms();
+			my ($target, $outcome) = $self->inject($f);
+			printf $fl "%d\t%d\t%s\t%s\t%s\n", $start, ms(), $f->{kind}, $target, $outcome;
+			Test::More::note(sprintf('chaos +%5.1fs %-24s %-6s %s',
+				$start / 1000 - $t0, $f->{kind}, $target, $outcome));
+			next;
+		}
+		sleep 0.05;
+	}
+	close $fl;
+
+	# end: every fault undone, clients finished
+	$_->{what}->() for @{ $self->{undo} };
+	$self->zk_restart_all;
+	waitpid($_, 0) for @kids;
+
+	# servers: still up?  then stop them and keep their logs
+	my @down;
+	for my $n (@{ $self->{shards} }, @{ $self->{alloc} })
+	{
+		push @down, $n->name unless wait_accepting($n, 30);
+	}
+	open my $d, '>', "$self->{dir}/down" or die $!;
+	print $d "$_\n" for @down;
+	close $d;
+	for my $n (@{ $self->{shards} }, @{ $self->{alloc} }, @{ $self->{retired} // [] })
+	{
+		$n->stop('fast', fail_ok => 1);
+		copy($n->logfile, "$self->{dir}/logs/" . $n->name . '.log');
+	}
+	$self->{zk}->stop;
+
+	my $table = `$^X $here/check.pl $self->{dir} $here/../../README.md 2>&1`;
+	my $rc = $? >> 8;
+	my %summary;
+	if (open my $sf, '<', "$self->{dir}/summary")
+	{
+		while (<$sf>) { my ($k, $v) = split; $summary{$k} = $v; }
+		close $sf;
+	}
+	return {
+		dir => $self->{dir},
+		table => $table,
+		check_rc => $rc,
+		summary => \%summary,
+		faults => scalar(grep { 1 } @sched[ 0 .. $i - 1 ]),
+	};
+}
+
+# Run and check, as TAP: the table goes to the TAP output.
+sub tap_run
+{
+	my (%o) = @_;
+	my $seed = $o{seed};
+	my $seconds = $o{seconds};
+	Test::More::diag("chaos run: seed $seed, $seconds s; replay with: "
+		  . "make chaos CHAOS_SEED=$seed CHAOS_SECONDS=$seconds");
+	my $r = run(%o);
+	Test::More::diag($r->{table});
+	my $s = $r->{summary};
+	Test::More::cmp_ok($s->{ids_segment} // 0, '>', 1000, 'segment IDs were checked');
+	Test::More::cmp_ok($s->{ids_snowflake} // 0, '>', 1000, 'snowflake IDs were checked');
+	Test::More::cmp_ok($s->{faults} // 0, '>', 0, 'faults were injected');
+	Test::More::is($s->{duplicates}, 0, 'no ID was handed out twice');
+	Test::More::is($s->{order_breaks}, 0, 'no client received an ID at or below an earlier one of the same tag and shard');
+	Test::More::is($s->{unexplained}, 0, 'every failed call is a documented leaf error or a lost connection');
+	Test::More::is($s->{crashes}, 0, 'no server crashed on its own, and all run at the end');
+	Test::More::is($s->{unrecovered}, 0, 'every shard handed out IDs again after every fault');
+	Test::More::is($r->{check_rc}, 0, 'the checker passes');
+	return $r;
+}
+
+1;

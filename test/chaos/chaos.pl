@@ -1,0 +1,25 @@
+
+# Copyright (c) leaf contributors
+
+# The fault-injection run, as long as you like:
+#
+#   make chaos CHAOS_SEED=7 CHAOS_SECONDS=1200
+#
+# (as the user that runs the tests, after make install).  See
+# test/chaos/LeafChaos.pm for the topology and the faults, and
+# test/chaos/check.pl for what is checked.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin";
+use lib "$FindBin::RealBin/../lib";
+
+use Test::More;
+use LeafChaos;
+
+LeafChaos::tap_run(
+	seed => $ENV{CHAOS_SEED} // 1,
+	seconds => $ENV{CHAOS_SECONDS} // 60,
+	every => $ENV{CHAOS_FAULT_EVERY} // 3);
+done_testing();
