@@ -9,6 +9,7 @@
 #   my $node = $zk->pg_node('n1', root => '/leaf/x');   # leaf on this ZooKeeper
 #   LeafZK::wait_decided($node);          # the worker has decided ready or not
 #   $zk->cli('get', '/leaf/x/forever');   # one zkCli command, its output
+#   $zk->cli_script("set /a 1\nset /a 2\n");  # several, one session
 #   my $p = $zk->proxy;                   # TCP proxy to server 1
 #   $p->{hosts}; $zk->freeze_proxy($p); $zk->thaw_proxy($p);
 #
@@ -257,6 +258,22 @@ sub cli
 			'-server', "127.0.0.1:$s->{client_port}", @cmd ],
 		'<', \undef, '>', \$out, '2>', \$err,
 		IPC::Run::timeout(60));
+	return $out . $err;
+}
+
+# Run several ZooKeeper commands (one a line) in one client session
+# against server 1, return what it printed.
+sub cli_script
+{
+	my ($self, $script) = @_;
+	my $s = $self->{servers}[0];
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[ 'java', '-Xmx64m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1',
+			'-cp', $classpath, 'org.apache.zookeeper.ZooKeeperMain',
+			'-server', "127.0.0.1:$s->{client_port}" ],
+		'<', \"${script}quit\n", '>', \$out, '2>', \$err,
+		IPC::Run::timeout(120));
 	return $out . $err;
 }
 

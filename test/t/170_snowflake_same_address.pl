@@ -28,7 +28,9 @@ my $wid1 = $n1->safe_psql('postgres', 'SELECT worker_id FROM leaf_snowflake_stat
 my $n2 = $zk->pg_node('sf_same2', root => '/leaf/same', extra => $same);
 $n2->start;
 $n2->safe_psql('postgres', 'CREATE EXTENSION leaf');
-LeafZK::wait_decided($n2);
+# until it serves, or refuses for the address (not while it waits for a clock)
+$n2->poll_query_until('postgres',
+	q[SELECT ready OR not_ready_reason LIKE 'node address%' FROM leaf_snowflake_status]);
 
 # both at once: count repeated IDs
 my @h = map { LeafTest::start_psql_script($_, 'postgres',

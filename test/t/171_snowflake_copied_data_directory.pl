@@ -31,7 +31,9 @@ $primary->backup('b');
 my $copy = PostgreSQL::Test::Cluster->new('sf_copy');
 $copy->init_from_backup($primary, 'b');
 $copy->start;
-LeafZK::wait_decided($copy);
+# until it serves, or refuses the worker ID (not while it waits for a clock)
+$copy->poll_query_until('postgres',
+	q[SELECT ready OR not_ready_reason LIKE 'worker ID % belongs to%' FROM leaf_snowflake_status]);
 
 my @h = map { LeafTest::start_psql_script($_, 'postgres',
 		"SELECT leaf_snowflake_nextvals(200000);\n") } ($primary, $copy);
