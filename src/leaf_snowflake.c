@@ -87,6 +87,7 @@ int			leaf_sf_max_clock_drift_ms = 5000;
 int			leaf_sf_reclaim_after_ms = 0;
 static char *leaf_sf_epoch_string = NULL;
 static int	leaf_sf_test_clock_offset_ms = 0;
+static int	leaf_sf_test_reserve_pause_ms = 0;
 static int	leaf_sf_test_node_clock_offset_ms = 0;
 
 typedef struct LeafSfShared
@@ -271,6 +272,15 @@ leaf_snowflake_init(void)
 							NULL,
 							&leaf_sf_test_clock_offset_ms,
 							0, -10000, 10000,
+							PGC_SUSET,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.test_reserve_pause_ms",
+							"Pauses this session's snowflake calls between reading the state and installing the new ID (for tests only).",
+							NULL,
+							&leaf_sf_test_reserve_pause_ms,
+							0, 0, 60000,
 							PGC_SUSET,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
@@ -674,6 +684,7 @@ leaf_sf_reserve(int want, int *count)
 {
 	int			waited_ms = 0;
 	bool		backward_waited = false;
+	bool		paused = false;
 	uint32		spins = 0;
 
 	for (;;)
@@ -767,6 +778,13 @@ leaf_sf_reserve(int want, int *count)
 					 backward_waited ?
 					 errdetail("The clock was still behind the last ID after waiting.") :
 					 errdetail("leaf.max_backward_ms is %d ms.", leaf_sf_max_backward_ms)));
+		}
+
+		if (unlikely(leaf_sf_test_reserve_pause_ms > 0) && !paused)
+		{
+			/* a backend stalled right before its compare-and-swap */
+			paused = true;
+			leaf_sf_sleep_ms(leaf_sf_test_reserve_pause_ms);
 		}
 
 		if (pg_atomic_compare_exchange_u64(&leaf_sf->last_id, &old,
