@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "access/htup_details.h"
+#include "access/xlog.h"
 #include "common/pg_prng.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -62,6 +63,14 @@
 #define LEAF_SF_RANDOM_START	100		/* a new ms starts at 0..99 */
 #define LEAF_SF_SERVING_FLAG	0x80000000U
 
+/*
+ * Set in last_id while the generator may not serve.  IDs never have the
+ * sign bit, so a compare-and-swap against a value read before the fence
+ * was raised fails: once the worker has stopped the generator, no backend
+ * that read the state before can still install an ID.
+ */
+#define LEAF_SF_FENCE			(UINT64CONST(1) << 63)
+
 /* largest number of IDs generated before they are put in the result */
 #define LEAF_SF_NEXTVALS_CHUNK	(8 * 1024 * 1024)
 
@@ -70,6 +79,7 @@ int			leaf_sf_worker_id = -1;
 char	   *leaf_sf_zk_hosts = NULL;
 char	   *leaf_sf_zk_root = NULL;
 char	   *leaf_sf_node_address = NULL;
+char	   *leaf_sf_zk_auth = NULL;
 int64		leaf_sf_epoch_ms = INT64CONST(1288834974657);
 int			leaf_sf_heartbeat_ms = 3000;
 int			leaf_sf_max_backward_ms = 5;
@@ -77,10 +87,13 @@ int			leaf_sf_max_clock_drift_ms = 5000;
 int			leaf_sf_reclaim_after_ms = 0;
 static char *leaf_sf_epoch_string = NULL;
 static int	leaf_sf_test_clock_offset_ms = 0;
+static int	leaf_sf_test_reserve_pause_ms = 0;
+static int	leaf_sf_test_node_clock_offset_ms = 0;
 
 typedef struct LeafSfShared
 {
-	pg_atomic_uint64 last_id;	/* atomic: last ID handed out, 0 if none */
+	pg_atomic_uint64 last_id;	/* atomic: last ID handed out (0 if none),
+								 * | LEAF_SF_FENCE while not serving */
 	pg_atomic_uint64 lease_ms;	/* atomic: largest timestamp (ms since
 								 * 1970) an ID may carry, as persisted */
 	pg_atomic_uint32 serving;	/* atomic: worker ID | LEAF_SF_SERVING_FLAG
@@ -92,7 +105,7 @@ typedef struct LeafSfShared
 
 	slock_t		mutex;			/* protects all fields below */
 	LeafSfPhase phase;			/* where the worker stands */
-	char		reason[LEAF_ERRMSG_LEN];	/* why not ready, or "" */
+	char		reason[LEAF_SF_REASON_LEN];	/* why not ready, or "" */
 	int			worker_id;		/* worker ID, -1 if not known yet */
 	char		source[16];		/* "setting", "zookeeper", "cache file" */
 	char		zk_state[32];	/* ZooKeeper connection state */
@@ -138,6 +151,27 @@ leaf_sf_assign_epoch(const char *newval, void *extra)
 	leaf_sf_epoch_ms = strtoll(newval, NULL, 10);
 }
 
+static bool
+leaf_sf_check_zk_auth(char **newval, void **extra, GucSource source)
+{
+	const char *colon = strchr(*newval, ':');
+
+	if ((*newval)[0] != '\0' && (colon == NULL || colon == *newval))
+	{
+		/* never repeat the value: it holds a password */
+		GUC_check_errdetail("leaf.zk_auth must be user:password.");
+		return false;
+	}
+	return true;
+}
+
+/* The value of leaf.zk_auth is never shown, not even to superusers. */
+static const char *
+leaf_sf_show_zk_auth(void)
+{
+	return (leaf_sf_zk_auth && leaf_sf_zk_auth[0] != '\0') ? "(set)" : "";
+}
+
 void
 leaf_snowflake_init(void)
 {
@@ -169,6 +203,15 @@ leaf_snowflake_init(void)
 							   PGC_POSTMASTER,
 							   0,
 							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("leaf.zk_auth",
+							   "Sets the ZooKeeper digest credentials (user:password) of the snowflake worker.",
+							   "When set, every node leaf creates in ZooKeeper is readable and writable by these credentials only.",
+							   &leaf_sf_zk_auth,
+							   "",
+							   PGC_POSTMASTER,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   leaf_sf_check_zk_auth, NULL, leaf_sf_show_zk_auth);
 
 	DefineCustomStringVariable("leaf.node_address",
 							   "Sets the address (host:port) that identifies this node in ZooKeeper.",
@@ -233,13 +276,39 @@ leaf_snowflake_init(void)
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("leaf.test_reserve_pause_ms",
+							"Pauses this session's snowflake calls between reading the state and installing the new ID (for tests only).",
+							NULL,
+							&leaf_sf_test_reserve_pause_ms,
+							0, 0, 60000,
+							PGC_SUSET,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.test_node_clock_offset_ms",
+							"Shifts the snowflake clock of the whole instance (for tests only).",
+							NULL,
+							&leaf_sf_test_node_clock_offset_ms,
+							0, -60000, 60000,
+							PGC_POSTMASTER,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
 	if (!leaf_sf_configured())
 		return;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
-	worker.bgw_restart_time = 5;
+	/*
+	 * The worker connects to no database, but as a backend it shows in
+	 * pg_stat_activity, where pg_terminate_backend can find it.  It starts
+	 * once recovery has finished: a standby does not generate (see
+	 * leaf_sf_reserve), and a promoted one starts its worker then.  It
+	 * exits with a non-zero code whenever it stops, so the postmaster
+	 * starts it again.
+	 */
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 1;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "leaf");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "leaf_snowflake_worker_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "leaf snowflake worker");
@@ -273,7 +342,7 @@ leaf_snowflake_shmem_startup(void)
 		return;
 
 	memset(leaf_sf, 0, sizeof(LeafSfShared));
-	pg_atomic_init_u64(&leaf_sf->last_id, 0);
+	pg_atomic_init_u64(&leaf_sf->last_id, LEAF_SF_FENCE);
 	pg_atomic_init_u64(&leaf_sf->lease_ms, 0);
 	pg_atomic_init_u32(&leaf_sf->serving, 0);
 	pg_atomic_init_u64(&leaf_sf->backward_waits, 0);
@@ -304,7 +373,8 @@ leaf_sf_clock_ms(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000 +
+		leaf_sf_test_node_clock_offset_ms;
 }
 
 /*
@@ -341,7 +411,7 @@ leaf_sf_report(LeafSfPhase phase, const char *reason)
 	if (phase != LEAF_SF_READY)
 	{
 		pg_atomic_write_u32(&leaf_sf->serving, 0);
-		pg_memory_barrier();
+		(void) pg_atomic_fetch_or_u64(&leaf_sf->last_id, LEAF_SF_FENCE);
 	}
 
 	SpinLockAcquire(&leaf_sf->mutex);
@@ -400,7 +470,7 @@ leaf_sf_report_not_before(int64 ms)
 int64
 leaf_sf_last_issued_ms(void)
 {
-	uint64		last = pg_atomic_read_u64(&leaf_sf->last_id);
+	uint64		last = pg_atomic_read_u64(&leaf_sf->last_id) & ~LEAF_SF_FENCE;
 
 	if (last == 0)
 		return 0;
@@ -410,14 +480,21 @@ leaf_sf_last_issued_ms(void)
 /*
  * Start generating with the given worker ID.  No ID will carry a
  * timestamp at or below floor_ms, nor below anything handed out before.
- * The caller has set the lease already.
+ * The caller has set the lease already.  Returns false, without serving,
+ * for a worker ID out of range.
  */
-void
+bool
 leaf_sf_start_serving(int worker_id, int64 floor_ms)
 {
 	uint64		old;
 	int64		floor_ts = floor_ms - leaf_sf_epoch_ms;
 	uint64		newval;
+
+	if (worker_id < 0 || worker_id > LEAF_SF_MAX_WORKER_ID)
+	{
+		leaf_sf_report(LEAF_SF_NOT_READY, "no valid worker ID");
+		return false;
+	}
 
 	if (floor_ts < 0)
 		floor_ts = 0;
@@ -425,16 +502,17 @@ leaf_sf_start_serving(int worker_id, int64 floor_ms)
 		floor_ts = LEAF_SF_MAX_TS;
 
 	pg_atomic_write_u32(&leaf_sf->serving, 0);
-	pg_memory_barrier();
+	(void) pg_atomic_fetch_or_u64(&leaf_sf->last_id, LEAF_SF_FENCE);
 
 	/*
 	 * Make the last ID the final one of the floor's millisecond for this
-	 * worker ID, unless something later was handed out already.
+	 * worker ID, unless something later was handed out already.  This
+	 * also lifts the fence.
 	 */
 	old = pg_atomic_read_u64(&leaf_sf->last_id);
 	for (;;)
 	{
-		int64		ts = (int64) (old >> 22);
+		int64		ts = (int64) ((old & ~LEAF_SF_FENCE) >> 22);
 
 		if (ts < floor_ts)
 			ts = floor_ts;
@@ -453,6 +531,7 @@ leaf_sf_start_serving(int worker_id, int64 floor_ms)
 	pg_memory_barrier();
 	pg_atomic_write_u32(&leaf_sf->serving,
 						(uint32) worker_id | LEAF_SF_SERVING_FLAG);
+	return true;
 }
 
 /*
@@ -530,14 +609,21 @@ static void
 leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 {
 	LeafSfPhase phase;
-	char		reason[LEAF_ERRMSG_LEN];
+	char		reason[LEAF_SF_REASON_LEN];
+
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot generate snowflake IDs during recovery"),
+				 errdetail("A standby has no worker ID of its own: snowflake IDs are generated only by a primary."),
+				 errhint("Call leaf_snowflake() on the primary.")));
 
 	SpinLockAcquire(&leaf_sf->mutex);
 	phase = leaf_sf->phase;
 	strlcpy(reason, leaf_sf->reason, sizeof(reason));
 	SpinLockRelease(&leaf_sf->mutex);
 
-	if ((phase == LEAF_SF_STARTING || (phase == LEAF_SF_READY && lease_expired)) &&
+	if ((phase == LEAF_SF_STARTING || phase == LEAF_SF_READY) &&
 		*waited_ms < leaf_wait_timeout_ms)
 	{
 		if (lease_expired)
@@ -547,6 +633,13 @@ leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 		return;
 	}
 
+	if (phase == LEAF_SF_STARTING && reason[0] != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
+				 errmsg("snowflake generator is not ready: %s", reason),
+				 errdetail("The snowflake worker did not start serving within leaf.wait_timeout (%d ms).",
+						   leaf_wait_timeout_ms),
+				 errhint("See the server log and the view leaf_snowflake_status.")));
 	if (phase == LEAF_SF_STARTING)
 		ereport(ERROR,
 				(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
@@ -591,6 +684,7 @@ leaf_sf_reserve(int want, int *count)
 {
 	int			waited_ms = 0;
 	bool		backward_waited = false;
+	bool		paused = false;
 	uint32		spins = 0;
 
 	for (;;)
@@ -614,12 +708,24 @@ leaf_sf_reserve(int want, int *count)
 			leaf_sf_wait_or_fail(false, &waited_ms);
 			continue;
 		}
-		worker_id = serving & LEAF_SF_MAX_WORKER_ID;
 		pg_read_barrier();
 
 		/* read the last ID before the clock, so a later clock reads later */
 		old = pg_atomic_read_u64(&leaf_sf->last_id);
 		pg_read_barrier();
+		if (old & LEAF_SF_FENCE)
+		{
+			/* stopped (or restarted) since "serving" was read */
+			leaf_sf_wait_or_fail(false, &waited_ms);
+			continue;
+		}
+
+		/*
+		 * Every field of the new ID comes from the value the
+		 * compare-and-swap checks: a worker-ID change installs a new last
+		 * ID, so a caller that read the old one cannot use its worker ID.
+		 */
+		worker_id = (old >> 12) & LEAF_SF_MAX_WORKER_ID;
 		now = leaf_sf_now_ms();
 
 		if (now > (int64) pg_atomic_read_u64(&leaf_sf->lease_ms))
@@ -672,6 +778,13 @@ leaf_sf_reserve(int want, int *count)
 					 backward_waited ?
 					 errdetail("The clock was still behind the last ID after waiting.") :
 					 errdetail("leaf.max_backward_ms is %d ms.", leaf_sf_max_backward_ms)));
+		}
+
+		if (unlikely(leaf_sf_test_reserve_pause_ms > 0) && !paused)
+		{
+			/* a backend stalled right before its compare-and-swap */
+			paused = true;
+			leaf_sf_sleep_ms(leaf_sf_test_reserve_pause_ms);
 		}
 
 		if (pg_atomic_compare_exchange_u64(&leaf_sf->last_id, &old,
@@ -810,6 +923,9 @@ leaf_snowflake_status(PG_FUNCTION_ARGS)
 	LeafSfShared snap;
 	uint64		last_id;
 	int64		lease;
+	bool		ready;
+	const char *why = NULL;
+	char		lease_reason[LEAF_SF_REASON_LEN];
 	int			i = 0;
 
 	leaf_require_preload();
@@ -835,6 +951,34 @@ leaf_snowflake_status(PG_FUNCTION_ARGS)
 	last_id = pg_atomic_read_u64(&leaf_sf->last_id);
 	lease = (int64) pg_atomic_read_u64(&leaf_sf->lease_ms);
 
+	/* ready means: a call made now would return an ID */
+	ready = false;
+	if (RecoveryInProgress())
+		why = "the server is in recovery: snowflake IDs are generated only by a primary";
+	else if (snap.phase == LEAF_SF_STARTING && snap.reason[0] != '\0')
+	{
+		snprintf(lease_reason, sizeof(lease_reason),
+				 "the snowflake worker is starting: %s", snap.reason);
+		why = lease_reason;
+	}
+	else if (snap.phase == LEAF_SF_STARTING)
+		why = "the snowflake worker is starting";
+	else if (snap.phase != LEAF_SF_READY)
+		why = snap.reason;
+	else if ((last_id & LEAF_SF_FENCE) != 0 ||
+			 (pg_atomic_read_u32(&leaf_sf->serving) & LEAF_SF_SERVING_FLAG) == 0)
+		why = "the snowflake worker is restarting the generator";
+	else if (leaf_sf_now_ms() > lease)
+	{
+		snprintf(lease_reason, sizeof(lease_reason),
+				 "the high-water mark of issued timestamps was not recorded in time: the lease ran out " INT64_FORMAT " ms ago",
+				 leaf_sf_now_ms() - lease);
+		why = lease_reason;
+	}
+	else
+		ready = true;
+	last_id &= ~LEAF_SF_FENCE;
+
 	memset(nulls, 0, sizeof(nulls));
 
 	/* worker_id, worker_id_source */
@@ -843,13 +987,11 @@ leaf_snowflake_status(PG_FUNCTION_ARGS)
 	values[i] = CStringGetTextDatum(snap.source);
 	nulls[i++] = snap.source[0] == '\0';
 	/* ready, not_ready_reason */
-	values[i++] = BoolGetDatum(snap.phase == LEAF_SF_READY);
-	if (snap.phase == LEAF_SF_READY)
+	values[i++] = BoolGetDatum(ready);
+	if (ready)
 		nulls[i++] = true;
 	else
-		values[i++] = CStringGetTextDatum(snap.phase == LEAF_SF_STARTING ?
-										  "the snowflake worker is starting" :
-										  snap.reason);
+		values[i++] = CStringGetTextDatum(why);
 	/* node_address, zk_state, zk_node */
 	values[i] = CStringGetTextDatum(snap.node_address);
 	nulls[i++] = snap.node_address[0] == '\0';

@@ -13,6 +13,7 @@
 
 #define LEAF_SF_MAX_WORKER_ID	1023
 #define LEAF_SF_ADDR_LEN		256
+#define LEAF_SF_REASON_LEN		512
 
 typedef enum LeafSfPhase
 {
@@ -25,6 +26,7 @@ extern int	leaf_sf_worker_id;
 extern char *leaf_sf_zk_hosts;
 extern char *leaf_sf_zk_root;
 extern char *leaf_sf_node_address;
+extern char *leaf_sf_zk_auth;
 extern int64 leaf_sf_epoch_ms;
 extern int	leaf_sf_heartbeat_ms;
 extern int	leaf_sf_max_backward_ms;
@@ -43,7 +45,7 @@ extern void leaf_sf_report_identity(int worker_id, const char *source,
 extern void leaf_sf_report_heartbeat(int64 ms);
 extern void leaf_sf_report_peers(int npeers, int64 offset_ms);
 extern void leaf_sf_report_not_before(int64 ms);
-extern void leaf_sf_start_serving(int worker_id, int64 floor_ms);
+extern bool leaf_sf_start_serving(int worker_id, int64 floor_ms);
 extern void leaf_sf_set_lease(int64 lease_ms);
 extern int64 leaf_sf_get_lease(void);
 extern int64 leaf_sf_last_issued_ms(void);

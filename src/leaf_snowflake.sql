@@ -55,3 +55,7 @@ CREATE VIEW leaf_snowflake_status AS
 
 COMMENT ON VIEW leaf_snowflake_status IS
 'state of the snowflake generator of this node';
+
+-- node address, ZooKeeper paths and lease times are for administrators
+REVOKE ALL ON FUNCTION leaf_snowflake_status() FROM PUBLIC;
+REVOKE ALL ON leaf_snowflake_status FROM PUBLIC;

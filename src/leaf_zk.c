@@ -42,11 +42,14 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zookeeper/zookeeper.h>
 
+#include "access/xlog.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "postmaster/postmaster.h"
@@ -68,17 +71,33 @@
 #define LEAF_ZK_DATA_LEN		1024
 #define LEAF_ZK_CONNECT_MS		4000
 
-/* What the cache file holds. */
+#define LEAF_SF_ID_LEN			64
+
+/*
+ * What the state file holds.  Besides the worker ID in use, it keeps a
+ * high-water mark for every worker ID this data directory ever served
+ * with, and the data directory it belongs to ("bound_to": the system
+ * identifier and the inode of the data directory), so that a copy of it
+ * (a standby, a restored backup) can tell that the worker IDs in it are
+ * not its own.
+ */
 typedef struct LeafSfCache
 {
 	bool		valid;
+	bool		foreign;		/* written by another data directory */
+	char		bound_to[LEAF_SF_ID_LEN];	/* "" in files of version 1 */
 	int			worker_id;
 	char		source[16];		/* "setting" or "zookeeper" */
 	char		node_address[LEAF_SF_ADDR_LEN];
 	char		zk_root[LEAF_ZK_PATH_LEN];
 	char		zk_node[LEAF_ZK_PATH_LEN];
-	int64		hwm_ms;			/* high-water mark of used timestamps */
+	int64		session_id;		/* ZooKeeper session that registered */
+	int64		hwm_ms;			/* mark of worker_id, see marks[] */
 	int64		written_ms;		/* when the file was written */
+	bool		epoch_changed;	/* some mark was converted to a new epoch */
+	/* per worker ID: high-water mark in ms since 1970 under the current
+	 * leaf.snowflake_epoch (converted when the file has another), or 0 */
+	int64		marks[LEAF_SF_MAX_WORKER_ID + 1];
 } LeafSfCache;
 
 /* What registration in ZooKeeper found. */
@@ -92,8 +111,12 @@ typedef enum LeafZkResult
 /* the worker's own state; this process only */
 static zhandle_t *leaf_zh = NULL;
 static char leaf_addr[LEAF_SF_ADDR_LEN];
-static char leaf_reason[LEAF_ERRMSG_LEN];
+static char leaf_reason[LEAF_SF_REASON_LEN];
 static LeafSfCache leaf_cache;
+static char leaf_identity[LEAF_SF_ID_LEN];	/* this data directory */
+static int64 leaf_session_id = 0;	/* session our ephemeral node is from */
+static bool leaf_zk_bounded = false;	/* our node says: lease bounded by
+										 * ZooKeeper's mark */
 
 static int	leaf_wid = -1;		/* worker ID we serve with, -1 if none */
 static bool leaf_serving = false;
@@ -104,6 +127,8 @@ static char leaf_node_path[LEAF_ZK_PATH_LEN];
 static int32 leaf_node_version = -1;
 static int64 leaf_zk_hwm = 0;	/* last high-water mark ZooKeeper holds */
 static int64 leaf_node_hwm = 0; /* high-water mark read at registration */
+static bool leaf_fresh_node = false;	/* registration created our node */
+static int64 leaf_unconnected_since = 0;	/* session not connected since */
 static int64 leaf_file_hwm = 0; /* last high-water mark the file holds */
 
 static void leaf_zk_close(void);
@@ -118,6 +143,13 @@ static int64
 leaf_margin_ms(void)
 {
 	return 2 * (int64) leaf_sf_heartbeat_ms + 1000;
+}
+
+/* ZooKeeper session timeout we ask for. */
+static int
+leaf_zk_session_timeout(void)
+{
+	return Max(6000, 3 * leaf_sf_heartbeat_ms);
 }
 
 static void
@@ -149,7 +181,7 @@ leaf_same_reason(const char *a, const char *b)
 static void
 leaf_not_ready(const char *fmt,...)
 {
-	char		buf[LEAF_ERRMSG_LEN];
+	char		buf[LEAF_SF_REASON_LEN];
 	va_list		ap;
 
 	va_start(ap, fmt);
@@ -182,12 +214,29 @@ leaf_wait(long ms)
 	return !ShutdownRequestPending;
 }
 
-/* The default node address: first listen address (or host name) and port. */
+/* Is host a name or address that every machine has (loopback, wildcard)? */
+static bool
+leaf_host_not_unique(const char *host)
+{
+	return host[0] == '\0' || strcmp(host, "*") == 0 ||
+		strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 ||
+		pg_strcasecmp(host, "localhost") == 0 ||
+		pg_strncasecmp(host, "localhost.", 10) == 0 ||
+		strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0;
+}
+
+/*
+ * The default node address: the first entry of listen_addresses that is
+ * neither loopback nor a wildcard, else the host name, plus the port.  It
+ * stays empty if neither is unique to this host.
+ */
 static void
 leaf_compute_address(void)
 {
 	char		host[LEAF_SF_ADDR_LEN];
+	const char *p = ListenAddresses ? ListenAddresses : "";
 
+	leaf_addr[0] = '\0';
 	if (leaf_sf_node_address && leaf_sf_node_address[0] != '\0')
 	{
 		strlcpy(leaf_addr, leaf_sf_node_address, sizeof(leaf_addr));
@@ -195,28 +244,60 @@ leaf_compute_address(void)
 	}
 
 	host[0] = '\0';
-	if (ListenAddresses)
+	for (;;)
 	{
-		const char *p = ListenAddresses;
 		size_t		len;
 
 		while (*p == ' ' || *p == ',')
 			p++;
 		len = strcspn(p, " ,");
-		if (len > 0 && len < sizeof(host))
+		if (len == 0)
+			break;
+		if (len < sizeof(host))
 		{
 			memcpy(host, p, len);
 			host[len] = '\0';
+			if (!leaf_host_not_unique(host))
+				break;
 		}
+		host[0] = '\0';
+		p += len;
 	}
-	if (host[0] == '\0' || strcmp(host, "*") == 0 ||
-		strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0)
+	if (host[0] == '\0')
 	{
 		if (gethostname(host, sizeof(host)) != 0)
-			strlcpy(host, "localhost", sizeof(host));
+			host[0] = '\0';
 		host[sizeof(host) - 1] = '\0';
+		if (leaf_host_not_unique(host))
+			return;
 	}
 	snprintf(leaf_addr, sizeof(leaf_addr), "%s:%d", host, PostPortNumber);
+}
+
+/*
+ * The identity of this data directory: the system identifier (shared by
+ * every physical copy) and the inode of the directory (different in each
+ * copy made by pg_basebackup, a restore or a file copy).
+ */
+static void
+leaf_compute_identity(void)
+{
+	struct stat st;
+	unsigned long long ino = 0;
+
+	if (stat(DataDir, &st) == 0)
+		ino = (unsigned long long) st.st_ino;
+	snprintf(leaf_identity, sizeof(leaf_identity), UINT64_FORMAT ":%llu",
+			 GetSystemIdentifier(), ino);
+}
+
+/* The recorded mark of a worker ID, or 0. */
+static int64
+leaf_mark_of(int worker_id)
+{
+	if (!leaf_cache.valid || worker_id < 0 || worker_id > LEAF_SF_MAX_WORKER_ID)
+		return 0;
+	return leaf_cache.marks[worker_id];
 }
 
 /* ---------------------------------------------------------------------
@@ -230,6 +311,9 @@ leaf_cache_read(LeafSfCache *cache)
 	FILE	   *f;
 	char		line[2048];
 	int			version = 0;
+
+	int64		file_epoch = leaf_sf_epoch_ms;
+	int			i;
 
 	memset(cache, 0, sizeof(*cache));
 	cache->worker_id = -1;
@@ -268,16 +352,60 @@ leaf_cache_read(LeafSfCache *cache)
 			cache->hwm_ms = strtoll(val, NULL, 10);
 		else if (strcmp(line, "written_ms") == 0)
 			cache->written_ms = strtoll(val, NULL, 10);
+		else if (strcmp(line, "bound_to") == 0)
+			strlcpy(cache->bound_to, val, sizeof(cache->bound_to));
+		else if (strcmp(line, "session") == 0)
+			cache->session_id = strtoll(val, NULL, 16);
+		else if (strcmp(line, "epoch_ms") == 0)
+			file_epoch = strtoll(val, NULL, 10);
+		else if (strcmp(line, "mark") == 0)
+		{
+			int			wid;
+			long long	hwm;
+
+			if (sscanf(val, "%d %lld", &wid, &hwm) == 2 &&
+				wid >= 0 && wid <= LEAF_SF_MAX_WORKER_ID)
+				cache->marks[wid] = Max(cache->marks[wid], (int64) hwm);
+		}
 	}
 	FreeFile(f);
 
-	if (version == 1 && cache->worker_id >= 0 &&
+	if ((version == 1 || version == 2) && cache->worker_id >= 0 &&
 		cache->worker_id <= LEAF_SF_MAX_WORKER_ID && cache->hwm_ms > 0)
 		cache->valid = true;
 	else
+	{
 		ereport(LOG,
 				(errmsg("ignoring invalid snowflake state file \"%s\"",
 						LEAF_SF_STATE_FILE)));
+		return;
+	}
+
+	cache->marks[cache->worker_id] = Max(cache->marks[cache->worker_id],
+										 cache->hwm_ms);
+
+	/*
+	 * The marks bound timestamps counted from the file's epoch.  What must
+	 * not repeat is the ID, so under another epoch a mark moves by the
+	 * difference: a later epoch makes the same ID later on the clock.
+	 */
+	if (file_epoch != leaf_sf_epoch_ms)
+	{
+		for (i = 0; i <= LEAF_SF_MAX_WORKER_ID; i++)
+			if (cache->marks[i] > 0)
+				cache->marks[i] += leaf_sf_epoch_ms - file_epoch;
+		cache->hwm_ms = cache->marks[cache->worker_id];
+		cache->epoch_changed = true;
+		ereport(LOG,
+				(errmsg("leaf.snowflake_epoch changed from " INT64_FORMAT " to " INT64_FORMAT " since \"%s\" was written",
+						file_epoch, leaf_sf_epoch_ms, LEAF_SF_STATE_FILE),
+				 errdetail("The recorded high-water marks are kept in ID space: they move by " INT64_FORMAT " ms.",
+						   leaf_sf_epoch_ms - file_epoch)));
+	}
+
+	/* a file of version 1 belongs to whoever reads it first */
+	if (cache->bound_to[0] != '\0' && strcmp(cache->bound_to, leaf_identity) != 0)
+		cache->foreign = true;
 }
 
 /*
@@ -287,22 +415,39 @@ leaf_cache_read(LeafSfCache *cache)
 static bool
 leaf_cache_write(int worker_id, const char *source, int64 hwm_ms)
 {
-	char		buf[4096];
+	StringInfoData buf;
 	int			len;
 	int			fd;
+	int			i;
 
-	len = snprintf(buf, sizeof(buf),
-				   "version 1\n"
-				   "worker_id %d\n"
-				   "source %s\n"
-				   "node_address %s\n"
-				   "zk_root %s\n"
-				   "zk_node %s\n"
-				   "high_water_ms " INT64_FORMAT "\n"
-				   "written_ms " INT64_FORMAT "\n",
-				   worker_id, source, leaf_addr,
-				   leaf_sf_zk_root ? leaf_sf_zk_root : "",
-				   leaf_node_path, hwm_ms, leaf_sf_clock_ms());
+	if (worker_id < 0 || worker_id > LEAF_SF_MAX_WORKER_ID)
+		return false;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf,
+					 "version 2\n"
+					 "bound_to %s\n"
+					 "worker_id %d\n"
+					 "source %s\n"
+					 "node_address %s\n"
+					 "zk_root %s\n"
+					 "zk_node %s\n"
+					 "session %llx\n"
+					 "epoch_ms " INT64_FORMAT "\n"
+					 "high_water_ms " INT64_FORMAT "\n"
+					 "written_ms " INT64_FORMAT "\n",
+					 leaf_identity, worker_id, source, leaf_addr,
+					 leaf_sf_zk_root ? leaf_sf_zk_root : "",
+					 leaf_node_path, (unsigned long long) leaf_session_id,
+					 leaf_sf_epoch_ms, hwm_ms, leaf_sf_clock_ms());
+	for (i = 0; i <= LEAF_SF_MAX_WORKER_ID; i++)
+	{
+		int64		m = (i == worker_id) ? hwm_ms : leaf_cache.marks[i];
+
+		if (m > 0)
+			appendStringInfo(&buf, "mark %d " INT64_FORMAT "\n", i, m);
+	}
+	len = buf.len;
 
 	fd = OpenTransientFile(LEAF_SF_STATE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
 	if (fd < 0)
@@ -313,7 +458,7 @@ leaf_cache_write(int worker_id, const char *source, int64 hwm_ms)
 		return false;
 	}
 	errno = 0;
-	if (write(fd, buf, len) != len)
+	if (write(fd, buf.data, len) != len)
 	{
 		if (errno == 0)
 			errno = ENOSPC;
@@ -335,7 +480,12 @@ leaf_cache_write(int worker_id, const char *source, int64 hwm_ms)
 		return false;
 	if (durable_rename(LEAF_SF_STATE_TMP, LEAF_SF_STATE_FILE, LOG) != 0)
 		return false;
+	pfree(buf.data);
 
+	/* the file now holds this data directory's marks only */
+	leaf_cache.valid = true;
+	leaf_cache.foreign = false;
+	leaf_cache.marks[worker_id] = hwm_ms;
 	leaf_file_hwm = hwm_ms;
 	return true;
 }
@@ -350,6 +500,24 @@ static void
 leaf_zk_watcher(zhandle_t *zh, int type, int state, const char *path,
 				void *ctx)
 {
+}
+
+/* Runs on a client thread, like the watcher: a failure shows in zoo_state. */
+static void
+leaf_zk_auth_done(int rc, const void *data)
+{
+}
+
+/*
+ * ACL of every node we create: with leaf.zk_auth, only the same digest
+ * credentials may read, write, delete or change it; else open.
+ */
+static struct ACL_vector *
+leaf_zk_acl(void)
+{
+	if (leaf_sf_zk_auth && leaf_sf_zk_auth[0] != '\0')
+		return &ZOO_CREATOR_ALL_ACL;
+	return &ZOO_OPEN_ACL_UNSAFE;
 }
 
 /* Is leaf.zk_hosts a list of host:port with valid ports? */
@@ -421,6 +589,14 @@ leaf_zk_connect(int wait_ms)
 {
 	int			waited = 0;
 
+	if (leaf_zh != NULL && zoo_state(leaf_zh) == ZOO_AUTH_FAILED_STATE)
+	{
+		leaf_sf_report_zk("authentication failed");
+		leaf_not_ready("ZooKeeper refused the credentials of leaf.zk_auth");
+		leaf_zk_close();
+		return false;
+	}
+
 	if (leaf_zh != NULL && zoo_state(leaf_zh) == ZOO_EXPIRED_SESSION_STATE)
 	{
 		ereport(LOG,
@@ -432,7 +608,7 @@ leaf_zk_connect(int wait_ms)
 	{
 		sigset_t	all;
 		sigset_t	old;
-		int			timeout = Max(6000, 3 * leaf_sf_heartbeat_ms);
+		int			timeout = leaf_zk_session_timeout();
 
 		/* the client threads must not take our signals */
 		sigfillset(&all);
@@ -446,6 +622,10 @@ leaf_zk_connect(int wait_ms)
 			leaf_sf_report_zk("invalid hosts");
 			return false;
 		}
+		/* sent with every (re)connection of this session */
+		if (leaf_sf_zk_auth && leaf_sf_zk_auth[0] != '\0')
+			(void) zoo_add_auth(leaf_zh, "digest", leaf_sf_zk_auth,
+								strlen(leaf_sf_zk_auth), leaf_zk_auth_done, NULL);
 		/* a new session must register its ephemeral node again */
 		leaf_registered = false;
 	}
@@ -475,7 +655,7 @@ leaf_zk_close(void)
 static int
 leaf_zk_ensure(const char *path)
 {
-	int			rc = zoo_create(leaf_zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE,
+	int			rc = zoo_create(leaf_zh, path, NULL, -1, leaf_zk_acl(),
 								ZOO_PERSISTENT, NULL, 0);
 
 	return rc == ZNODEEXISTS ? ZOK : rc;
@@ -508,13 +688,20 @@ leaf_zk_ensure_tree(void)
 	return leaf_zk_ensure(path);
 }
 
-/* Data of a forever node. */
+/*
+ * Data of a forever node: owner address, time of the write, high-water
+ * mark and the epoch it is counted from, the owner's data directory, and
+ * whether the owner keeps its lease within the mark held here ("bounded",
+ * which is what allows a take-over, see leaf_record).
+ */
 static int
-leaf_zk_format(char *buf, size_t size, int64 ts, int64 hwm)
+leaf_zk_format(char *buf, size_t size, int64 ts, int64 hwm, bool bounded)
 {
 	return snprintf(buf, size,
-					"{\"addr\":\"%s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT "}",
-					leaf_addr, ts, hwm);
+					"{\"addr\":\"%s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT
+					",\"ep\":" INT64_FORMAT ",\"id\":\"%s\",\"bounded\":%d}",
+					leaf_addr, ts, hwm, leaf_sf_epoch_ms, leaf_identity,
+					bounded ? 1 : 0);
 }
 
 /* Value of a numeric field of our JSON, or 0. */
@@ -568,10 +755,12 @@ typedef struct LeafZkNode
 	char		name[LEAF_SF_ADDR_LEN + 16];
 	char		owner[LEAF_SF_ADDR_LEN];	/* "addr" in data, else name prefix */
 	long		seq;
+	char		id[LEAF_SF_ID_LEN];	/* owner's data directory, or "" */
 	int64		ts;
-	int64		hwm;
+	int64		hwm;			/* under our epoch */
 	int64		mtime;
 	int32		version;
+	bool		bounded;		/* owner keeps its lease within hwm */
 	bool		live;			/* some ephemeral node names it */
 } LeafZkNode;
 
@@ -728,8 +917,12 @@ leaf_zk_register(bool check_peers)
 		if (n->owner[0] == '\0' && dash)
 			snprintf(n->owner, sizeof(n->owner), "%.*s",
 					 (int) (dash - children.data[i]), children.data[i]);
+		leaf_json_str(data, "id", n->id, sizeof(n->id));
 		n->ts = leaf_json_int(data, "ts");
-		n->hwm = leaf_json_int(data, "hwm");
+		n->hwm = Max(leaf_json_int(data, "hwm"), n->ts);
+		if (strstr(data, "\"ep\":") != NULL && n->hwm > 0)
+			n->hwm += leaf_sf_epoch_ms - leaf_json_int(data, "ep");
+		n->bounded = leaf_json_int(data, "bounded") == 1;
 		n->mtime = st.mtime;
 		n->version = st.version;
 
@@ -746,6 +939,15 @@ leaf_zk_register(bool check_peers)
 				n->live = true;
 		}
 
+		if (n->seq >= 0 && strcmp(n->owner, leaf_addr) == 0 &&
+			n->id[0] != '\0' && strcmp(n->id, leaf_identity) != 0)
+		{
+			/* our address, but another data directory's node */
+			leaf_not_ready("node address %s is registered in ZooKeeper by another data directory (%s, worker ID %ld); set leaf.node_address to an address unique to this node, or delete that forever node if its data directory will never serve again",
+						   leaf_addr, n->name, n->seq);
+			result = LEAF_ZK_FAIL;
+			goto done;
+		}
 		if (n->seq >= 0 && strcmp(n->owner, leaf_addr) == 0)
 		{
 			if (n->seq <= LEAF_SF_MAX_WORKER_ID)
@@ -775,7 +977,7 @@ leaf_zk_register(bool check_peers)
 			LeafZkNode *n = &nodes[i];
 
 			if (n->seq < 0 || n->seq > LEAF_SF_MAX_WORKER_ID || n->live ||
-				strcmp(n->owner, leaf_addr) == 0 ||
+				!n->bounded || strcmp(n->owner, leaf_addr) == 0 ||
 				n->mtime > zk_now - leaf_sf_reclaim_after_ms)
 				continue;
 			if (best == NULL || n->mtime < best->mtime)
@@ -788,7 +990,7 @@ leaf_zk_register(bool check_peers)
 			snprintf(path, sizeof(path), "%s/forever/%s", leaf_sf_zk_root,
 					 best->name);
 			len = leaf_zk_format(data, sizeof(data), leaf_sf_clock_ms(),
-								 Max(best->hwm, best->ts));
+								 best->hwm, true);
 			rc = zoo_set2(leaf_zh, path, data, len, best->version, &st);
 			if (rc != ZOK)
 			{
@@ -800,6 +1002,7 @@ leaf_zk_register(bool check_peers)
 							best->seq, best->owner, zk_now - best->mtime)));
 			strlcpy(best->owner, leaf_addr, sizeof(best->owner));
 			best->version = st.version;
+			best->bounded = true;
 			mine = best;
 		}
 	}
@@ -810,7 +1013,9 @@ leaf_zk_register(bool check_peers)
 		snprintf(leaf_node_path, sizeof(leaf_node_path), "%s/forever/%s",
 				 leaf_sf_zk_root, mine->name);
 		leaf_node_version = mine->version;
-		leaf_node_hwm = Max(mine->hwm, mine->ts);
+		leaf_node_hwm = mine->hwm;
+		leaf_zk_bounded = mine->bounded;
+		leaf_fresh_node = false;
 	}
 	else if (mine_high != NULL)
 	{
@@ -826,8 +1031,9 @@ leaf_zk_register(bool check_peers)
 		long		seq;
 
 		snprintf(path, sizeof(path), "%s/forever/%s-", leaf_sf_zk_root, leaf_addr);
-		len = leaf_zk_format(data, sizeof(data), 0, 0);
-		rc = zoo_create(leaf_zh, path, data, len, &ZOO_OPEN_ACL_UNSAFE,
+		len = leaf_zk_format(data, sizeof(data), 0, 0,
+							 leaf_sf_reclaim_after_ms > 0);
+		rc = zoo_create(leaf_zh, path, data, len, leaf_zk_acl(),
 						ZOO_PERSISTENT_SEQUENTIAL, created, sizeof(created));
 		if (rc != ZOK)
 		{
@@ -851,6 +1057,8 @@ leaf_zk_register(bool check_peers)
 		strlcpy(leaf_node_path, created, sizeof(leaf_node_path));
 		leaf_node_version = 0;
 		leaf_node_hwm = 0;
+		leaf_zk_bounded = leaf_sf_reclaim_after_ms > 0;
+		leaf_fresh_node = true;
 	}
 
 	/* our lease: ephemeral temporary/<address>, naming our forever node */
@@ -859,16 +1067,42 @@ leaf_zk_register(bool check_peers)
 		const char *name = strrchr(leaf_node_path, '/') + 1;
 		struct Stat st;
 
-		rc = zoo_create(leaf_zh, path, name, strlen(name), &ZOO_OPEN_ACL_UNSAFE,
+		int64		my_session = zoo_client_id(leaf_zh)->client_id;
+
+		rc = zoo_create(leaf_zh, path, name, strlen(name), leaf_zk_acl(),
 						ZOO_EPHEMERAL, NULL, 0);
 		if (rc == ZNODEEXISTS &&
-			zoo_exists(leaf_zh, path, 0, &st) == ZOK &&
-			st.ephemeralOwner != zoo_client_id(leaf_zh)->client_id)
+			(rc = zoo_exists(leaf_zh, path, 0, &st)) == ZOK &&
+			st.ephemeralOwner != my_session)
 		{
-			/* left over by an earlier session of this node */
-			(void) zoo_delete(leaf_zh, path, -1);
-			rc = zoo_create(leaf_zh, path, name, strlen(name),
-							&ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, NULL, 0);
+			if (st.ephemeralOwner != 0 &&
+				(st.ephemeralOwner == leaf_session_id ||
+				 (st.ephemeralOwner == leaf_cache.session_id &&
+				  !leaf_cache.foreign)))
+			{
+				/*
+				 * Left over by this node's earlier session, as recorded in
+				 * the state file: delete exactly that one.
+				 */
+				rc = zoo_delete(leaf_zh, path, st.version);
+				if (rc == ZOK || rc == ZNONODE)
+					rc = zoo_create(leaf_zh, path, name, strlen(name),
+									leaf_zk_acl(), ZOO_EPHEMERAL, NULL, 0);
+			}
+			else
+			{
+				/*
+				 * Another session holds our address: another running node,
+				 * or an earlier session of ours that the state file does
+				 * not know of, which ZooKeeper drops within the session
+				 * timeout.  Never delete it; try again later.
+				 */
+				leaf_not_ready("node address %s is in use by another running node (ZooKeeper session 0x%llx holds %s); give each node its own leaf.node_address",
+							   leaf_addr, (unsigned long long) st.ephemeralOwner,
+							   path);
+				result = LEAF_ZK_FAIL;
+				goto done;
+			}
 		}
 		if (rc == ZNODEEXISTS)
 			rc = ZOK;
@@ -879,6 +1113,7 @@ leaf_zk_register(bool check_peers)
 		}
 	}
 
+	leaf_session_id = zoo_client_id(leaf_zh)->client_id;
 	leaf_registered = true;
 	result = LEAF_ZK_OK;
 
@@ -894,10 +1129,10 @@ done:
  * Returns true if ZooKeeper now holds hwm.
  */
 static bool
-leaf_zk_heartbeat(int64 now, int64 hwm)
+leaf_zk_heartbeat(int64 now, int64 hwm, bool bounded)
 {
 	char		data[LEAF_ZK_DATA_LEN];
-	int			len = leaf_zk_format(data, sizeof(data), now, hwm);
+	int			len = leaf_zk_format(data, sizeof(data), now, hwm, bounded);
 	struct Stat st;
 	int			rc;
 
@@ -906,12 +1141,15 @@ leaf_zk_heartbeat(int64 now, int64 hwm)
 	{
 		char		cur[LEAF_ZK_DATA_LEN];
 		char		owner[LEAF_SF_ADDR_LEN];
+		char		id[LEAF_SF_ID_LEN];
 
 		/* a write of ours whose answer was lost, or someone else's */
 		if (leaf_zk_get(leaf_node_path, cur, sizeof(cur), &st) == ZOK)
 		{
 			leaf_json_str(cur, "addr", owner, sizeof(owner));
-			if (strcmp(owner, leaf_addr) == 0)
+			leaf_json_str(cur, "id", id, sizeof(id));
+			if (strcmp(owner, leaf_addr) == 0 &&
+				(id[0] == '\0' || strcmp(id, leaf_identity) == 0))
 			{
 				leaf_node_version = st.version;
 				rc = zoo_set2(leaf_zh, leaf_node_path, data, len,
@@ -926,6 +1164,19 @@ leaf_zk_heartbeat(int64 now, int64 hwm)
 			}
 		}
 	}
+	if (rc == ZNONODE)
+	{
+		/*
+		 * Our forever node is gone: deleted, or ZooKeeper lost its data.
+		 * Another node may be given our worker ID any moment, so stop at
+		 * once and register again.
+		 */
+		leaf_not_ready("forever node %s is gone from ZooKeeper (deleted, or ZooKeeper lost its data), registering again",
+					   leaf_node_path);
+		leaf_registered = false;
+		leaf_wid = -1;
+		return false;
+	}
 	if (rc != ZOK)
 	{
 		leaf_sf_report_zk(leaf_zk_state_name());
@@ -933,6 +1184,7 @@ leaf_zk_heartbeat(int64 now, int64 hwm)
 	}
 	leaf_node_version = st.version;
 	leaf_zk_hwm = hwm;
+	leaf_zk_bounded = bounded;
 	leaf_sf_report_zk("connected");
 	return true;
 }
@@ -944,9 +1196,15 @@ leaf_zk_heartbeat(int64 now, int64 hwm)
 
 /*
  * Record a new high-water mark and extend the lease.  With ZooKeeper,
- * the mark also goes into our forever node.  With worker-ID recycling on,
- * the lease never passes what ZooKeeper holds, since a node that took our
- * worker ID over would start right after that.
+ * the mark also goes into our forever node.
+ *
+ * A forever node that says "bounded" may be taken over by a recycling
+ * node once it has gone without heartbeat for long enough, and the new
+ * owner starts right above the mark it holds.  So while our node says
+ * "bounded", or recycling is on here (and the node is about to say so),
+ * the lease never passes what ZooKeeper holds.  A node with recycling off
+ * writes "bounded":0 and extends its lease from the file only once
+ * ZooKeeper holds that, so nobody takes its worker ID over.
  */
 static void
 leaf_record(bool use_zk, const char *source)
@@ -955,6 +1213,7 @@ leaf_record(bool use_zk, const char *source)
 	int64		hwm = now + leaf_margin_ms();
 	int64		lease;
 	bool		zk_ok = false;
+	bool		bounded = leaf_sf_reclaim_after_ms > 0;
 
 	/* never lower a mark that may have been used */
 	hwm = Max(hwm, leaf_sf_get_lease());
@@ -968,16 +1227,16 @@ leaf_record(bool use_zk, const char *source)
 	 * lease before talking to ZooKeeper, which may block for seconds while
 	 * an ensemble elects a leader.
 	 */
-	if (!use_zk || leaf_sf_reclaim_after_ms == 0)
+	if (!use_zk || (!bounded && !leaf_zk_bounded))
 		leaf_sf_set_lease(leaf_file_hwm);
 
 	if (use_zk && leaf_registered && leaf_zh != NULL)
-		zk_ok = leaf_zk_heartbeat(now, hwm);
+		zk_ok = leaf_zk_heartbeat(now, hwm, bounded);
 	if (leaf_wid < 0)
 		return;
 
 	lease = leaf_file_hwm;
-	if (use_zk && leaf_sf_reclaim_after_ms > 0)
+	if (use_zk && (bounded || leaf_zk_bounded))
 		lease = Min(lease, leaf_zk_hwm);
 	leaf_sf_set_lease(lease);
 	if (zk_ok || !use_zk)
@@ -989,13 +1248,26 @@ leaf_record(bool use_zk, const char *source)
  * while still waiting.
  */
 static bool
-leaf_try_serve(int64 floor_ms, bool use_zk, const char *source)
+leaf_try_serve(int64 floor_ms, bool use_zk, const char *source, bool fresh)
 {
 	int64		now = leaf_sf_clock_ms();
 
 	if (now < leaf_sf_epoch_ms || now - leaf_sf_epoch_ms >= (INT64CONST(1) << 41))
 	{
 		leaf_not_ready("the clock is outside the 41-bit range of timestamps since leaf.snowflake_epoch");
+		return false;
+	}
+	if (now <= floor_ms && fresh)
+	{
+		char		buf[LEAF_SF_REASON_LEN];
+
+		/* expected at every new registration: callers wait */
+		snprintf(buf, sizeof(buf),
+				 "new worker ID %d is used only from " INT64_FORMAT " ms from now, past the longest lease an earlier holder could still use",
+				 leaf_wid, floor_ms - now + 1);
+		leaf_sf_report_not_before(floor_ms);
+		leaf_serving = false;
+		leaf_sf_report(LEAF_SF_STARTING, buf);
 		return false;
 	}
 	if (now <= floor_ms)
@@ -1007,12 +1279,18 @@ leaf_try_serve(int64 floor_ms, bool use_zk, const char *source)
 	}
 
 	leaf_record(use_zk, source);
+
+	/* the first heartbeat may have found our worker ID taken over */
+	if (leaf_wid < 0 || (use_zk && strcmp(source, "zookeeper") == 0 &&
+						 !leaf_registered))
+		return false;
 	if (leaf_sf_get_lease() <= now)
 	{
 		leaf_not_ready("could not record the high-water mark of issued timestamps");
 		return false;
 	}
-	leaf_sf_start_serving(leaf_wid, floor_ms);
+	if (!leaf_sf_start_serving(leaf_wid, floor_ms))
+		return false;
 	serving_wid = leaf_wid;
 	leaf_serving = true;
 	leaf_reason[0] = '\0';
@@ -1026,7 +1304,7 @@ leaf_try_serve(int64 floor_ms, bool use_zk, const char *source)
 static bool
 leaf_cache_usable(void)
 {
-	return leaf_cache.valid &&
+	return leaf_cache.valid && !leaf_cache.foreign &&
 		strcmp(leaf_cache.source, "zookeeper") == 0 &&
 		strcmp(leaf_cache.node_address, leaf_addr) == 0 &&
 		strcmp(leaf_cache.zk_root, leaf_sf_zk_root) == 0;
@@ -1042,7 +1320,7 @@ leaf_shutdown(bool use_zk, const char *source)
 	if (!leaf_serving || leaf_wid < 0)
 		return;
 
-	leaf_sf_report(LEAF_SF_NOT_READY, "the server is shutting down");
+	leaf_sf_report(LEAF_SF_STARTING, NULL);
 	t1 = leaf_sf_clock_ms();
 	leaf_sf_set_lease(t1);
 	pg_memory_barrier();
@@ -1058,7 +1336,7 @@ leaf_shutdown(bool use_zk, const char *source)
 	if (!leaf_cache_write(leaf_wid, source, hwm))
 		return;
 	if (use_zk && leaf_registered && leaf_zh != NULL)
-		(void) leaf_zk_heartbeat(leaf_sf_clock_ms(), hwm);
+		(void) leaf_zk_heartbeat(leaf_sf_clock_ms(), hwm, leaf_zk_bounded);
 }
 
 void
@@ -1069,30 +1347,54 @@ leaf_snowflake_worker_main(Datum main_arg)
 	const char *source = "setting";
 	int64		floor_ms = 0;
 	bool		have_floor = false;
+	bool		fresh_floor = false;
 
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGUSR1, procsignal_sigusr1_handler);
 	BackgroundWorkerUnblockSignals();
 
+	/* no database: this only makes the worker a backend, in pg_stat_activity */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("leaf snowflake worker");
+
 	last_issued = leaf_sf_attach_worker();
 	leaf_sf_report(LEAF_SF_STARTING, NULL);
 	leaf_compute_address();
+	leaf_compute_identity();
 	leaf_cache_read(&leaf_cache);
 
 	use_zk = (leaf_sf_worker_id == -1);
+
+	if (leaf_cache.foreign)
+		ereport(LOG,
+				(errmsg("\"%s\" was written by another data directory (%s), this one is %s",
+						LEAF_SF_STATE_FILE, leaf_cache.bound_to, leaf_identity),
+				 errdetail("This data directory is a copy (a standby, a restored backup or a copied directory): the worker IDs recorded there belong to the original.")));
 
 	if (!use_zk)
 	{
 		if (leaf_sf_worker_id < 0 || leaf_sf_worker_id > LEAF_SF_MAX_WORKER_ID)
 			leaf_not_ready("leaf.worker_id is %d, but must be between 0 and %d (or -1 to use ZooKeeper)",
 						   leaf_sf_worker_id, LEAF_SF_MAX_WORKER_ID);
+		else if (leaf_cache.foreign && leaf_mark_of(leaf_sf_worker_id) > 0)
+		{
+			/* a copy must not serve with the original's worker ID */
+			leaf_not_ready("worker ID %d belongs to another data directory: \"%s\" is a copy of the state of %s; set leaf.worker_id to a worker ID no other node uses, or, if the original data directory will never serve again, delete the line \"bound_to\" from \"%s\"",
+						   leaf_sf_worker_id, LEAF_SF_STATE_FILE,
+						   leaf_cache.bound_to, LEAF_SF_STATE_FILE);
+		}
 		else
 		{
+			/* a copy's other worker IDs are not ours: forget their marks */
+			if (leaf_cache.foreign)
+				memset(leaf_cache.marks, 0, sizeof(leaf_cache.marks));
 			leaf_wid = leaf_sf_worker_id;
-			floor_ms = last_issued;
-			if (leaf_cache.valid && leaf_cache.worker_id == leaf_wid)
-				floor_ms = Max(floor_ms, leaf_cache.hwm_ms);
+			floor_ms = Max(last_issued, leaf_mark_of(leaf_wid));
+			if (leaf_cache.epoch_changed && floor_ms > leaf_sf_clock_ms())
+				ereport(LOG,
+						(errmsg("leaf.snowflake_epoch was moved later: worker ID %d waits until " INT64_FORMAT " so that its IDs stay above those it issued",
+								leaf_wid, floor_ms)));
 			leaf_file_hwm = 0;
 			have_floor = true;
 			leaf_sf_report_identity(leaf_wid, "setting", leaf_addr, NULL);
@@ -1114,10 +1416,21 @@ leaf_snowflake_worker_main(Datum main_arg)
 					   leaf_sf_zk_root);
 		use_zk = false;
 	}
+	else if (leaf_addr[0] == '\0')
+	{
+		leaf_not_ready("no node address unique to this host: listen_addresses has only loopback or wildcard entries and the host name is not usable; set leaf.node_address");
+		use_zk = false;
+	}
 	else if (strchr(leaf_addr, '/') != NULL)
 	{
 		leaf_not_ready("node address \"%s\" must not contain \"/\"", leaf_addr);
 		use_zk = false;
+	}
+	else if (leaf_cache.foreign)
+	{
+		/* ZooKeeper holds the marks that count; the copy's are not ours */
+		memset(leaf_cache.marks, 0, sizeof(leaf_cache.marks));
+		leaf_cache.session_id = 0;
 	}
 
 	while (!ShutdownRequestPending)
@@ -1129,9 +1442,34 @@ leaf_snowflake_worker_main(Datum main_arg)
 			zoo_state(leaf_zh) == ZOO_EXPIRED_SESSION_STATE)
 			leaf_registered = false;
 
+		/*
+		 * A session that stays unconnected for longer than its timeout is
+		 * as good as expired, even when the client never says so (a server
+		 * that lost its data refuses the session, and the client keeps
+		 * trying): open a new one.
+		 */
+		if (use_zk && leaf_zh != NULL)
+		{
+			int64		now = leaf_sf_clock_ms();
+
+			if (zoo_state(leaf_zh) == ZOO_CONNECTED_STATE)
+				leaf_unconnected_since = 0;
+			else if (leaf_unconnected_since == 0)
+				leaf_unconnected_since = now;
+			else if (now - leaf_unconnected_since > leaf_zk_session_timeout())
+			{
+				ereport(LOG,
+						(errmsg("ZooKeeper session of the leaf snowflake worker has not connected for " INT64_FORMAT " ms, more than its timeout, opening a new one",
+								now - leaf_unconnected_since)));
+				leaf_zk_close();
+				leaf_unconnected_since = 0;
+			}
+		}
+
 		if (use_zk && !leaf_registered)
 		{
-			bool		connected = leaf_zk_connect(LEAF_ZK_CONNECT_MS);
+			/* while serving, never stall the heartbeats waiting for ZooKeeper */
+			bool		connected = leaf_zk_connect(leaf_serving ? 200 : LEAF_ZK_CONNECT_MS);
 			LeafZkResult r = LEAF_ZK_RETRY;
 
 			if (ShutdownRequestPending)
@@ -1142,15 +1480,32 @@ leaf_snowflake_worker_main(Datum main_arg)
 			{
 				int64		f = Max(leaf_node_hwm, last_issued);
 
-				if (leaf_cache.valid && leaf_cache.worker_id == leaf_wid)
-					f = Max(f, leaf_cache.hwm_ms);
+				f = Max(f, leaf_mark_of(leaf_wid));
 				leaf_peer_checked = true;
-				if (leaf_serving && leaf_wid != serving_wid)
+				if (leaf_serving && (leaf_wid != serving_wid || leaf_fresh_node))
 				{
 					/* everything up to the lease may have been used */
-					leaf_not_ready("ZooKeeper gave worker ID %d instead of %d, restarting the generator",
+					leaf_not_ready("ZooKeeper gave worker ID %d (a new registration) instead of %d, restarting the generator",
 								   leaf_wid, serving_wid);
 					f = Max(f, leaf_sf_get_lease());
+				}
+				if (leaf_fresh_node)
+				{
+					/*
+					 * ZooKeeper may have lost the node of an earlier holder
+					 * of this worker ID.  A running holder finds out within
+					 * a session timeout and a heartbeat (its node gone, or
+					 * its session never connecting again) and stops; its
+					 * IDs carry its clock.  A holder that crashed used
+					 * timestamps up to its lease, at most the lease margin
+					 * ahead.  Its clock is within leaf.max_clock_drift_ms
+					 * of ours.
+					 */
+					f = Max(f, leaf_sf_clock_ms() +
+							Max(leaf_margin_ms(),
+								leaf_zk_session_timeout() + leaf_sf_heartbeat_ms) +
+							Max(leaf_sf_max_clock_drift_ms, 0));
+					fresh_floor = true;
 				}
 				source = "zookeeper";
 				leaf_sf_report_identity(leaf_wid, source, leaf_addr,
@@ -1197,8 +1552,10 @@ leaf_snowflake_worker_main(Datum main_arg)
 
 		if (have_floor && leaf_wid >= 0 && !leaf_serving)
 		{
-			if (!leaf_try_serve(floor_ms, use_zk, source))
+			if (!leaf_try_serve(floor_ms, use_zk, source, fresh_floor))
 				delay = Min(delay, Max(floor_ms - leaf_sf_clock_ms() + 1, 10));
+			else
+				fresh_floor = false;
 		}
 		else if (leaf_serving)
 			leaf_record(use_zk, source);
@@ -1210,5 +1567,14 @@ leaf_snowflake_worker_main(Datum main_arg)
 	leaf_shutdown(use_zk, source);
 	leaf_zk_close();
 	leaf_sf_detach_worker();
-	proc_exit(0);
+
+	/*
+	 * Exit code 1: the postmaster starts the worker again after
+	 * bgw_restart_time, unless the whole server is shutting down.  Callers
+	 * meanwhile wait as for a starting worker.
+	 */
+	ereport(LOG,
+			(errmsg("leaf snowflake worker stopping on a termination request"),
+			 errdetail("Unless the server is shutting down, it is started again within a second.")));
+	proc_exit(1);
 }

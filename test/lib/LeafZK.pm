@@ -4,9 +4,14 @@
 #   my $zk = LeafZK->new(nodes => 1);     # or nodes => 3
 #   $zk->hosts;                           # "127.0.0.1:p1[,127.0.0.1:p2,...]"
 #   $zk->stop_node(1); $zk->start_node(1);
+#   $zk->wipe_node(1);                    # stopped server loses its data
 #   $zk->stop;                            # also done at exit, even on die
 #   my $node = $zk->pg_node('n1', root => '/leaf/x');   # leaf on this ZooKeeper
 #   LeafZK::wait_decided($node);          # the worker has decided ready or not
+#   $zk->cli('get', '/leaf/x/forever');   # one zkCli command, its output
+#   $zk->cli_script("set /a 1\nset /a 2\n");  # several, one session
+#   my $p = $zk->proxy;                   # TCP proxy to server 1
+#   $p->{hosts}; $zk->freeze_proxy($p); $zk->thaw_proxy($p);
 #
 # Servers run from Debian's zookeeper package (QuorumPeerMain), each with
 # its own data directory under a temporary directory and free ports.
@@ -19,6 +24,7 @@ use Carp;
 use File::Path qw(make_path);
 use IO::Select;
 use IO::Socket::INET;
+use IPC::Run;
 use POSIX ();
 use Time::HiRes qw(usleep time);
 
@@ -191,6 +197,16 @@ sub stop_node
 	return;
 }
 
+# Remove the data of a stopped server, as a restore to an empty state would.
+sub wipe_node
+{
+	my ($self, $id) = @_;
+	my $s = $self->server($id);
+	croak "ZooKeeper server $id is running" if defined $s->{pid};
+	File::Path::rmtree("$s->{dir}/data/version-2");
+	return;
+}
+
 sub stop
 {
 	my ($self) = @_;
@@ -200,16 +216,18 @@ sub stop
 
 # A Postgres node (initialised, not started) with leaf preloaded, taking
 # its snowflake worker ID from this ZooKeeper.  Options: root (leaf.zk_root,
-# else the default), wait_timeout (default 10s), extra (more conf lines).
+# else the default), wait_timeout (default 20s), extra (more conf lines),
+# hosts (leaf.zk_hosts, e.g. a proxy's, else this ZooKeeper's).
 sub pg_node
 {
 	my ($self, $name, %opts) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	my $hosts = $self->hosts;
+	my $hosts = $opts{hosts} // $self->hosts;
 	my $conf = "shared_preload_libraries = 'leaf'\n"
 	  . "leaf.zk_hosts = '$hosts'\n"
 	  . "leaf.heartbeat_interval = '500ms'\n"
-	  . "leaf.wait_timeout = '" . ($opts{wait_timeout} // '10s') . "'\n";
+	  . "leaf.max_clock_drift_ms = '1s'\n"
+	  . "leaf.wait_timeout = '" . ($opts{wait_timeout} // '20s') . "'\n";
 	$conf .= "leaf.zk_root = '$opts{root}'\n" if defined $opts{root};
 	$conf .= $opts{extra} // '';
 
@@ -224,12 +242,104 @@ sub wait_decided
 {
 	my ($node) = @_;
 	return $node->poll_query_until('postgres',
-		q[SELECT ready OR not_ready_reason <> 'the snowflake worker is starting' FROM leaf_snowflake_status]);
+		q[SELECT ready OR not_ready_reason NOT LIKE 'the snowflake worker is starting%' FROM leaf_snowflake_status]);
 }
+
+# Run one ZooKeeper command line (as zkCli would) against server 1 and
+# return what it printed (stdout and stderr), without authentication.
+sub cli
+{
+	my ($self, @cmd) = @_;
+	my $s = $self->{servers}[0];
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[ 'java', '-Xmx64m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1',
+			'-cp', $classpath, 'org.apache.zookeeper.ZooKeeperMain',
+			'-server', "127.0.0.1:$s->{client_port}", @cmd ],
+		'<', \undef, '>', \$out, '2>', \$err,
+		IPC::Run::timeout(60));
+	return $out . $err;
+}
+
+# Run several ZooKeeper commands (one a line) in one client session
+# against server 1, return what it printed.
+sub cli_script
+{
+	my ($self, $script) = @_;
+	my $s = $self->{servers}[0];
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[ 'java', '-Xmx64m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1',
+			'-cp', $classpath, 'org.apache.zookeeper.ZooKeeperMain',
+			'-server', "127.0.0.1:$s->{client_port}" ],
+		'<', \"${script}quit\n", '>', \$out, '2>', \$err,
+		IPC::Run::timeout(120));
+	return $out . $err;
+}
+
+my @all_proxies;
+
+# A TCP proxy on a free loopback port in front of server 1.  Freezing it
+# (SIGSTOP) cuts the clients off without closing their connections, as a
+# network partition does.
+sub proxy
+{
+	my ($self) = @_;
+	my $target = $self->{servers}[0]{client_port};
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	my $listen = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
+		LocalPort => $port, Listen => 16, ReuseAddr => 1, Proto => 'tcp')
+	  or croak "proxy listen: $!";
+	my $pid = fork();
+	croak "fork failed: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		my $sel = IO::Select->new($listen);
+		my %peer;
+		while (1)
+		{
+			for my $fh ($sel->can_read(1))
+			{
+				if ($fh == $listen)
+				{
+					my $c = $listen->accept or next;
+					my $u = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+						PeerPort => $target, Proto => 'tcp');
+					if (!$u) { close $c; next; }
+					$peer{$c} = $u;
+					$peer{$u} = $c;
+					$sel->add($c, $u);
+					next;
+				}
+				my $n = sysread($fh, my $buf, 65536);
+				my $o = $peer{$fh};
+				if (!$n || !defined syswrite($o, $buf))
+				{
+					$sel->remove($fh, $o);
+					delete @peer{ $fh, $o };
+					close $fh;
+					close $o;
+				}
+			}
+		}
+	}
+	close $listen;
+	my $p = { pid => $pid, port => $port, hosts => "127.0.0.1:$port" };
+	push @all_proxies, $p;
+	return $p;
+}
+
+sub freeze_proxy { my ($self, $p) = @_; kill 'STOP', $p->{pid}; return; }
+sub thaw_proxy { my ($self, $p) = @_; kill 'CONT', $p->{pid}; return; }
 
 END
 {
 	local $?;
+	for my $p (@all_proxies)
+	{
+		kill 'KILL', $p->{pid};
+		waitpid($p->{pid}, 0);
+	}
 	_kill($_) for @all_servers;
 }
 

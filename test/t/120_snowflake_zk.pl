@@ -35,7 +35,10 @@ sub wid_of_id
 		'SELECT (leaf_snowflake_decode(leaf_snowflake())).worker_id');
 }
 
-my @nodes = map { new_node("sf_zk_$_") } qw(a b c);
+# c keeps its lease within what ZooKeeper holds (recycling on), which is
+# what allows a recycling node to take its worker ID over later
+my @nodes = (new_node('sf_zk_a'), new_node('sf_zk_b'),
+	new_node('sf_zk_c', "leaf.worker_id_reclaim_after = '1h'\n"));
 my @wids = map { wid_of_id($_) } @nodes;
 note "worker IDs: @wids";
 my %seen = map { $_ => 1 } @wids;

@@ -1,4 +1,6 @@
-# Snowflake clock safety with real clock offsets (libfaketime):
+# Snowflake clock safety with shifted node clocks
+# (leaf.test_node_clock_offset_ms shifts the clock of every process of an
+# instance, as a wrong system clock would):
 #  - a node whose clock is behind its own record in ZooKeeper waits;
 #  - a new node whose clock is far from its running peers' is refused.
 use strict;
@@ -14,8 +16,6 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 use POSIX ();
 
-my $libfaketime = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
-plan skip_all => 'libfaketime is not installed' unless -e $libfaketime;
 
 my $zk = LeafZK->new(nodes => 1);
 
@@ -26,31 +26,22 @@ sub new_node
 		extra => "leaf.max_clock_drift_ms = '2s'\n" . ($extra // ''));
 }
 
-# Start a node with its clock shifted.  pg_ctl does not return under
-# libfaketime, so run the postmaster directly and poll for readiness.
+# Start a node with its snowflake clock shifted (every process of the
+# instance: the worker and the backends).
 sub start_faked
 {
 	my ($node, $offset) = @_;
-	my $pid = fork();
-	die "fork: $!" unless defined $pid;
-	if ($pid == 0)
-	{
-		$ENV{LD_PRELOAD} = $libfaketime;
-		$ENV{FAKETIME} = $offset;
-		$ENV{FAKETIME_DONT_FAKE_MONOTONIC} = '1';
-		open STDIN, '<', '/dev/null';
-		open STDOUT, '>>', $node->logfile;
-		open STDERR, '>&', \*STDOUT;
-		exec('postgres', '-D', $node->data_dir)
-		  or POSIX::_exit(127);
-	}
-	my $deadline = time() + 60;
-	while (time() < $deadline)
-	{
-		last if system('pg_isready', '-q', '-h', $node->host, '-p', $node->port) == 0;
-		usleep(100_000);
-	}
-	$node->_update_pid(1);
+	my ($sign, $secs) = $offset =~ /^([+-])(\d+)s$/ or die "bad offset $offset";
+	$node->append_conf('postgresql.conf',
+		"leaf.test_node_clock_offset_ms = '${sign}${secs}000'\n");
+	$node->start;
+	return;
+}
+
+sub unfake
+{
+	my ($node) = @_;
+	$node->append_conf('postgresql.conf', "leaf.test_node_clock_offset_ms = 0\n");
 	return;
 }
 
@@ -75,6 +66,7 @@ my $wid = q1($a, 'SELECT worker_id FROM leaf_snowflake_status');
 $a->stop;
 
 # without the cache file, only ZooKeeper remembers the time
+unfake($a);
 unlink($a->data_dir . '/leaf_snowflake.state') or die $!;
 $a->start;
 LeafZK::wait_decided($a);

@@ -17,10 +17,11 @@ my $zk = LeafZK->new(nodes => 1);
 my $hosts = $zk->hosts;
 my $root = '/leaf/limit';
 
-# 1024 forever nodes of another address, none of them running: the next
+# 1024 forever nodes of another address (which bounded its leases by
+# ZooKeeper, so they may be taken over), none of them running: the next
 # sequence number ZooKeeper hands out is 1024.
 my $cmds = "create /leaf\ncreate $root\ncreate $root/forever\ncreate $root/temporary\n";
-$cmds .= qq[create -s $root/forever/10.0.0.9:5432- {"addr":"10.0.0.9:5432","ts":1,"hwm":1}\n]
+$cmds .= qq[create -s $root/forever/10.0.0.9:5432- {"addr":"10.0.0.9:5432","ts":1,"hwm":1,"bounded":1}\n]
   for 1 .. 1024;
 $cmds .= "ls $root/forever\nquit\n";
 my ($out, $err) = ('', '');
