@@ -56,6 +56,7 @@ our @KINDS = qw(
   terminate_workers cancel_workers
   shard_immediate_restart alloc_failover
   zk_stop_follower zk_stop_leader zk_session_expiry
+  zk_restored_empty zk_nodes_deleted
   sync_commit_off_shard sync_commit_off_alloc
   clock_step_small clock_step_large
   step_change tag_recreated
@@ -323,6 +324,29 @@ sub inject
 		$zk->stop_node($id);
 		$self->{zk_down}{$id} = time() + 2 + 4 * $f->{p};
 		$outcome = "stopped ZooKeeper server $id" . (defined $leader && $id == $leader ? ' (leader)' : '');
+	}
+	elsif ($k eq 'zk_restored_empty')
+	{
+		# the ensemble loses everything, as a restore from an empty (or
+		# old) snapshot would: every server stopped, wiped, started again
+		$target = 'all';
+		my $zk = $self->{zk};
+		$self->zk_restart_all;
+		my @ids = map { $_->{id} } @{ $zk->{servers} };
+		$zk->stop_node($_) for @ids;
+		$zk->wipe_node($_) for @ids;
+		$zk->start_node($_, 1) for @ids;
+		$zk->wait_ready($_) for @ids;
+		$outcome = 'all ZooKeeper servers wiped and started again';
+	}
+	elsif ($k eq 'zk_nodes_deleted')
+	{
+		# an operator's cleanup while the nodes run
+		$target = 'all';
+		$self->zk_restart_all;
+		my $out = $self->{zk}->cli('deleteall', '/leaf/chaos/forever');
+		$outcome = 'deleteall /leaf/chaos/forever';
+		$outcome .= ': ' . ($out =~ s/\s+/ /gr) if $out =~ /Exception|rror/;
 	}
 	elsif ($k eq 'zk_session_expiry')
 	{
