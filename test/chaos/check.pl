@@ -18,6 +18,7 @@ use warnings;
 
 use File::Basename;
 use File::Temp qw(tempdir);
+use POSIX ();
 
 my ($run, $readme) = @ARGV;
 die "usage: $0 RUN_DIR [README]\n" unless defined $run && -d $run;
@@ -41,81 +42,171 @@ my %connection = map { $_ => 1 } qw(conn 08000 08001 08003 08004 08006 57P01 57P
 
 # ---------- the IDs ----------
 
+# One pass of awk over each client's file (two at a time), since a long
+# run holds hundreds of millions of lines.  Per file it writes the IDs of
+# each tag to a file of their own (in the order received, which must be
+# increasing), and small summaries: counts, errors, order breaks, and
+# 10 ms time buckets.  IDs are compared as strings of digits: awk's numbers
+# are doubles, too coarse for 63-bit IDs.
+my $awk = <<'AWK';
+function later(a, b) {
+	if (length(a) != length(b)) return length(a) > length(b)
+	return (a "") > (b "")
+}
+NF >= 4 {
+	if ($3 == "ERR") {
+		err[$4]++
+		if (!($4 in ex)) { ex[$4] = $0 }
+		next
+	}
+	tag = $3; v = $4
+	if (v !~ /^[0-9]+$/) next
+	mode = (tag == "~sf") ? "snowflake" : "segment"
+	ids[mode]++
+	if ((tag in last) && !later(v, last[tag])) {
+		ob[mode]++
+		unsorted[tag] = 1
+		if (nex < 5) { obex[++nex] = tag " " v " after " last[tag] }
+	}
+	last[tag] = v
+	f = tag; gsub(/[^A-Za-z0-9_]/, "_", f)
+	print v > (out "/" f ".ids")
+	tags[f] = tag
+	rb[mode " " sprintf("%.0f", int($2 / 10))] = 1
+	sb = sprintf("%.0f", int($1 / 10))
+	if (!(sb in fs) || $2 < fs[sb]) fs[sb] = $2
+}
+END {
+	for (m in ids) print "ids", m, ids[m] > (out "/stats")
+	for (m in ob) print "order", m, ob[m] > (out "/stats")
+	for (i = 1; i <= nex; i++) print "orderex", obex[i] > (out "/stats")
+	for (e in err) print "err", e, err[e], ex[e] > (out "/stats")
+	for (f in tags) print "tag", f, tags[f], (tags[f] in unsorted) ? 1 : 0 > (out "/stats")
+	for (k in rb) print "r", k > (out "/buckets")
+	for (k in fs) print "f", k, fs[k] > (out "/buckets")
+}
+AWK
+
 my @files = sort glob("$run/ids/*.ids");
 my $tmp = tempdir(CLEANUP => 1);
-open my $keys, '>', "$tmp/keys" or die $!;
-
-my (%mode_times, %error_examples, %ids_per_mode, %errors, %order_breaks, @order_examples, %times, %first);
-my $nfile = 0;
-for my $f (@files)
+open my $aw, '>', "$tmp/pass.awk" or die $!;
+print $aw $awk;
+close $aw;
+my $awkbin = -x '/usr/bin/mawk' ? '/usr/bin/mawk' : 'awk';
 {
-	my $name = basename($f, '.ids');
-	my ($shard) = $name =~ /^shard(\d+)/;
-	$shard //= 0;
-	my %last;
-	open my $in, '<', $f or die "$f: $!";
-	while (my $line = <$in>)
+	my @running;
+	for my $n (0 .. $#files)
 	{
-		chomp $line;
-		my ($t0, $t, $tag, $rest) = split / /, $line, 4;
-		next unless defined $rest;
-		if ($tag eq 'ERR')
+		mkdir "$tmp/$n" or die $!;
+		my $pid = fork() // die "fork: $!";
+		if ($pid == 0)
 		{
-			my ($state) = split / /, $rest, 2;
-			$error_examples{$state} //= "$name: $rest";
-			$errors{$state}++;
-			next;
+			exec($awkbin, '-v', "out=$tmp/$n", '-f', "$tmp/pass.awk", $files[$n])
+			  or POSIX::_exit(127);
 		}
-		next unless $rest =~ /^-?\d+$/;
-		my $mode = $tag eq '~sf' ? 'snowflake' : 'segment';
-		$ids_per_mode{$mode}++;
-		# ids of one client and tag come in the order they were received
-		if (defined $last{$tag} && $rest <= $last{$tag})
+		push @running, $pid;
+		if (@running >= 2)
 		{
-			$order_breaks{$mode}++;
-			push @order_examples, "$name: $tag $rest after $last{$tag}"
-			  if @order_examples < 5;
-		}
-		$last{$tag} = $rest;
-		# duplicates: within a tag for segments, over everything for snowflake
-		printf $keys "%s %020d %d\n", $tag, $rest, $nfile;
-		if ($shard)
-		{
-			# when IDs came, and the first answer to calls made from a time on
-			$times{$shard}{ int($t / 10) } = 1;
-			$mode_times{$mode}{$shard}{ int($t / 10) } = 1;
-			my $b = int($t0 / 10);
-			$first{$shard}{$b} = $t
-			  if !defined $first{$shard}{$b} || $t < $first{$shard}{$b};
+			waitpid(shift(@running), 0);
+			die "awk failed on a client file\n" if $? != 0;
 		}
 	}
-	close $in;
-	$nfile++;
+	for (@running) { waitpid($_, 0); die "awk failed on a client file\n" if $? != 0; }
 }
-close $keys;
 
+my (%mode_times, %error_examples, %ids_per_mode, %errors, %order_breaks, @order_examples, %times, %first);
+my %tag_streams;    # file tag name => [ [file index, sorted?] ]
+my %tag_name;
+for my $n (0 .. $#files)
+{
+	my $name = basename($files[$n], '.ids');
+	my ($shard) = $name =~ /^shard(\d+)/;
+	$shard //= 0;
+	if (open my $st, '<', "$tmp/$n/stats")
+	{
+		while (my $line = <$st>)
+		{
+			chomp $line;
+			my ($what, @f) = split / /, $line;
+			if ($what eq 'ids') { $ids_per_mode{ $f[0] } += $f[1] }
+			elsif ($what eq 'order') { $order_breaks{ $f[0] } += $f[1] }
+			elsif ($what eq 'orderex')
+			{
+				push @order_examples, "$name: " . join(' ', @f) if @order_examples < 5;
+			}
+			elsif ($what eq 'err')
+			{
+				my ($state, $count, @ex) = @f;
+				$errors{$state} += $count;
+				# the example line is "<t0> <t> ERR <state> <message>"
+				my $msg = join(' ', @ex[ 4 .. $#ex ]);
+				$error_examples{$state} //= "$name: $msg";
+			}
+			elsif ($what eq 'tag')
+			{
+				push @{ $tag_streams{ $f[0] } }, [ $n, !$f[2] ];
+				$tag_name{ $f[0] } = $f[1];
+			}
+		}
+		close $st;
+	}
+	next unless $shard;
+	if (open my $bk, '<', "$tmp/$n/buckets")
+	{
+		while (my $line = <$bk>)
+		{
+			my ($what, $a, $b, $c) = split / /, $line;
+			if ($what eq 'r')
+			{
+				$times{$shard}{$b} = 1;
+				$mode_times{$a}{$shard}{$b} = 1;
+			}
+			else
+			{
+				$first{$shard}{$a} = $b
+				  if !defined $first{$shard}{$a} || $b < $first{$shard}{$a};
+			}
+		}
+		close $bk;
+	}
+}
+
+# duplicates: per tag, merge the already increasing streams of every client
 my %dups;
 my @dup_examples;
 {
 	local $ENV{LC_ALL} = 'C';
-	open my $sorted, '-|', 'sort', '-S', '25%', '-T', $tmp, "$tmp/keys" or die $!;
-	my ($ptag, $pid, $pfile) = ('', '', -1);
-	while (my $line = <$sorted>)
+	for my $f (sort keys %tag_streams)
 	{
-		my ($tag, $id, $file) = split / /, $line;
-		chomp $file;
-		if ($tag eq $ptag && $id eq $pid)
+		my $tag = $tag_name{$f};
+		my $mode = $tag eq '~sf' ? 'snowflake' : 'segment';
+		my @paths;
+		for my $s (@{ $tag_streams{$f} })
 		{
-			my $mode = $tag eq '~sf' ? 'snowflake' : 'segment';
-			$dups{$mode}++;
-			push @dup_examples,
-			  sprintf("%s %d in %s and %s", $tag eq '~sf' ? 'snowflake' : "tag $tag",
-				$id, basename($files[$pfile]), basename($files[$file]))
-			  if @dup_examples < 5;
+			my $path = "$tmp/$s->[0]/$f.ids";
+			# a stream that broke order (already reported) is sorted first
+			system('sort', '-n', '-S', '10%', '-T', $tmp, '-o', $path, $path) == 0
+			  or die "sort failed\n" unless $s->[1];
+			push @paths, $path;
 		}
-		($ptag, $pid, $pfile) = ($tag, $id, $file);
+		open my $d, '-|', 'sh', '-c',
+		  'sort -m -n -S 10% -T "$0" "$@" | uniq -d', $tmp, @paths
+		  or die $!;
+		while (my $id = <$d>)
+		{
+			chomp $id;
+			$dups{$mode}++;
+			next if @dup_examples >= 5;
+			my @where = map { basename($files[ $_->[0] ], '.ids') }
+			  grep {
+				system('grep', '-qx', '--', $id, "$tmp/$_->[0]/$f.ids") == 0
+			  } @{ $tag_streams{$f} };
+			push @dup_examples,
+			  sprintf('%s %s in %s', $tag eq '~sf' ? 'snowflake' : "tag $tag",
+				$id, join(' and ', @where));
+		}
+		close $d;
 	}
-	close $sorted;
 }
 
 # ---------- faults ----------
