@@ -128,6 +128,8 @@ static int32 leaf_node_version = -1;
 static int64 leaf_zk_hwm = 0;	/* last high-water mark ZooKeeper holds */
 static int64 leaf_node_hwm = 0; /* high-water mark read at registration */
 static bool leaf_fresh_node = false;	/* registration created our node */
+static bool leaf_zk_retried = false;	/* a new session was tried before
+										 * using the cache file */
 static int64 leaf_unconnected_since = 0;	/* session not connected since */
 static int64 leaf_file_hwm = 0; /* last high-water mark the file holds */
 
@@ -1015,7 +1017,14 @@ leaf_zk_register(bool check_peers)
 		leaf_node_version = mine->version;
 		leaf_node_hwm = mine->hwm;
 		leaf_zk_bounded = mine->bounded;
-		leaf_fresh_node = false;
+
+		/*
+		 * A node that never recorded a heartbeat was created by a
+		 * registration that did not finish (say, the connection was lost
+		 * before the ephemeral node was made): it is as new as one created
+		 * now, and its worker ID must wait out earlier holders the same way.
+		 */
+		leaf_fresh_node = (mine->ts == 0 && mine->hwm == 0);
 	}
 	else if (mine_high != NULL)
 	{
@@ -1519,6 +1528,22 @@ leaf_snowflake_worker_main(Datum main_arg)
 				}
 				floor_ms = Max(floor_ms, f);
 				have_floor = true;
+			}
+			else if (!connected && !leaf_serving && !have_floor &&
+					 leaf_zh != NULL && leaf_cache_usable() &&
+					 leaf_sf_reclaim_after_ms == 0 && !leaf_zk_retried)
+			{
+				/*
+				 * A server that lost its data refuses a session it has
+				 * never seen, and the client then keeps "connecting" just as
+				 * if ZooKeeper were down.  Only a new session tells the two
+				 * apart, so try one before falling back on the cache file:
+				 * a restored ZooKeeper may have given our worker ID to
+				 * another node already.
+				 */
+				leaf_zk_close();
+				leaf_zk_retried = true;
+				delay = 10;
 			}
 			else if (!connected && !leaf_serving && !have_floor)
 			{
