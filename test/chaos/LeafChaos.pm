@@ -346,7 +346,7 @@ sub inject
 		$self->zk_restart_all;
 		my $out = $self->{zk}->cli('deleteall', '/leaf/chaos/forever');
 		$outcome = 'deleteall /leaf/chaos/forever';
-		$outcome .= ': ' . ($out =~ s/\s+/ /gr) if $out =~ /Exception|rror/;
+		$outcome .= ': ' . (($out =~ /(\S*Exception[^\n]*)/)[0]) if $out =~ /Exception/;
 	}
 	elsif ($k eq 'zk_session_expiry')
 	{
