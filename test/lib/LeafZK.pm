@@ -30,6 +30,8 @@ use Time::HiRes qw(usleep time);
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use LeafTest;
+use Test::More ();
 
 my @all_servers;
 
@@ -331,6 +333,27 @@ sub proxy
 
 sub freeze_proxy { my ($self, $p) = @_; kill 'STOP', $p->{pid}; return; }
 sub thaw_proxy { my ($self, $p) = @_; kill 'CONT', $p->{pid}; return; }
+
+# Run leaf_snowflake_nextvals($n) on every node at the same time; return
+# how many IDs came back, and how many of them were repeats.
+sub repeats_at_once
+{
+	my ($n, @nodes) = @_;
+	my @h = map {
+		LeafTest::start_psql_script($_, 'postgres',
+			"SELECT leaf_snowflake_nextvals($n);\n")
+	} @nodes;
+	my @ids;
+	for my $h (@h)
+	{
+		my ($rc, $out, $err) = LeafTest::finish_psql_script($h);
+		push @ids, ($out =~ /^(\d+)$/mg);
+	}
+	my $repeats = LeafTest::count_repeats(\@ids);
+	Test::More::note('IDs from ' . scalar(@nodes) . ' nodes: ' . scalar(@ids)
+		  . ", repeated: $repeats");
+	return (scalar(@ids), $repeats);
+}
 
 END
 {

@@ -33,16 +33,7 @@ $n2->poll_query_until('postgres',
 	q[SELECT ready OR not_ready_reason LIKE 'node address%' FROM leaf_snowflake_status]);
 
 # both at once: count repeated IDs
-my @h = map { LeafTest::start_psql_script($_, 'postgres',
-		"SELECT leaf_snowflake_nextvals(200000);\n") } ($n1, $n2);
-my @ids;
-for my $h (@h)
-{
-	my ($rc, $out, $err) = LeafTest::finish_psql_script($h);
-	push @ids, ($out =~ /^(\d+)$/mg);
-}
-my $repeats = LeafTest::count_repeats(\@ids);
-note "IDs from both nodes: " . scalar(@ids) . ", repeated: $repeats";
+my ($nids, $repeats) = LeafZK::repeats_at_once(200000, $n1, $n2);
 is($repeats, 0, 'no ID is repeated between the two nodes');
 
 my ($ready2, $reason2) = split /\|/,

@@ -52,16 +52,7 @@ isnt($wid2, $wid1, "n2 did not take over n1's worker ID ($wid1)");
 ok(!$n2->log_contains(qr/took over worker ID/), 'no take-over is logged');
 
 # both at once: count repeated IDs
-my @h = map { LeafTest::start_psql_script($_, 'postgres',
-		"SELECT leaf_snowflake_nextvals(200000);\n") } ($n1, $n2);
-my @ids;
-for my $h (@h)
-{
-	my ($rc, $out, $err) = LeafTest::finish_psql_script($h);
-	push @ids, ($out =~ /^(\d+)$/mg);
-}
-my $repeats = LeafTest::count_repeats(\@ids);
-note "IDs from both nodes: " . scalar(@ids) . ", repeated: $repeats";
+my ($nids, $repeats) = LeafZK::repeats_at_once(200000, $n1, $n2);
 is($repeats, 0, 'no ID is repeated between n1 and n2');
 
 $zk->thaw_proxy($proxy);

@@ -38,17 +38,8 @@ my $w2 = $n2->safe_psql('postgres', 'SELECT worker_id FROM leaf_snowflake_status
 isnt($w1, $w2, "n1 and n2 serve with different worker IDs ($w1, $w2)");
 
 # both at once: count repeated IDs
-my @h = map { LeafTest::start_psql_script($_, 'postgres',
-		"SELECT leaf_snowflake_nextvals(200000);\n") } ($n1, $n2);
-my @ids;
-for my $h (@h)
-{
-	my ($rc, $out, $err) = LeafTest::finish_psql_script($h);
-	push @ids, ($out =~ /^(\d+)$/mg);
-}
-my $repeats = LeafTest::count_repeats(\@ids);
-note "IDs from both nodes: " . scalar(@ids) . ", repeated: $repeats";
-cmp_ok(scalar(@ids), '>=', 200000, 'both nodes generated');
+my ($nids, $repeats) = LeafZK::repeats_at_once(200000, $n1, $n2);
+cmp_ok($nids, '>=', 200000, 'both nodes generated');
 is($repeats, 0, 'no ID is repeated');
 
 $_->stop for ($n1, $n2);
