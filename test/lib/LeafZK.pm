@@ -334,6 +334,26 @@ sub proxy
 sub freeze_proxy { my ($self, $p) = @_; kill 'STOP', $p->{pid}; return; }
 sub thaw_proxy { my ($self, $p) = @_; kill 'CONT', $p->{pid}; return; }
 
+# The pid of a node's snowflake worker, found by its process title among
+# the postmaster's children, or ''.
+sub worker_pid
+{
+	my ($node) = @_;
+	my ($postmaster) = split /\n/, slurp_file($node->data_dir . '/postmaster.pid');
+	for my $stat (glob '/proc/[0-9]*/stat')
+	{
+		my ($p) = $stat =~ m{/proc/(\d+)/stat};
+		open my $fh, '<', $stat or next;
+		my $line = <$fh> // '';
+		close $fh;
+		my ($ppid) = $line =~ /^\d+ \(.*\) \S (\d+)/;
+		next unless defined $ppid && $ppid == $postmaster;
+		my $cmd = eval { slurp_file("/proc/$p/cmdline") } // '';
+		return $p if $cmd =~ /leaf snowflake worker/;
+	}
+	return '';
+}
+
 # Run leaf_snowflake_nextvals($n) on every node at the same time; return
 # how many IDs came back, and how many of them were repeats.
 sub repeats_at_once

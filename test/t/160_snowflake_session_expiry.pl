@@ -24,21 +24,7 @@ my $wid = $node->safe_psql('postgres', 'SELECT worker_id FROM leaf_snowflake_sta
 my $before = $node->safe_psql('postgres', 'SELECT leaf_snowflake()');
 
 # freeze the worker for longer than the session timeout (plus a tick)
-# (it has no database connection, so it is not in pg_stat_activity: look
-# for the postmaster's child with its process title)
-my ($postmaster) = split /\n/, slurp_file($node->data_dir . '/postmaster.pid');
-my $pid = '';
-for my $stat (glob '/proc/[0-9]*/stat')
-{
-	my ($p) = $stat =~ m{/proc/(\d+)/stat};
-	open my $fh, '<', $stat or next;
-	my $line = <$fh> // '';
-	close $fh;
-	my ($ppid) = $line =~ /^\d+ \(.*\) \S (\d+)/;
-	next unless defined $ppid && $ppid == $postmaster;
-	my $cmd = eval { slurp_file("/proc/$p/cmdline") } // '';
-	$pid = $p if $cmd =~ /leaf snowflake worker/;
-}
+my $pid = LeafZK::worker_pid($node);
 ok($pid =~ /^\d+$/, "the snowflake worker runs (pid $pid)");
 kill 'STOP', $pid;
 sleep 10;

@@ -9,6 +9,7 @@ use FindBin;
 use lib "$FindBin::RealBin/../lib";
 
 use LeafTest;
+use LeafZK;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -36,19 +37,7 @@ is($state, undef, 'but may generate IDs');
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'ready');
 
 # freeze the worker (found by its process title, under the postmaster)
-my ($postmaster) = split /\n/, slurp_file($node->data_dir . '/postmaster.pid');
-my $pid = '';
-for my $stat (glob '/proc/[0-9]*/stat')
-{
-	my ($p) = $stat =~ m{/proc/(\d+)/stat};
-	open my $fh, '<', $stat or next;
-	my $line = <$fh> // '';
-	close $fh;
-	my ($ppid) = $line =~ /^\d+ \(.*\) \S (\d+)/;
-	next unless defined $ppid && $ppid == $postmaster;
-	my $cmd = eval { slurp_file("/proc/$p/cmdline") } // '';
-	$pid = $p if $cmd =~ /leaf snowflake worker/;
-}
+my $pid = LeafZK::worker_pid($node);
 ok($pid =~ /^\d+$/, "the snowflake worker runs (pid $pid)");
 kill 'STOP', $pid;
 ok($node->poll_query_until('postgres', 'SELECT recorded_until < clock_timestamp() FROM leaf_snowflake_status'),
