@@ -212,6 +212,9 @@ typedef struct LeafLoadResult
 extern bool leaf_plan_segment(const LeafLoadJob *job, int64 max_id,
 							  int32 row_step, LeafLoadResult *res);
 
+extern bool leaf_in_transaction(void (*fn) (void *arg), void *arg,
+								const char *activity, int *sqlstate,
+								char *errbuf, size_t errlen);
 extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg) pg_attribute_noreturn();
 extern void leaf_launch_alloc_worker(Oid dboid);
 

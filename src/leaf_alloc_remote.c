@@ -826,6 +826,12 @@ leaf_source_check_txn(LeafSourceCheck *c)
 	SPI_finish();
 }
 
+static void
+leaf_source_check_fn(void *arg)
+{
+	leaf_source_check_txn((LeafSourceCheck *) arg);
+}
+
 /*
  * leaf_source_check_txn() in a transaction of its own.  Returns false,
  * with the error in *res, if that failed.
@@ -833,35 +839,15 @@ leaf_source_check_txn(LeafSourceCheck *c)
 static bool
 leaf_source_run(LeafSourceCheck *c, LeafLoadResult *res)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	volatile bool ok = false;
+	char		msg[LEAF_ERRMSG_LEN];
 
-	PG_TRY();
-	{
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		leaf_source_check_txn(c);
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		ok = true;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		res->sqlstate = edata->sqlerrcode;
-		snprintf(res->msg, sizeof(res->msg),
-				 "could not check the source of segments: %s",
-				 edata->message ? edata->message : "unknown error");
-		FreeErrorData(edata);
-	}
-	PG_END_TRY();
-	return ok;
+	if (leaf_in_transaction(leaf_source_check_fn, c,
+							"leaf: checking the source of segments",
+							&res->sqlstate, msg, sizeof(msg)))
+		return true;
+	snprintf(res->msg, sizeof(res->msg),
+			 "could not check the source of segments: %s", msg);
+	return false;
 }
 
 /*

@@ -416,7 +416,7 @@ leaf_report_source(void)
  * are in *sqlstate and errbuf.  An error never leaves this function, so a
  * failure does not end the worker.
  */
-static bool
+bool
 leaf_in_transaction(void (*fn) (void *arg), void *arg, const char *activity,
 					int *sqlstate, char *errbuf, size_t errlen)
 {
