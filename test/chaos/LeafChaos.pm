@@ -199,34 +199,8 @@ sub try_psql
 	return ($out, $@ ? "$@" : ($rc ? $err || "exit $rc" : ''));
 }
 
-sub postmaster_pid
-{
-	my ($node) = @_;
-	my $f = $node->data_dir . '/postmaster.pid';
-	return undef unless -f $f;
-	my ($pid) = split /\n/, slurp_file($f);
-	return $pid;
-}
-
 # pids of the postmaster's children whose process title matches $re
-sub child_pids
-{
-	my ($node, $re) = @_;
-	my $pm = postmaster_pid($node) or return ();
-	my @pids;
-	for my $stat (glob '/proc/[0-9]*/stat')
-	{
-		my ($p) = $stat =~ m{/proc/(\d+)/stat};
-		open my $fh, '<', $stat or next;
-		my $line = <$fh> // '';
-		close $fh;
-		my ($ppid) = $line =~ /^\d+ \(.*\) \S (\d+)/;
-		next unless defined $ppid && $ppid == $pm;
-		my $cmd = eval { slurp_file("/proc/$p/cmdline") } // '';
-		push @pids, $p if $cmd =~ $re;
-	}
-	return @pids;
-}
+sub child_pids { return LeafZK::child_pids(@_); }
 
 sub wait_accepting
 {

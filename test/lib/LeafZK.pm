@@ -334,12 +334,14 @@ sub proxy
 sub freeze_proxy { my ($self, $p) = @_; kill 'STOP', $p->{pid}; return; }
 sub thaw_proxy { my ($self, $p) = @_; kill 'CONT', $p->{pid}; return; }
 
-# The pid of a node's snowflake worker, found by its process title among
-# the postmaster's children, or ''.
-sub worker_pid
+# The pids of a node's postmaster children whose process title matches $re.
+sub child_pids
 {
-	my ($node) = @_;
-	my ($postmaster) = split /\n/, slurp_file($node->data_dir . '/postmaster.pid');
+	my ($node, $re) = @_;
+	my $f = $node->data_dir . '/postmaster.pid';
+	return () unless -f $f;
+	my ($postmaster) = split /\n/, slurp_file($f);
+	my @pids;
 	for my $stat (glob '/proc/[0-9]*/stat')
 	{
 		my ($p) = $stat =~ m{/proc/(\d+)/stat};
@@ -349,9 +351,17 @@ sub worker_pid
 		my ($ppid) = $line =~ /^\d+ \(.*\) \S (\d+)/;
 		next unless defined $ppid && $ppid == $postmaster;
 		my $cmd = eval { slurp_file("/proc/$p/cmdline") } // '';
-		return $p if $cmd =~ /leaf snowflake worker/;
+		push @pids, $p if $cmd =~ $re;
 	}
-	return '';
+	return @pids;
+}
+
+# The pid of a node's snowflake worker, or ''.
+sub worker_pid
+{
+	my ($node) = @_;
+	my ($pid) = child_pids($node, qr/leaf snowflake worker/);
+	return $pid // '';
 }
 
 # Run leaf_snowflake_nextvals($n) on every node at the same time; return
