@@ -10,9 +10,15 @@ MODULE_big = leaf
 OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
 PGFILEDESC = "leaf - distributed ID generator"
 
-# The extension script is put together from one SQL file per concern.
-DATA_built = leaf--1.0.sql
-EXTRA_CLEAN = leaf--1.0.sql tmp_check_regress results regression.diffs \
+# Versions.  Release 1.0's install script is put together from one SQL
+# file per concern (src/leaf_segment.sql, src/leaf_snowflake.sql), which
+# stay as they were released.  Every later change to SQL objects goes into
+# an upgrade script src/leaf--X--Y.sql, and the install script of release
+# Y is X's install script followed by that upgrade script, so a new
+# installation and an upgraded one run the same statements.
+DATA = src/leaf--1.0--1.1.sql
+DATA_built = leaf--1.0.sql leaf--1.1.sql
+EXTRA_CLEAN = $(DATA_built) tmp_check_regress results regression.diffs \
 	regression.out
 
 REGRESS = $(sort $(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
@@ -35,6 +41,9 @@ include $(PGXS)
 PROVE_FLAGS += -I $(srcdir)/test/lib
 
 leaf--1.0.sql: src/leaf_segment.sql src/leaf_snowflake.sql
+	cat $^ > $@
+
+leaf--1.1.sql: leaf--1.0.sql src/leaf--1.0--1.1.sql
 	cat $^ > $@
 
 # The fault-injection run on its own, as long as asked (after make install):

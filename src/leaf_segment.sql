@@ -1,4 +1,7 @@
 -- leaf: segment mode (see src/leaf_segment.c and src/leaf_alloc_worker.c)
+--
+-- Part of the install script of release 1.0, kept as released: later
+-- changes to SQL objects go into upgrade scripts (see the Makefile).
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION leaf" to load this file. \quit

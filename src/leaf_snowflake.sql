@@ -1,6 +1,7 @@
 
 -- ---------------------------------------------------------------------
--- Snowflake mode
+-- Snowflake mode (part of the install script of release 1.0, kept as
+-- released: later changes go into upgrade scripts, see the Makefile)
 -- ---------------------------------------------------------------------
 
 CREATE FUNCTION leaf_snowflake()
