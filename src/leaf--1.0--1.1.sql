@@ -15,3 +15,59 @@ GRANT SELECT ON leaf_segments TO pg_monitor;
 GRANT EXECUTE ON FUNCTION leaf_segments() TO pg_monitor;
 GRANT SELECT ON leaf_snowflake_status TO pg_monitor;
 GRANT EXECUTE ON FUNCTION leaf_snowflake_status() TO pg_monitor;
+
+--
+-- Failovers of the allocation database, and leaf_segments with health.
+--
+-- leaf_alloc_source.timeline: the timeline of the allocation database on
+-- which this database last loaded segments (NULL: recorded by 1.0, and
+-- filled in at the next load).  A load on another timeline means that the
+-- allocation database was promoted or restored since, and may have lost
+-- the last allocations; see leaf.alloc_failover (LF007).
+--
+ALTER TABLE leaf_alloc_source ADD COLUMN timeline bigint;
+
+COMMENT ON COLUMN leaf_alloc_source.timeline IS
+'timeline of the allocation database on which segments were last loaded; a load on another one needs leaf_alloc_source_confirm() unless leaf.alloc_failover = synchronous';
+
+--
+-- leaf_segments gains state, ids_issued, last_refill_server and timeline.
+-- Dropped and created again, so the grants are given again.
+--
+DROP VIEW leaf_segments;
+DROP FUNCTION leaf_segments();
+
+CREATE FUNCTION leaf_segments(
+	OUT database name,
+	OUT biz_tag text,
+	OUT segment_start bigint,
+	OUT segment_end bigint,
+	OUT next_id bigint,
+	OUT next_ready boolean,
+	OUT next_segment_start bigint,
+	OUT next_segment_end bigint,
+	OUT step bigint,
+	OUT refills bigint,
+	OUT waits bigint,
+	OUT max_wait_ms double precision,
+	OUT source text,
+	OUT last_refill timestamptz,
+	OUT last_failure timestamptz,
+	OUT last_error text,
+	OUT state text,
+	OUT ids_issued bigint,
+	OUT last_refill_server text,
+	OUT timeline bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'leaf_segments'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE VIEW leaf_segments AS SELECT * FROM leaf_segments();
+
+COMMENT ON VIEW leaf_segments IS
+'segments of every biz_tag held in shared memory, over all databases';
+
+REVOKE ALL ON FUNCTION leaf_segments() FROM PUBLIC;
+REVOKE ALL ON leaf_segments FROM PUBLIC;
+GRANT SELECT ON leaf_segments TO pg_monitor;
+GRANT EXECUTE ON FUNCTION leaf_segments() TO pg_monitor;

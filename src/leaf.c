@@ -32,6 +32,13 @@ int			leaf_segment_duration_ms = 15 * 60 * 1000;
 int			leaf_tag_refresh_ms = 10 * 1000;
 char	   *leaf_alloc_conninfo = NULL;
 int			leaf_alloc_timeout_ms = 10 * 1000;
+int			leaf_alloc_failover = LEAF_FAILOVER_CONFIRM;
+
+static const struct config_enum_entry leaf_alloc_failover_options[] = {
+	{"confirm", LEAF_FAILOVER_CONFIRM, false},
+	{"synchronous", LEAF_FAILOVER_SYNCHRONOUS, false},
+	{NULL, 0, false}
+};
 
 static bool leaf_preloaded = false;
 
@@ -121,6 +128,18 @@ _PG_init(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("leaf.alloc_failover",
+							 "Sets what segment loads do once the allocation database is on a new timeline.",
+							 "A new timeline means a promotion or a restore, which may have lost the last "
+							 "allocations: \"confirm\" refuses loads until a superuser confirms, "
+							 "\"synchronous\" goes on (the promoted server was a synchronous standby).",
+							 &leaf_alloc_failover,
+							 LEAF_FAILOVER_CONFIRM,
+							 leaf_alloc_failover_options,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 
 	leaf_snowflake_init();
 

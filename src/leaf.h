@@ -45,6 +45,9 @@
 /* Length of the error text a worker keeps for waiting callers. */
 #define LEAF_ERRMSG_LEN			256
 
+/* Length of the host:port of the server a segment came from. */
+#define LEAF_SERVER_LEN			64
+
 /*
  * SQLSTATEs of our own, in class LF ("leaf").  Generic conditions use
  * the core codes (see README).
@@ -55,6 +58,7 @@
 #define ERRCODE_LEAF_ALLOC_FAILED		MAKE_SQLSTATE('L','F','0','0','4')
 #define ERRCODE_LEAF_MAX_ID_BACKWARDS	MAKE_SQLSTATE('L','F','0','0','5')
 #define ERRCODE_LEAF_ALLOC_SOURCE_CHANGED MAKE_SQLSTATE('L','F','0','0','6')
+#define ERRCODE_LEAF_ALLOC_PROMOTED		MAKE_SQLSTATE('L','F','0','0','7')
 #define ERRCODE_LEAF_CLOCK_BACKWARDS	MAKE_SQLSTATE('L','F','1','0','1')
 #define ERRCODE_LEAF_SNOWFLAKE_NOT_READY MAKE_SQLSTATE('L','F','1','0','2')
 #define ERRCODE_LEAF_TIMESTAMP_OVERFLOW	MAKE_SQLSTATE('L','F','1','0','3')
@@ -69,6 +73,14 @@ extern int	leaf_segment_duration_ms;
 extern int	leaf_tag_refresh_ms;
 extern char *leaf_alloc_conninfo;
 extern int	leaf_alloc_timeout_ms;
+extern int	leaf_alloc_failover;
+
+/* leaf.alloc_failover: what a load on a new timeline of the allocation database does */
+typedef enum LeafAllocFailover
+{
+	LEAF_FAILOVER_CONFIRM,		/* refused (LF007) until a superuser confirms */
+	LEAF_FAILOVER_SYNCHRONOUS	/* recorded, and loads go on */
+} LeafAllocFailover;
 
 extern void leaf_require_preload(void);
 
@@ -116,14 +128,19 @@ typedef struct LeafTagSlot
 	int			nloads;			/* loads since the slot was taken */
 
 	/* statistics for leaf_segments */
+	int64		ids_issued;		/* IDs handed out since the slot was taken */
 	int64		refills;		/* segments loaded */
 	int64		waits;			/* callers that found both buffers empty */
 	int64		max_wait_us;	/* longest such wait */
 	TimestampTz last_success;	/* last load that worked */
 	TimestampTz last_failure;	/* last load that failed */
+	uint32		refill_timeline;	/* allocation database's timeline at the
+									 * last load, or 0 */
+	char		refill_server[LEAF_SERVER_LEN]; /* host:port or "local" */
 
 	/* the last load failure, for callers waiting on it */
 	uint64		fail_count;		/* bumped on each failed load */
+	bool		fail_current;	/* the last load failed (none worked since) */
 	bool		fail_final;		/* retrying cannot mend it: fail callers */
 	int			fail_sqlstate;	/* its SQLSTATE */
 	char		fail_msg[LEAF_ERRMSG_LEN];	/* its message */
@@ -205,6 +222,8 @@ typedef struct LeafLoadResult
 	int64		step;			/* dynamic step to remember */
 	int32		min_step;		/* leaf_alloc.step */
 	int64		db_max_id;		/* leaf_alloc.max_id after the update */
+	uint32		timeline;		/* allocation database's timeline */
+	char		server[LEAF_SERVER_LEN];	/* host:port, or "local" */
 	int			sqlstate;
 	char		msg[LEAF_ERRMSG_LEN];
 } LeafLoadResult;
@@ -227,6 +246,7 @@ extern void leaf_remote_disconnect(void);
 extern void leaf_remote_source(char *buf, size_t len);
 extern bool leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res);
 extern void leaf_report_source_changed(const char *tag, const char *detail) pg_attribute_noreturn();
+extern void leaf_report_promoted(const char *tag, const char *msg) pg_attribute_noreturn();
 
 /* ---------- leaf_utility.c ---------- */
 

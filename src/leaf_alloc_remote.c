@@ -39,6 +39,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "libpq-fe.h"
@@ -71,6 +72,8 @@ typedef struct LeafSourceIdent
 	int64		sysid;			/* remote: pg_control_system() */
 	Oid			dboid;			/* database holding leaf_alloc */
 	Oid			extoid;			/* the leaf extension there */
+	uint32		timeline;		/* its timeline now, 0 if unknown (not
+								 * part of the identity) */
 	char		address[LEAF_SOURCE_LEN];	/* host:port/dbname, for people */
 } LeafSourceIdent;
 
@@ -81,6 +84,7 @@ static LeafSourceIdent leaf_checked_ident;
 static Oid	leaf_checked_extoid = InvalidOid;
 static bool leaf_checked = false;
 static bool leaf_refused = false;	/* the last check refused the source */
+static bool leaf_refused_timeline = false;	/* ... for its new timeline */
 
 /* A comparison of a source with the recorded one. */
 typedef struct LeafSourceCheck
@@ -90,7 +94,10 @@ typedef struct LeafSourceCheck
 	Oid			extoid;			/* out: this database's leaf extension */
 	bool		recorded;		/* out: a source was recorded */
 	bool		same;			/* out: and it is cur (or none was) */
-	char		detail[LEAF_ERRMSG_LEN];	/* out: if not the same */
+	bool		promoted;		/* out: the same, but on a timeline that
+								 * is not confirmed */
+	char		detail[LEAF_ERRMSG_LEN];	/* out: if not the same, or
+											 * promoted */
 } LeafSourceCheck;
 
 static bool leaf_same_source(const LeafSourceIdent *a, const LeafSourceIdent *b);
@@ -415,7 +422,10 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 	 * failover is not a change), the database and the extension.
 	 */
 	res = leaf_remote_exec("SELECT pg_catalog.quote_ident(n.nspname), "
-						   "c.system_identifier, d.oid, e.oid "
+						   "c.system_identifier, d.oid, e.oid, "
+						   "CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL "
+						   "ELSE pg_catalog.substr(pg_catalog.pg_walfile_name("
+						   "pg_catalog.pg_current_wal_insert_lsn()), 1, 8) END "
 						   "FROM pg_catalog.pg_extension e "
 						   "JOIN pg_catalog.pg_namespace n "
 						   "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
@@ -448,6 +458,9 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 	leaf_remote_ident.sysid = strtoi64(PQgetvalue(res, 0, 1), NULL, 10);
 	leaf_remote_ident.dboid = (Oid) strtoul(PQgetvalue(res, 0, 2), NULL, 10);
 	leaf_remote_ident.extoid = (Oid) strtoul(PQgetvalue(res, 0, 3), NULL, 10);
+	/* the timeline part of the name of the WAL file being written */
+	if (!PQgetisnull(res, 0, 4))
+		leaf_remote_ident.timeline = (uint32) strtoul(PQgetvalue(res, 0, 4), NULL, 16);
 	snprintf(leaf_remote_ident.address, sizeof(leaf_remote_ident.address),
 			 "%s:%s/%s", PQhost(leaf_conn), PQport(leaf_conn), PQdb(leaf_conn));
 	PQclear(res);
@@ -573,6 +586,10 @@ leaf_remote_take(const LeafLoadJob *job, int32 row_step,
 	res->step = plan->step;
 	res->min_step = row_step;
 	res->db_max_id = new_max;
+	/* a primary's timeline stays the same while it runs */
+	res->timeline = leaf_remote_ident.timeline;
+	snprintf(res->server, sizeof(res->server), "%s:%s",
+			 PQhost(leaf_conn), PQport(leaf_conn));
 	return 1;
 }
 
@@ -593,8 +610,23 @@ leaf_remote_load_once(const LeafLoadJob *job, LeafLoadResult *res)
 	if (!leaf_remote_connect(res->msg, sizeof(res->msg)))
 		return;
 
-	/* is this still the allocation database that we drew from? */
+	/*
+	 * A server in recovery has no timeline of its own yet; if it were
+	 * promoted while this connection stays open, loads would go on without
+	 * the check of its new timeline.  (target_session_attrs=read-write
+	 * never picks one.)
+	 */
 	res->sqlstate = ERRCODE_LEAF_ALLOC_FAILED;
+	if (leaf_remote_ident.timeline == 0)
+	{
+		snprintf(res->msg, sizeof(res->msg),
+				 "allocation database %s is in recovery",
+				 leaf_remote_ident.address);
+		leaf_remote_disconnect();
+		return;
+	}
+
+	/* is this still the allocation database that we drew from? */
 	if (!leaf_source_check(&leaf_remote_ident, job, res))
 		return;
 
@@ -719,25 +751,42 @@ leaf_describe_source(const LeafSourceIdent *id, char *buf, size_t len)
  * c->write, also record cur if nothing is recorded yet, or record it as
  * the pending source if it differs.  A database without the extension
  * (c->extoid invalid) is left alone.
+ *
+ * The same source on another timeline than the recorded one was promoted
+ * or restored since segments were last loaded from it, and may have lost
+ * the last of them (asynchronous replication, an older backup).  With
+ * leaf.alloc_failover = 'confirm' that is refused like a change of source
+ * (c->promoted, and cur with its timeline is written as pending); with
+ * 'synchronous' the new timeline is recorded and loads go on.  Before
+ * ALTER EXTENSION leaf UPDATE to 1.1 the table has no timeline column and
+ * timelines are not checked.
  */
 static void
 leaf_source_check_txn(LeafSourceCheck *c)
 {
 	Oid			nsp;
+	Oid			relid;
 	char	   *tbl;
 	uint64		i;
+	bool		have_tl;
 	bool		have_pending = false;
 	bool		pending_same = false;
+	bool		want_pending;
+	uint32		rec_timeline = 0;
 	char		recorded_desc[LEAF_ERRMSG_LEN];
 	char		cur_desc[LEAF_ERRMSG_LEN];
 
 	c->recorded = false;
 	c->same = true;
+	c->promoted = false;
 	c->detail[0] = '\0';
 	nsp = leaf_extension_namespace(&c->extoid);
 	if (!OidIsValid(c->extoid))
 		return;
 	leaf_describe_source(c->cur, cur_desc, sizeof(cur_desc));
+	relid = get_relname_relid("leaf_alloc_source", nsp);
+	have_tl = OidIsValid(relid) &&
+		get_attnum(relid, "timeline") != InvalidAttrNumber;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -746,7 +795,8 @@ leaf_source_check_txn(LeafSourceCheck *c)
 	if (SPI_execute(psprintf("SELECT state OPERATOR(pg_catalog.=) 'current', "
 							 "kind OPERATOR(pg_catalog.=) 'remote', "
 							 "system_identifier, database_oid, extension_oid, "
-							 "description FROM %s", tbl),
+							 "description, %s FROM %s",
+							 have_tl ? "timeline" : "NULL::pg_catalog.int8", tbl),
 					false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read leaf_alloc_source");
 	for (i = 0; i < SPI_processed; i++)
@@ -757,6 +807,7 @@ leaf_source_check_txn(LeafSourceCheck *c)
 		bool		isnull;
 		bool		current;
 		char	   *d;
+		Datum		tl;
 
 		memset(&rec, 0, sizeof(rec));
 		current = DatumGetBool(SPI_getbinval(tup, desc, 1, &isnull));
@@ -769,17 +820,22 @@ leaf_source_check_txn(LeafSourceCheck *c)
 			rec.dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
 			rec.extoid = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
 		}
+		tl = SPI_getbinval(tup, desc, 7, &isnull);
+		if (!isnull)
+			rec.timeline = (uint32) DatumGetInt64(tl);
 		if (current)
 		{
 			c->recorded = true;
 			c->same = leaf_same_source(&rec, c->cur);
+			rec_timeline = rec.timeline;
 			d = SPI_getvalue(tup, desc, 6);
 			strlcpy(recorded_desc, d ? d : "?", sizeof(recorded_desc));
 		}
 		else
 		{
 			have_pending = true;
-			pending_same = leaf_same_source(&rec, c->cur);
+			pending_same = leaf_same_source(&rec, c->cur) &&
+				(!have_tl || rec.timeline == c->cur->timeline);
 		}
 	}
 
@@ -787,13 +843,26 @@ leaf_source_check_txn(LeafSourceCheck *c)
 		snprintf(c->detail, sizeof(c->detail),
 				 "Segments came from %s; leaf.alloc_conninfo now leads to %s.",
 				 recorded_desc, cur_desc);
-
-	if (c->write &&
-		(!c->recorded || have_pending != !c->same || (!c->same && !pending_same)))
+	else if (c->recorded && have_tl && rec_timeline != 0 &&
+			 c->cur->timeline != 0 && rec_timeline != c->cur->timeline &&
+			 leaf_alloc_failover != LEAF_FAILOVER_SYNCHRONOUS)
 	{
-		Oid			argtypes[6] = {TEXTOID, TEXTOID, INT8OID, OIDOID, OIDOID, TEXTOID};
-		Datum		values[6];
-		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+		c->promoted = true;
+		snprintf(c->detail, sizeof(c->detail),
+				 "allocation database was promoted or restored (timeline %u -> %u); segments are not loaded until confirmed",
+				 rec_timeline, c->cur->timeline);
+	}
+
+	want_pending = (!c->same || c->promoted);
+	if (c->write &&
+		(!c->recorded || (want_pending && !pending_same) ||
+		 (!want_pending && have_pending) ||
+		 (!want_pending && have_tl && c->cur->timeline != 0 &&
+		  rec_timeline != c->cur->timeline)))
+	{
+		Oid			argtypes[7] = {TEXTOID, TEXTOID, INT8OID, OIDOID, OIDOID, TEXTOID, INT8OID};
+		Datum		values[7];
+		char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 
 		/* durable before any segment from this source is used */
 		(void) set_config_option("synchronous_commit", "on", PGC_SUSET,
@@ -802,7 +871,7 @@ leaf_source_check_txn(LeafSourceCheck *c)
 		if (SPI_execute(psprintf("DELETE FROM %s WHERE state OPERATOR(pg_catalog.=) 'pending'",
 								 tbl), false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "could not update leaf_alloc_source");
-		if (!c->recorded || !c->same)
+		if (!c->recorded || want_pending)
 		{
 			values[0] = CStringGetTextDatum(c->recorded ? "pending" : "current");
 			values[1] = CStringGetTextDatum(c->cur->remote ? "remote" : "local");
@@ -810,13 +879,36 @@ leaf_source_check_txn(LeafSourceCheck *c)
 			values[3] = ObjectIdGetDatum(c->cur->dboid);
 			values[4] = ObjectIdGetDatum(c->cur->extoid);
 			values[5] = CStringGetTextDatum(cur_desc);
+			values[6] = Int64GetDatum((int64) c->cur->timeline);
 			if (!c->cur->remote)
 				nulls[2] = nulls[3] = nulls[4] = 'n';
+			if (c->cur->timeline == 0)
+				nulls[6] = 'n';
 			if (SPI_execute_with_args(psprintf("INSERT INTO %s (state, kind, system_identifier, "
-											   "database_oid, extension_oid, description) "
-											   "VALUES ($1, $2, $3, $4, $5, $6)", tbl),
-									  6, argtypes, values, nulls, false, 0) != SPI_OK_INSERT)
+											   "database_oid, extension_oid, description%s) "
+											   "VALUES ($1, $2, $3, $4, $5, $6%s)", tbl,
+											   have_tl ? ", timeline" : "",
+											   have_tl ? ", $7" : ""),
+									  have_tl ? 7 : 6, argtypes, values, nulls,
+									  false, 0) != SPI_OK_INSERT)
 				elog(ERROR, "could not update leaf_alloc_source");
+		}
+		else if (have_tl && c->cur->timeline != 0 &&
+				 rec_timeline != c->cur->timeline)
+		{
+			/* 1.0 recorded no timeline; or leaf.alloc_failover = synchronous */
+			values[0] = Int64GetDatum((int64) c->cur->timeline);
+			if (SPI_execute_with_args(psprintf("UPDATE %s SET timeline = $1, recorded_at = pg_catalog.now() "
+											   "WHERE state OPERATOR(pg_catalog.=) 'current'", tbl),
+									  1, &argtypes[6], values, NULL,
+									  false, 0) != SPI_OK_UPDATE)
+				elog(ERROR, "could not update leaf_alloc_source");
+			if (rec_timeline != 0)
+				ereport(LOG,
+						(errmsg("leaf allocator accepted timeline %u of %s for database with OID %u, where segments were last loaded on timeline %u",
+								c->cur->timeline, cur_desc, MyDatabaseId,
+								rec_timeline),
+						 errdetail("\"leaf.alloc_failover\" is \"synchronous\": the promoted server is taken to have every allocation its former primary acknowledged.")));
 		}
 		if (!c->recorded)
 			ereport(LOG,
@@ -852,8 +944,9 @@ leaf_source_run(LeafSourceCheck *c, LeafLoadResult *res)
 
 /*
  * May segments for job come from cur?  Returns true if cur is the
- * recorded source (recording it first if there is none); otherwise fills
- * *res with the failure: LF006 for another source.
+ * recorded source (recording it first if there is none) on a timeline
+ * that may be used; otherwise fills *res with the failure: LF006 for
+ * another source, LF007 for an unconfirmed new timeline.
  */
 static bool
 leaf_source_check(const LeafSourceIdent *cur, const LeafLoadJob *job,
@@ -862,7 +955,8 @@ leaf_source_check(const LeafSourceIdent *cur, const LeafLoadJob *job,
 	LeafSourceCheck c;
 
 	if (leaf_checked && leaf_checked_extoid == job->extoid &&
-		leaf_same_source(&leaf_checked_ident, cur))
+		leaf_same_source(&leaf_checked_ident, cur) &&
+		leaf_checked_ident.timeline == cur->timeline)
 		return true;
 
 	memset(&c, 0, sizeof(c));
@@ -878,12 +972,14 @@ leaf_source_check(const LeafSourceIdent *cur, const LeafLoadJob *job,
 		res->status = LEAF_LOAD_EXT_GONE;
 		return false;
 	}
-	if (!c.same)
+	if (!c.same || c.promoted)
 	{
 		leaf_checked = false;
 		leaf_refused = true;
+		leaf_refused_timeline = c.same;
 		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = ERRCODE_LEAF_ALLOC_SOURCE_CHANGED;
+		res->sqlstate = c.same ? ERRCODE_LEAF_ALLOC_PROMOTED :
+			ERRCODE_LEAF_ALLOC_SOURCE_CHANGED;
 		strlcpy(res->msg, c.detail, sizeof(res->msg));
 		return false;
 	}
@@ -891,11 +987,13 @@ leaf_source_check(const LeafSourceIdent *cur, const LeafLoadJob *job,
 	leaf_checked_extoid = c.extoid;
 	leaf_checked = true;
 	leaf_refused = false;
+	leaf_refused_timeline = false;
 	return true;
 }
 
 /*
- * Before a load from this database's own leaf_alloc: the same check.
+ * Before a load from this database's own leaf_alloc: the same check, on
+ * this server's timeline.
  */
 bool
 leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res)
@@ -908,6 +1006,7 @@ leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res)
 
 	memset(&local, 0, sizeof(local));
 	local.remote = false;
+	local.timeline = GetWALInsertionTimeLine();
 	return leaf_source_check(&local, job, res);
 }
 
@@ -926,6 +1025,21 @@ leaf_report_source_changed(const char *tag, const char *detail)
 			 errdetail_internal("%s", detail) :
 			 errdetail("This database drew its segments from another allocation database before."),
 			 errhint("Once every max_id in the new leaf_alloc lies above every ID handed out before, a superuser confirms the change with SELECT leaf_alloc_source_confirm(); the table leaf_alloc_source shows both.")));
+}
+
+/*
+ * Raise the error of a load refused because the allocation database is on
+ * a timeline that is not confirmed; msg comes from the allocator.
+ */
+void
+leaf_report_promoted(const char *tag, const char *msg)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_LEAF_ALLOC_PROMOTED),
+			 errmsg_internal("%s", msg),
+			 errdetail("biz_tag \"%s\" has no segment left, and the last allocations before the promotion or restore may be missing from leaf_alloc.",
+					   tag),
+			 errhint("Once every max_id in leaf_alloc lies above every ID handed out before, a superuser confirms with SELECT leaf_alloc_source_confirm(); see \"leaf.alloc_failover\".")));
 }
 
 /*
@@ -949,7 +1063,8 @@ leaf_remote_tags_read(HTAB *tags, char *errbuf, size_t errlen)
 	 * not decide which slots to free.  This runs in the caller's
 	 * transaction, so it only reads what is recorded.
 	 */
-	if (!leaf_checked || !leaf_same_source(&leaf_checked_ident, &leaf_remote_ident))
+	if (!leaf_checked || !leaf_same_source(&leaf_checked_ident, &leaf_remote_ident) ||
+		leaf_checked_ident.timeline != leaf_remote_ident.timeline)
 	{
 		LeafSourceCheck c;
 
@@ -961,6 +1076,11 @@ leaf_remote_tags_read(HTAB *tags, char *errbuf, size_t errlen)
 			snprintf(errbuf, errlen,
 					 "the allocation database changed and the change is not confirmed: %s",
 					 c.detail);
+			return false;
+		}
+		if (c.promoted)
+		{
+			snprintf(errbuf, errlen, "%s", c.detail);
 			return false;
 		}
 	}
@@ -1008,7 +1128,9 @@ leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen)
 void
 leaf_remote_source(char *buf, size_t len)
 {
-	const char *refused = leaf_refused ? " (change not confirmed)" : "";
+	const char *refused = !leaf_refused ? "" :
+		leaf_refused_timeline ? " (new timeline not confirmed)" :
+		" (change not confirmed)";
 
 	if (!leaf_remote_enabled())
 		snprintf(buf, len, "local%s", refused);

@@ -560,8 +560,13 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 								 "leaf: loading a segment",
 								 &res->sqlstate, res->msg, sizeof(res->msg)))
 			res->status = LEAF_LOAD_FAILED;
-		else if (res->status == LEAF_LOAD_OK)
-			(void) leaf_commit_confirmed(job, res);
+		else if (res->status == LEAF_LOAD_OK &&
+				 leaf_commit_confirmed(job, res))
+		{
+			/* a primary's timeline stays the same while it runs */
+			res->timeline = GetWALInsertionTimeLine();
+			strlcpy(res->server, "local", sizeof(res->server));
+		}
 	}
 	leaf_report_source();
 	leaf_log_failure(job, res);
@@ -599,10 +604,14 @@ leaf_publish(const LeafLoadJob *job, const LeafLoadResult *res)
 			slot->nloads++;
 			slot->refills++;
 			slot->last_success = now;
+			slot->fail_current = false;
+			slot->refill_timeline = res->timeline;
+			strlcpy(slot->refill_server, res->server, sizeof(slot->refill_server));
 		}
 		else
 		{
 			slot->fail_count++;
+			slot->fail_current = true;
 			slot->fail_final = (res->status == LEAF_LOAD_FINAL);
 			slot->fail_sqlstate = res->sqlstate;
 			strlcpy(slot->fail_msg, res->msg, sizeof(slot->fail_msg));

@@ -553,12 +553,16 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 		slot->last_load = 0;
 		slot->nloads = 0;
 		slot->retry_at = 0;
+		slot->ids_issued = 0;
 		slot->refills = 0;
 		slot->waits = 0;
 		slot->max_wait_us = 0;
 		slot->last_success = 0;
 		slot->last_failure = 0;
+		slot->refill_timeline = 0;
+		slot->refill_server[0] = '\0';
 		slot->fail_count = 0;
+		slot->fail_current = false;
 		slot->fail_final = false;
 		slot->fail_sqlstate = 0;
 		slot->fail_msg[0] = '\0';
@@ -609,6 +613,7 @@ leaf_take(LeafTagSlot *slot, uint64 generation, int64 n, int64 want,
 	{
 		*first = seg->next;
 		seg->next += take;
+		slot->ids_issued += take;
 	}
 	else
 		take = 0;
@@ -683,6 +688,8 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 			leaf_report_tag_not_visible(tag);
 		if (sqlstate == ERRCODE_LEAF_ALLOC_SOURCE_CHANGED)
 			leaf_report_source_changed(tag, msg);
+		if (sqlstate == ERRCODE_LEAF_ALLOC_PROMOTED)
+			leaf_report_promoted(tag, msg);
 		ereport(ERROR,
 				(errcode(sqlstate),
 				 errmsg("could not allocate a segment for biz_tag \"%s\"", tag),
@@ -986,7 +993,36 @@ leaf_source_of(Oid dboid)
 }
 
 /*
- * leaf_segments(): one row per tag slot in use.
+ * What a call for the tag would do now, from a copy of its slot:
+ *	ok		an ID is ready in one of the buffers;
+ *	loading	both buffers are empty and a load is under way or due;
+ *	failing	both are empty and the last load failed;
+ *	refused	both are empty and the last load was refused (LF005, LF006,
+ *			LF007), which only a person can mend.
+ * A failure that a later load mended no longer counts: last_error keeps
+ * its text, but the state is that of the segments.
+ */
+static const char *
+leaf_slot_state(const LeafTagSlot *slot)
+{
+	const LeafSegment *cur = &slot->seg[slot->cur];
+
+	if (cur->next < cur->max || slot->next_ready)
+		return "ok";
+	if (!slot->fail_current)
+		return "loading";
+	if (slot->fail_sqlstate == ERRCODE_LEAF_MAX_ID_BACKWARDS ||
+		slot->fail_sqlstate == ERRCODE_LEAF_ALLOC_SOURCE_CHANGED ||
+		slot->fail_sqlstate == ERRCODE_LEAF_ALLOC_PROMOTED)
+		return "refused";
+	return "failing";
+}
+
+/*
+ * leaf_segments(): one row per tag slot in use.  The columns after
+ * last_error came with release 1.1; under the SQL definition of 1.0 (a
+ * new library before ALTER EXTENSION leaf UPDATE) only the first ones are
+ * returned.
  */
 Datum
 leaf_segments(PG_FUNCTION_ARGS)
@@ -1001,8 +1037,8 @@ leaf_segments(PG_FUNCTION_ARGS)
 	{
 		LeafTagSlot *slot = &leaf_seg->slots[i];
 		LeafTagSlot copy;
-		Datum		values[16];
-		bool		nulls[16];
+		Datum		values[20];
+		bool		nulls[20];
 		char	   *dbname;
 		LeafSegment *cur;
 		LeafSegment *nxt;
@@ -1067,6 +1103,21 @@ leaf_segments(PG_FUNCTION_ARGS)
 			values[j++] = CStringGetTextDatum(copy.fail_msg);
 		else
 			nulls[j++] = true;
+		/* 1.1 */
+		values[j++] = CStringGetTextDatum(leaf_slot_state(&copy));
+		values[j++] = Int64GetDatum(copy.ids_issued);
+		if (copy.refill_server[0])
+			values[j++] = CStringGetTextDatum(copy.refill_server);
+		else
+			nulls[j++] = true;
+		if (copy.refill_timeline != 0)
+			values[j++] = Int64GetDatum((int64) copy.refill_timeline);
+		else
+			nulls[j++] = true;
+		Assert(j <= lengthof(values));
+		if (rsinfo->setDesc->natts > j)
+			elog(ERROR, "leaf_segments() returns %d columns, but %d were expected",
+				 j, rsinfo->setDesc->natts);
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
 							 values, nulls);
