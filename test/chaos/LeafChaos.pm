@@ -161,6 +161,7 @@ max_worker_processes = 16
 max_connections = 40
 leaf.alloc_conninfo = '$conninfo'
 leaf.alloc_timeout = '3s'
+leaf.alloc_failover = 'synchronous'
 leaf.segment_duration = '1s'
 leaf.wait_timeout = '5s'
 leaf.zk_hosts = '@{[ $self->{zk}->hosts ]}'

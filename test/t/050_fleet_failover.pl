@@ -89,6 +89,8 @@ for my $i (1 .. 3)
 		"leaf.alloc_conninfo = '$conninfo'",
 		"leaf.segment_duration = '1s'",
 		"leaf.wait_timeout = '5s'",
+		# the standby is synchronous: its promotion loses no allocation
+		"leaf.alloc_failover = 'synchronous'",
 		"max_connections = 30");
 	$s->safe_psql('postgres', q[
 CREATE TABLE orders (
@@ -228,6 +230,10 @@ SELECT waits, round(max_wait_ms), refills, step, source, coalesce(last_error, ''
 	$max_wait_ms = $wait_ms if $wait_ms > $max_wait_ms;
 	is($source, 'remote 127.0.0.1:' . $alloc2->port . '/postgres',
 		"shard $n: now draws segments from the promoted standby");
+	is( $s->safe_psql('postgres',
+			q[SELECT state || ' ' || timeline FROM leaf_alloc_source]),
+		'current 2',
+		"shard $n: accepted the new timeline (leaf.alloc_failover = 'synchronous')");
 	diag sprintf(
 		'shard %d: %d rows (%d during the outage), %.0f tps; '
 		  . '%d refills, last step %d; %d calls waited for a segment, '
