@@ -18,6 +18,9 @@
 # (3) A synchronous standby with leaf.alloc_failover = 'synchronous': the
 #     new timeline is recorded and loads go on, with no manual step and no
 #     repeated ID.
+# (4) A backup restored with archive recovery (recovery.signal) ends on
+#     a new timeline, without the loads made after the last archived WAL:
+#     refused as well.
 #
 # (Pausing replay on the standby with pg_wal_replay_pause() is not enough
 # to lose WAL: what the standby received is replayed before it is
@@ -135,6 +138,8 @@ $s1->start;
 $s1->promote;
 ok($s1->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
 	'(1) the asynchronous standby is promoted');
+is($s1->safe_psql('postgres', 'SELECT count(*) FROM leaf_segments'), '0',
+	'(1) it holds no segment: a standby never loads any');
 my $lost_max = $s1->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE biz_tag = 'order']);
 cmp_ok($lost_max, '<', $given,
 	"(1) the promoted standby lacks allocations: its max_id $lost_max is below $given");
@@ -178,6 +183,33 @@ is( $s1->safe_psql('postgres',
 $s1->restart;
 is(scalar(take($s1, 'order', 10)), 10, '(1) and a restart on timeline 2 is no change');
 $s1->stop;
+
+# ---------- (4) a backup restored with archive recovery ----------
+
+my $q = PostgreSQL::Test::Cluster->new('archived');
+$q->init(allows_streaming => 1, has_archiving => 1);
+$q->append_conf('postgresql.conf', "shared_preload_libraries = 'leaf'\nmax_worker_processes = 16\n"
+	  . "leaf.segment_duration = '1ms'\nleaf.wait_timeout = '3s'\n");
+$q->start;
+$q->safe_psql('postgres', q[
+CREATE EXTENSION leaf;
+SELECT leaf_segment_create('order', step => 10);]);
+my @qids = take($q, 'order', 25);
+$q->backup('qbase');
+push @qids, burst($q, 'order', 200);
+$q->stop;
+my $r = PostgreSQL::Test::Cluster->new('restored');
+$r->init_from_backup($q, 'qbase', has_restoring => 1, standby => 0);
+$r->start;
+ok($r->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
+	'(4) the backup is restored with archive recovery');
+cmp_ok($r->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE biz_tag = 'order']),
+	'<=', LeafTest::max_of(@qids), '(4) it lacks the last loads');
+($got, $states, $err) = take_each($r, 'order', 50);
+is(LeafTest::count_repeats([ @qids, @$got ]), 0, '(4) no ID is handed out again');
+is((LeafTest::uniq_in_order(@$states))[0], 'LF007', '(4) calls fail with LF007');
+like($err, qr/\(timeline 1 -> [2-9]\)/, '(4) the message names the new timeline');
+$r->stop;
 
 # ---------- (3) synchronous standby, leaf.alloc_failover = 'synchronous' ----------
 
