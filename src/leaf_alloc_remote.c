@@ -85,6 +85,8 @@ static Oid	leaf_checked_extoid = InvalidOid;
 static bool leaf_checked = false;
 static bool leaf_refused = false;	/* the last check refused the source */
 static bool leaf_refused_timeline = false;	/* ... for its new timeline */
+static bool leaf_checked_tl = false;	/* the check saw the timeline column */
+static TimestampTz leaf_checked_at = 0; /* when the check last ran */
 
 /* A comparison of a source with the recorded one. */
 typedef struct LeafSourceCheck
@@ -96,6 +98,8 @@ typedef struct LeafSourceCheck
 	bool		same;			/* out: and it is cur (or none was) */
 	bool		promoted;		/* out: the same, but on a timeline that
 								 * is not confirmed */
+	bool		have_tl;		/* out: leaf_alloc_source has a timeline
+								 * column (release 1.1) */
 	char		detail[LEAF_ERRMSG_LEN];	/* out: if not the same, or
 											 * promoted */
 } LeafSourceCheck;
@@ -787,6 +791,7 @@ leaf_source_check_txn(LeafSourceCheck *c)
 	relid = get_relname_relid("leaf_alloc_source", nsp);
 	have_tl = OidIsValid(relid) &&
 		get_attnum(relid, "timeline") != InvalidAttrNumber;
+	c->have_tl = have_tl;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -954,9 +959,17 @@ leaf_source_check(const LeafSourceIdent *cur, const LeafLoadJob *job,
 {
 	LeafSourceCheck c;
 
+	/*
+	 * Checked already.  Before ALTER EXTENSION leaf UPDATE to 1.1 there is
+	 * no timeline to record; check again now and then, so that it is
+	 * recorded soon after the update.
+	 */
 	if (leaf_checked && leaf_checked_extoid == job->extoid &&
 		leaf_same_source(&leaf_checked_ident, cur) &&
-		leaf_checked_ident.timeline == cur->timeline)
+		leaf_checked_ident.timeline == cur->timeline &&
+		(leaf_checked_tl ||
+		 !TimestampDifferenceExceeds(leaf_checked_at, GetCurrentTimestamp(),
+									 leaf_tag_refresh_ms)))
 		return true;
 
 	memset(&c, 0, sizeof(c));
@@ -986,6 +999,8 @@ leaf_source_check(const LeafSourceIdent *cur, const LeafLoadJob *job,
 	leaf_checked_ident = *cur;
 	leaf_checked_extoid = c.extoid;
 	leaf_checked = true;
+	leaf_checked_tl = c.have_tl;
+	leaf_checked_at = GetCurrentTimestamp();
 	leaf_refused = false;
 	leaf_refused_timeline = false;
 	return true;
