@@ -447,6 +447,7 @@ sub run
 		seed => $o{seed} // 1,
 		seconds => $o{seconds} // 60,
 		every => $o{every} // 3,
+		settle => $o{settle} // 20,
 		clients => $o{clients} // [qw(segment segment snowflake mixed)],
 		undo => [],
 		zk_down => {},
@@ -459,9 +460,13 @@ sub run
 	my @sched = schedule($self->{seed}, $self->{seconds}, $self->{every});
 	$self->start_fleet;
 
-	# clients
+	# clients: they go on after the last fault is undone, for the settle
+	# time, so that the recovery from every fault is seen however long the
+	# last one took; the stop file ends them, the hard limit is a backstop
 	my $t0 = time();
 	my $until = $t0 + $self->{seconds};
+	my $stop_file = "$self->{dir}/stop";
+	unlink $stop_file;
 	my @kids;
 	for my $i (1 .. 3)
 	{
@@ -475,7 +480,9 @@ sub run
 				exec($^X, "$here/client.pl",
 					'--host', $s->host, '--port', $s->port,
 					'--shard', $i, '--client', $c, '--seed', $self->{seed},
-					'--until', $until, '--mode', $self->{clients}[ $c - 1 ],
+					'--until', $until + $self->{settle} + 600,
+					'--stop-file', $stop_file,
+					'--mode', $self->{clients}[ $c - 1 ],
 					'--out', "$self->{dir}/ids/shard$i-client$c.ids")
 				  or POSIX::_exit(127);
 			}
@@ -513,9 +520,15 @@ sub run
 	}
 	close $fl;
 
-	# end: every fault undone, clients finished
+	# end: every fault undone, the clients go on for the settle time, then
+	# they are told to stop
 	$_->{what}->() for @{ $self->{undo} };
 	$self->zk_restart_all;
+	Test::More::note(sprintf('chaos +%5.1fs faults undone, clients go on for %d s',
+		time() - $t0, $self->{settle}));
+	sleep $self->{settle};
+	open my $sf, '>', $stop_file or die "$stop_file: $!";
+	close $sf;
 	waitpid($_, 0) for @kids;
 
 	# servers: still up?  then stop them and keep their logs

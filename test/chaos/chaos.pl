@@ -21,5 +21,6 @@ use LeafChaos;
 LeafChaos::tap_run(
 	seed => $ENV{CHAOS_SEED} // 1,
 	seconds => $ENV{CHAOS_SECONDS} // 60,
-	every => $ENV{CHAOS_FAULT_EVERY} // 3);
+	every => $ENV{CHAOS_FAULT_EVERY} // 3,
+	settle => $ENV{CHAOS_SETTLE} // 20);
 done_testing();

@@ -4,8 +4,10 @@
 #
 #   client.pl --host H --port P --shard S --client C --seed N
 #             --until EPOCH_SECONDS --out FILE [--mode segment|snowflake|mixed]
+#             [--stop-file F]
 #
-# Connects to one shard and, until the given time, calls leaf's generators
+# Connects to one shard and, until the given time or until the stop file
+# exists, whichever comes first, calls leaf's generators
 # at random: in segment mode leaf_segment_nextval on several tags and
 # leaf_segment_nextvals; in snowflake mode leaf_snowflake() and
 # leaf_snowflake_nextvals(); mixed does both, some of it inside
@@ -31,7 +33,7 @@ use Time::HiRes qw(time usleep);
 
 my %o;
 GetOptions(\%o, 'host=s', 'port=i', 'shard=i', 'client=i', 'seed=i',
-	'until=f', 'out=s', 'tags=s', 'mode=s')
+	'until=f', 'out=s', 'tags=s', 'mode=s', 'stop-file=s')
   or die "usage: see the head of $0\n";
 my @tags = split /,/, ($o{tags} // 'big,mid,small,phoenix');
 
@@ -99,7 +101,8 @@ sub put
 	return;
 }
 
-while (time() < $o{until})
+my $stop_file = $o{'stop-file'};
+while (time() < $o{until} && !($stop_file && -e $stop_file))
 {
 	$t_call = now_ms();
 	if (!$dbh || $reconnect)
