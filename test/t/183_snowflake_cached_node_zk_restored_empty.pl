@@ -1,16 +1,16 @@
 # Snowflake mode with ZooKeeper: four nodes hold worker IDs 0 to 3.  The
 # node with worker ID 3 (n4) loses ZooKeeper (its proxy is frozen),
-# restarts meanwhile and
-# serves with worker ID 3 from its state file; then ZooKeeper is stopped
-# and comes back empty.  n4 reaches it at once, while the other three still
-# hold sessions that the restored server refuses, and keep serving with
-# their old worker IDs until they give up on those sessions.  Whatever
-# worker ID n4 is given, an old holder may still be using it: n4 must
-# register as a new node and wait like one, and the others too once they
-# register again.  No two nodes may issue IDs with the same worker ID at
-# the same time, and every node must serve again, with a worker ID of its
-# own, without a restart.  (With the wait of a new registration skipped
-# for a node that was serving, this test found 7,265 repeated IDs.)
+# restarts meanwhile and serves with worker ID 3 from its state file; then
+# ZooKeeper is stopped and comes back empty.  n4 reaches it at once, while
+# the other three still hold sessions that the restored server refuses, and
+# keep serving with their old worker IDs until they give up on those
+# sessions.  Whatever worker ID n4 is given, an old holder may still be
+# using it: n4 must register as a new node and wait like one, and the
+# others too once they register again.  No two nodes may issue IDs with
+# the same worker ID at the same time, and every node must serve again,
+# with a worker ID of its own, without a restart.  (With the wait of a new
+# registration skipped for a node that was serving, this test found 7,265
+# repeated IDs.)
 use strict;
 use warnings;
 

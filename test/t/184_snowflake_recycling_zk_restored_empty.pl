@@ -6,6 +6,8 @@
 # outage and must register again afterwards.  Checked: no ID repeats; the
 # status's "ready" never says t when a call made at once fails; the server
 # log says why calls fail; and every node serves again within a bound.
+# (Before the lease was reported, the status gave no reason and the log
+# said nothing until the session was given up, 6 s into the outage.)
 use strict;
 use warnings;
 
