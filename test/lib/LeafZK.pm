@@ -444,7 +444,8 @@ END $$]);
 # repeats, in how many milliseconds two nodes issued IDs with the same
 # worker ID, how often a node issued IDs with a worker ID again after
 # another node had (0 unless two nodes used it at once), and per node the
-# probes as [ms, ready, state] (state: "ok" or the SQLSTATE).
+# probes as [ms, ready, state, ID] (state: "ok" or the SQLSTATE; ID '' if
+# none).
 sub stop_load
 {
 	my ($load, @nodes) = @_;
@@ -464,7 +465,7 @@ sub stop_load
 			for my $line (split /\n/, $out)
 			{
 				next unless $line =~ /^P\|(\d+)\|([tf])\|(\w+)\|(\d*)$/;
-				push @p, [ $1, $2, $3 ];
+				push @p, [ $1, $2, $3, $4 ];
 				push @mine, $4 if $4 ne '';
 			}
 		}
