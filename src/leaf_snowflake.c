@@ -651,6 +651,7 @@ leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 		ereport(ERROR,
 				(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
 				 errmsg("snowflake generator is not ready: the high-water mark of issued timestamps was not recorded in time"),
+				 reason[0] ? errdetail("The snowflake worker says: %s.", reason) : 0,
 				 errhint("See the server log and the view leaf_snowflake_status.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
@@ -970,9 +971,10 @@ leaf_snowflake_status(PG_FUNCTION_ARGS)
 		why = "the snowflake worker is restarting the generator";
 	else if (leaf_sf_now_ms() > lease)
 	{
+		/* the worker's reason, if it has found out why */
 		snprintf(lease_reason, sizeof(lease_reason),
-				 "the high-water mark of issued timestamps was not recorded in time: the lease ran out " INT64_FORMAT " ms ago",
-				 leaf_sf_now_ms() - lease);
+				 "the high-water mark of issued timestamps was not recorded in time: the lease ran out " INT64_FORMAT " ms ago%s%s",
+				 leaf_sf_now_ms() - lease, snap.reason[0] ? "; " : "", snap.reason);
 		why = lease_reason;
 	}
 	else

@@ -132,6 +132,8 @@ static bool leaf_zk_retried = false;	/* a new session was tried before
 										 * using the cache file */
 static int64 leaf_unconnected_since = 0;	/* session not connected since */
 static int64 leaf_file_hwm = 0; /* last high-water mark the file holds */
+static bool leaf_lease_out = false; /* serving, but the lease ran out */
+static int64 leaf_lease_out_since = 0;	/* when that was noticed */
 
 static void leaf_zk_close(void);
 
@@ -197,6 +199,7 @@ leaf_not_ready(const char *fmt,...)
 		strlcpy(leaf_reason, buf, sizeof(leaf_reason));
 	}
 	leaf_serving = false;
+	leaf_lease_out = false;
 	leaf_sf_report(LEAF_SF_NOT_READY, buf);
 }
 
@@ -1204,6 +1207,39 @@ leaf_zk_heartbeat(int64 now, int64 hwm, bool bounded)
  */
 
 /*
+ * While serving, the lease may run out because the mark could not be
+ * recorded: calls then wait and fail with LF102.  Say why, once, in the
+ * log and in the status (the generator stays "ready" to its callers, who
+ * wait for the next heartbeat), and say when the lease is extended again.
+ */
+static void
+leaf_lease_report(int64 now, const char *why)
+{
+	char		buf[LEAF_SF_REASON_LEN];
+
+	if (!leaf_serving)
+		return;
+	if (why != NULL && !leaf_lease_out)
+	{
+		snprintf(buf, sizeof(buf), "the lease ran out: %s", why);
+		ereport(LOG,
+				(errmsg("leaf snowflake generator not ready: %s", buf),
+				 errdetail("Calls fail with LF102 until a new high-water mark is recorded.")));
+		leaf_sf_report(LEAF_SF_READY, why);
+		leaf_lease_out = true;
+		leaf_lease_out_since = now;
+	}
+	else if (why == NULL && leaf_lease_out)
+	{
+		ereport(LOG,
+				(errmsg("leaf snowflake lease extended again after " INT64_FORMAT " ms, generator ready with worker ID %d",
+						now - leaf_lease_out_since, leaf_wid)));
+		leaf_sf_report(LEAF_SF_READY, NULL);
+		leaf_lease_out = false;
+	}
+}
+
+/*
  * Record a new high-water mark and extend the lease.  With ZooKeeper,
  * the mark also goes into our forever node.
  *
@@ -1229,7 +1265,11 @@ leaf_record(bool use_zk, const char *source)
 	hwm = Max(hwm, leaf_file_hwm);
 
 	if (!leaf_cache_write(leaf_wid, source, hwm))
+	{
+		if (leaf_sf_get_lease() <= now)
+			leaf_lease_report(now, "could not write \"" LEAF_SF_STATE_FILE "\", see the errors above");
 		return;
+	}
 
 	/*
 	 * Without recycling the file is the record that counts: extend the
@@ -1250,6 +1290,18 @@ leaf_record(bool use_zk, const char *source)
 	leaf_sf_set_lease(lease);
 	if (zk_ok || !use_zk)
 		leaf_sf_report_heartbeat(now);
+
+	if (lease > now)
+		leaf_lease_report(now, NULL);
+	else
+	{
+		char		why[LEAF_SF_REASON_LEN];
+
+		snprintf(why, sizeof(why),
+				 "ZooKeeper has not recorded a new high-water mark (ZooKeeper state: %s), and with worker-ID recycling (leaf.worker_id_reclaim_after) the lease may not pass the mark ZooKeeper holds",
+				 leaf_zk_state_name());
+		leaf_lease_report(now, why);
+	}
 }
 
 /*

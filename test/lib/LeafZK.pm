@@ -12,6 +12,8 @@
 #   $zk->cli_script("set /a 1\nset /a 2\n");  # several, one session
 #   my $p = $zk->proxy;                   # TCP proxy to server 1
 #   $p->{hosts}; $zk->freeze_proxy($p); $zk->thaw_proxy($p);
+#   my $load = LeafZK::start_load(100, @nodes);   # IDs and status probes
+#   my $r = LeafZK::stop_load($load, @nodes);     # repeats, probes, ...
 #
 # Servers run from Debian's zookeeper package (QuorumPeerMain), each with
 # its own data directory under a temporary directory and free ports.
@@ -383,6 +385,124 @@ sub repeats_at_once
 	Test::More::note('IDs from ' . scalar(@nodes) . ' nodes: ' . scalar(@ids)
 		  . ", repeated: $repeats");
 	return (scalar(@ids), $repeats);
+}
+
+# Keep every node busy until stop_load, with two clients per node: one
+# calls leaf_snowflake_nextvals($n) every 10 ms (waiting as callers do);
+# the other, every 20 ms, calls probe_call(), which reads the status's
+# "ready" and then, in the same statement, makes one leaf_snowflake() call
+# that may not wait.  Errors do not stop the clients.  Creates the
+# function probe_call in each node's database postgres.
+sub start_load
+{
+	my ($n, @nodes) = @_;
+	my $stop = "SELECT to_regclass('stop_load') IS NOT NULL AS stop \\gset\n"
+	  . "\\if :stop\n\\q\n\\endif\n";
+	my %script = (
+		ids => "SELECT leaf_snowflake_nextvals($n);\nSELECT pg_sleep(0.01);\n$stop",
+		probe => "SELECT 'P', (extract(epoch FROM clock_timestamp()) * 1000)::bigint, * FROM probe_call();\n"
+		  . "SELECT pg_sleep(0.02);\n$stop");
+	my @load;
+	for my $node (@nodes)
+	{
+		$node->safe_psql('postgres', q[
+DROP TABLE IF EXISTS stop_load;
+CREATE OR REPLACE FUNCTION probe_call(OUT ready bool, OUT state text, OUT id bigint)
+LANGUAGE plpgsql SET leaf.wait_timeout = '1ms' AS $$
+BEGIN
+	SELECT s.ready INTO ready FROM leaf_snowflake_status s;
+	BEGIN
+		id := leaf_snowflake();
+		state := 'ok';
+	EXCEPTION WHEN OTHERS THEN
+		state := SQLSTATE;
+	END;
+END $$]);
+
+		# output to files: a pipe nobody reads would stop the clients
+		my @clients;
+		for my $kind ('ids', 'probe')
+		{
+			my $base = $node->basedir . "/load_$kind";
+			my $file = LeafTest::write_script($node, "load_$kind.sql",
+				"\\set VERBOSITY verbose\n" . ($script{$kind} x 20000));
+			my %h = (out => "$base.out", err => "$base.err");
+			$h{run} = IPC::Run::start(
+				[ $node->installed_command('psql'), '-XAtq', '-h', $node->host,
+					'-p', $node->port, '-d', 'postgres', '-f', $file ],
+				'<', \undef, '>', $h{out}, '2>', $h{err},
+				IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+			push @clients, \%h;
+		}
+		push @load, \@clients;
+	}
+	return \@load;
+}
+
+# Stop the clients of start_load (one entry per node, in the order of
+# @nodes) and sum up what they got: how many IDs, how many of them were
+# repeats, in how many milliseconds two nodes issued IDs with the same
+# worker ID, how often a node issued IDs with a worker ID again after
+# another node had (0 unless two nodes used it at once), and per node the
+# probes as [ms, ready, state, ID] (state: "ok" or the SQLSTATE; ID '' if
+# none).
+sub stop_load
+{
+	my ($load, @nodes) = @_;
+	$_->safe_psql('postgres', 'CREATE TABLE IF NOT EXISTS stop_load ()') for @nodes;
+	my (@ids, %owner, @probes);
+	my $shared = 0;
+	for my $i (0 .. $#$load)
+	{
+		my (@mine, @p, %errs);
+		for my $h (@{ $load->[$i] })
+		{
+			$h->{run}->finish;
+			my $out = slurp_file($h->{out});
+			my $err = slurp_file($h->{err});
+			$errs{$1}++ while $err =~ /^(?:psql:\S+ )?ERROR:\s+(\w+)/mg;
+			push @mine, ($out =~ /^(\d+)$/mg);
+			for my $line (split /\n/, $out)
+			{
+				next unless $line =~ /^P\|(\d+)\|([tf])\|(\w+)\|(\d*)$/;
+				push @p, [ $1, $2, $3, $4 ];
+				push @mine, $4 if $4 ne '';
+			}
+		}
+		Test::More::note($nodes[$i]->name . ': ' . scalar(@mine) . ' IDs, '
+			  . scalar(@p) . ' probes, errors of nextvals: '
+			  . (join(', ', map { "$_ $errs{$_}" } sort keys %errs) || 'none'));
+		push @probes, \@p;
+		for my $id (@mine)
+		{
+			my $key = ($id >> 22) * 1024 + (($id >> 12) & 1023);
+			my $o = $owner{$key};
+			if (!defined $o) { $owner{$key} = $i; }
+			elsif ($o != $i && $o >= 0) { $shared++; $owner{$key} = -1; }
+		}
+		push @ids, @mine;
+	}
+	my $repeats = LeafTest::count_repeats(\@ids);
+
+	# per worker ID, in the order of time: a node whose IDs come in two
+	# runs with another node's in between used it at the same time
+	my (%runs, %users);
+	for my $key (sort { $a <=> $b } keys %owner)
+	{
+		my $wid = $key % 1024;
+		my $o = $owner{$key};
+		$users{$wid}{$o} = 1;
+		push @{ $runs{$wid} }, $o
+		  unless @{ $runs{$wid} // [] } && $runs{$wid}[-1] == $o;
+	}
+	my $interleaved = 0;
+	$interleaved += @{ $runs{$_} } - keys %{ $users{$_} } for keys %runs;
+
+	Test::More::note('IDs from ' . scalar(@nodes) . ' nodes: ' . scalar(@ids)
+		  . ", repeated: $repeats, milliseconds shared by two nodes with one worker ID: $shared"
+		  . ", worker IDs used by two nodes in turn: $interleaved");
+	return { ids => scalar(@ids), repeats => $repeats, shared_ms => $shared,
+		interleaved => $interleaved, probes => \@probes };
 }
 
 END
