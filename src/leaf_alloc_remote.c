@@ -40,6 +40,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "libpq-fe.h"
 #include "miscadmin.h"
@@ -820,8 +821,8 @@ leaf_source_check_txn(LeafSourceCheck *c)
 		}
 		if (!c->recorded)
 			ereport(LOG,
-					(errmsg("leaf allocator recorded %s as the source of segments for database with OID %u",
-							cur_desc, MyDatabaseId)));
+					(errmsg("leaf allocator recorded %s as the source of segments for database \"%s\"",
+							cur_desc, get_database_name(MyDatabaseId))));
 	}
 	SPI_finish();
 }

@@ -25,6 +25,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -42,6 +43,7 @@
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/ps_status.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/wait_event.h"
@@ -55,6 +57,9 @@
 #define LEAF_JOBS_PER_PASS		64
 
 static Oid	leaf_worker_dboid = InvalidOid;
+
+/* Name of that database, for log lines (the worker ends on a rename). */
+static char leaf_worker_dbname[NAMEDATALEN];
 
 /*
  * Process interrupts between loads.  A query cancel (pg_cancel_backend,
@@ -75,6 +80,7 @@ leaf_launch_alloc_worker(Oid dboid)
 	BackgroundWorker worker;
 	LeafWorkerSlot *w;
 	bool		ok;
+	char	   *dbname;
 
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -124,8 +130,14 @@ leaf_launch_alloc_worker(Oid dboid)
 	worker.bgw_restart_time = BGW_NEVER_RESTART;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "leaf");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "leaf_alloc_worker_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN,
-			 "leaf allocator for database %u", dboid);
+	/* the process title: the caller is in a transaction of that database */
+	dbname = IsTransactionState() ? get_database_name(dboid) : NULL;
+	if (dbname != NULL)
+		snprintf(worker.bgw_name, BGW_MAXLEN,
+				 "leaf allocator for database \"%s\"", dbname);
+	else
+		snprintf(worker.bgw_name, BGW_MAXLEN,
+				 "leaf allocator for database with OID %u", dboid);
 	snprintf(worker.bgw_type, BGW_MAXLEN, "leaf allocator");
 	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
 	worker.bgw_notify_pid = 0;
@@ -895,7 +907,31 @@ leaf_alloc_worker_main(Datum main_arg)
 	before_shmem_exit(leaf_worker_detach, (Datum) 0);
 
 	BackgroundWorkerInitializeConnectionByOid(leaf_worker_dboid, InvalidOid, 0);
-	pgstat_report_appname("leaf allocator");
+
+	/*
+	 * Name the database in log lines and in
+	 * pg_stat_activity.application_name; and in the process title, where
+	 * the registering backend could not put it into bgw_name.
+	 */
+	StartTransactionCommand();
+	{
+		char	   *name = get_database_name(leaf_worker_dboid);
+
+		if (name != NULL)
+			strlcpy(leaf_worker_dbname, name, sizeof(leaf_worker_dbname));
+		else
+			snprintf(leaf_worker_dbname, sizeof(leaf_worker_dbname), "%u",
+					 leaf_worker_dboid);
+	}
+	CommitTransactionCommand();
+	{
+		char		appname[NAMEDATALEN];
+
+		snprintf(appname, sizeof(appname), "leaf allocator %s", leaf_worker_dbname);
+		pgstat_report_appname(appname);
+	}
+	if (strstr(MyBgworkerEntry->bgw_name, "with OID") != NULL)
+		set_ps_display(leaf_worker_dbname);
 
 	/*
 	 * A caller holding a row of leaf_alloc must not stall the worker.
@@ -907,8 +943,8 @@ leaf_alloc_worker_main(Datum main_arg)
 					PGC_S_OVERRIDE);
 
 	ereport(LOG,
-			(errmsg("leaf allocator started for database with OID %u",
-					leaf_worker_dboid)));
+			(errmsg("leaf allocator started for database \"%s\"",
+					leaf_worker_dbname)));
 	leaf_report_source();
 
 	next_refresh = 0;
@@ -934,8 +970,8 @@ leaf_alloc_worker_main(Datum main_arg)
 			{
 				leaf_free_own_slots(InvalidOid);
 				ereport(LOG,
-						(errmsg("leaf allocator exiting: extension \"leaf\" is no longer installed in database with OID %u",
-								leaf_worker_dboid)));
+						(errmsg("leaf allocator exiting: extension \"leaf\" is no longer installed in database \"%s\"",
+								leaf_worker_dbname)));
 				proc_exit(0);
 			}
 			next_refresh = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
