@@ -142,6 +142,7 @@ typedef struct LeafWorkerSlot
 	pid_t		pid;			/* 0 while starting */
 	Latch	   *latch;			/* worker's latch, NULL while starting */
 	TimestampTz started;		/* when the slot was claimed */
+	bool		stop_requested; /* a database command asked it to exit */
 	char		source[LEAF_SOURCE_LEN];	/* where segments come from */
 } LeafWorkerSlot;
 
@@ -216,6 +217,7 @@ extern bool leaf_in_transaction(void (*fn) (void *arg), void *arg,
 								const char *activity, int *sqlstate,
 								char *errbuf, size_t errlen);
 extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg) pg_attribute_noreturn();
+extern bool leaf_alloc_worker_stopping(void);
 extern void leaf_launch_alloc_worker(Oid dboid);
 
 /* ---------- leaf_alloc_remote.c: segments from another server ---------- */

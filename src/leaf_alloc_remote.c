@@ -233,6 +233,9 @@ leaf_remote_wait(int events)
 	{
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
+		/* a database command asked the worker to exit: give up, as on timeout */
+		if (leaf_alloc_worker_stopping())
+			return false;
 	}
 	return true;
 }

@@ -62,6 +62,70 @@ static Oid	leaf_worker_dboid = InvalidOid;
 static char leaf_worker_dbname[NAMEDATALEN];
 
 /*
+ * A database command (DROP DATABASE and the like, see leaf_utility.c) asks
+ * the worker to exit by setting stop_requested in its slot, then sending
+ * SIGTERM.  Such a stop is routine: the worker ends what it is doing and
+ * exits with a LOG line, instead of the FATAL "terminating background
+ * worker ... due to administrator command" of die(), which other SIGTERMs
+ * (pg_terminate_backend, shutdown) still get.
+ */
+static volatile LeafWorkerSlot *leaf_my_slot = NULL;
+static volatile sig_atomic_t leaf_stop_pending = false;
+static volatile sig_atomic_t leaf_in_xact = false;	/* in leaf_in_transaction */
+
+static void
+leaf_worker_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	/*
+	 * stop_requested is read without the spinlock, which a signal handler
+	 * must not take: it was set before the kill() that got us here.
+	 */
+	if (leaf_my_slot != NULL && leaf_my_slot->stop_requested)
+	{
+		leaf_stop_pending = true;
+
+		/*
+		 * A load's transaction may be waiting (a row lock, the synchronous
+		 * standbys): cancel it as a query cancel would.  Its segment is
+		 * then not used.  Outside a transaction, a cancel has nothing to
+		 * end, and its ERROR would be FATAL.
+		 */
+		if (leaf_in_xact)
+		{
+			QueryCancelPending = true;
+			InterruptPending = true;
+		}
+		SetLatch(MyLatch);
+	}
+	else
+		die(postgres_signal_arg);
+
+	errno = save_errno;
+}
+
+/*
+ * Has a database command asked this worker to exit?  Waits in the middle
+ * of a load (fleet mode) give up when it has.
+ */
+bool
+leaf_alloc_worker_stopping(void)
+{
+	return leaf_stop_pending;
+}
+
+static void
+leaf_worker_stop(void)
+{
+	ereport(LOG,
+			(errmsg("leaf allocator exiting to let a command on database \"%s\" proceed",
+					leaf_worker_dbname),
+			 errdetail("The next call of leaf_segment_nextval there starts it again.")));
+	proc_exit(0);
+}
+
+/*
  * Process interrupts between loads.  A query cancel (pg_cancel_backend,
  * or a lock_timeout that fired just as a load ended) has nothing to
  * cancel outside a load's transaction; left to CHECK_FOR_INTERRUPTS, its
@@ -120,6 +184,7 @@ leaf_launch_alloc_worker(Oid dboid)
 	w->pid = 0;
 	w->latch = NULL;
 	w->started = now;
+	w->stop_requested = false;
 	SpinLockRelease(&leaf_seg->mutex);
 	LWLockRelease(leaf_seg->lock);
 
@@ -161,6 +226,7 @@ leaf_worker_detach(int code, Datum arg)
 {
 	LeafWorkerSlot *w;
 
+	leaf_my_slot = NULL;
 	LWLockReleaseAll();
 	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
 	w = leaf_worker_slot_for(leaf_worker_dboid);
@@ -379,6 +445,8 @@ leaf_log_failure(const LeafLoadJob *job, const LeafLoadResult *res)
 
 	if (res->status != LEAF_LOAD_FAILED && res->status != LEAF_LOAD_FINAL)
 		return;
+	if (leaf_stop_pending)
+		return;					/* cut short on purpose */
 	now = GetCurrentTimestamp();
 	if (strcmp(last_msg, res->msg) == 0 &&
 		!TimestampDifferenceExceeds(last_logged, now, 60 * 1000))
@@ -435,6 +503,7 @@ leaf_in_transaction(void (*fn) (void *arg), void *arg, const char *activity,
 	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile bool ok = false;
 
+	leaf_in_xact = true;
 	PG_TRY();
 	{
 		SetCurrentStatementStartTimestamp();
@@ -469,6 +538,11 @@ leaf_in_transaction(void (*fn) (void *arg), void *arg, const char *activity,
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
+
+	/* a cancel meant for this transaction must not outlive it */
+	leaf_in_xact = false;
+	if (leaf_stop_pending)
+		QueryCancelPending = false;
 
 	return ok;
 }
@@ -713,6 +787,8 @@ leaf_do_loads(void)
 			LeafLoadResult res;
 
 			leaf_worker_interrupts();
+			if (leaf_stop_pending)
+				leaf_worker_stop();
 			if (unreachable != NULL)
 			{
 				/* the allocation database just failed us: do not wait again */
@@ -866,6 +942,8 @@ leaf_refresh_tags(void)
 							 "leaf: checking biz_tags",
 							 &sqlstate, err, sizeof(err)))
 	{
+		if (leaf_stop_pending)
+			leaf_worker_stop();
 		ereport(LOG,
 				(errmsg("leaf allocator could not check biz_tags"),
 				 errdetail_internal("%s", err)));
@@ -884,7 +962,7 @@ leaf_alloc_worker_main(Datum main_arg)
 	leaf_worker_dboid = DatumGetObjectId(main_arg);
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
+	pqsignal(SIGTERM, leaf_worker_sigterm);
 	BackgroundWorkerUnblockSignals();
 
 	/* take this database's worker slot */
@@ -902,8 +980,10 @@ leaf_alloc_worker_main(Datum main_arg)
 	w->dboid = leaf_worker_dboid;
 	w->pid = MyProcPid;
 	w->latch = MyLatch;
+	w->stop_requested = false;
 	SpinLockRelease(&leaf_seg->mutex);
 	LWLockRelease(leaf_seg->lock);
+	leaf_my_slot = w;
 	before_shmem_exit(leaf_worker_detach, (Datum) 0);
 
 	BackgroundWorkerInitializeConnectionByOid(leaf_worker_dboid, InvalidOid, 0);
@@ -955,6 +1035,8 @@ leaf_alloc_worker_main(Datum main_arg)
 
 		ResetLatch(MyLatch);
 		leaf_worker_interrupts();
+		if (leaf_stop_pending)
+			leaf_worker_stop();
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;

@@ -9,7 +9,8 @@
  * Before such a command (or ALTER DATABASE ... SET TABLESPACE) runs, the
  * worker of that database is asked to exit; a later call of
  * leaf_segment_nextval there starts a new one.  Once DROP DATABASE has
- * run, the database's tag slots are freed.
+ * run, the database's tag slots are freed.  A worker stopped this way
+ * exits with a LOG line, not with FATAL as after pg_terminate_backend.
  *
  *-------------------------------------------------------------------------
  */
@@ -66,6 +67,17 @@ leaf_stop_alloc_worker(Oid dboid)
 
 		if (pid != 0 && pid != signalled)
 		{
+			/* it exits quietly, not with FATAL (see leaf_worker_sigterm) */
+			LWLockAcquire(leaf_seg->lock, LW_SHARED);
+			w = leaf_worker_slot_for(dboid);
+			if (w != NULL)
+			{
+				SpinLockAcquire(&leaf_seg->mutex);
+				if (w->pid == pid)
+					w->stop_requested = true;
+				SpinLockRelease(&leaf_seg->mutex);
+			}
+			LWLockRelease(leaf_seg->lock);
 			(void) kill(pid, SIGTERM);
 			signalled = pid;
 		}
