@@ -34,6 +34,7 @@ int			leaf_segment_duration_ms = 15 * 60 * 1000;
 int			leaf_tag_refresh_ms = 10 * 1000;
 char	   *leaf_alloc_conninfo = NULL;
 int			leaf_alloc_timeout_ms = 10 * 1000;
+bool		leaf_allow_drop_with_counters = false;
 
 static bool leaf_preloaded = false;
 
@@ -139,6 +140,15 @@ _PG_init(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("leaf.allow_drop_with_counters",
+							 "Allows DROP EXTENSION leaf while leaf_alloc or leaf_alloc_retired has rows.",
+							 "Dropping the extension drops every counter of the database.",
+							 &leaf_allow_drop_with_counters,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	leaf_snowflake_init();
 

@@ -55,6 +55,7 @@
 #define ERRCODE_LEAF_ALLOC_FAILED		MAKE_SQLSTATE('L','F','0','0','4')
 #define ERRCODE_LEAF_MAX_ID_BACKWARDS	MAKE_SQLSTATE('L','F','0','0','5')
 #define ERRCODE_LEAF_ALLOC_SOURCE_CHANGED MAKE_SQLSTATE('L','F','0','0','6')
+#define ERRCODE_LEAF_DROP_WITH_COUNTERS	MAKE_SQLSTATE('L','F','0','0','7')
 #define ERRCODE_LEAF_CLOCK_BACKWARDS	MAKE_SQLSTATE('L','F','1','0','1')
 #define ERRCODE_LEAF_SNOWFLAKE_NOT_READY MAKE_SQLSTATE('L','F','1','0','2')
 #define ERRCODE_LEAF_TIMESTAMP_OVERFLOW	MAKE_SQLSTATE('L','F','1','0','3')
@@ -69,6 +70,7 @@ extern int	leaf_segment_duration_ms;
 extern int	leaf_tag_refresh_ms;
 extern char *leaf_alloc_conninfo;
 extern int	leaf_alloc_timeout_ms;
+extern bool leaf_allow_drop_with_counters;
 
 extern void leaf_require_preload(void);
 
