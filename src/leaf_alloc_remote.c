@@ -343,10 +343,6 @@ leaf_remote_command(const char *sql, char *errbuf, size_t errlen)
 }
 
 /*
- * Make sure there is a working connection; returns false with the reason
- * in errbuf.
- */
-/*
  * The application_name of this shard's session on the allocation server,
  * so that pg_stat_activity there says which shard it is: "leaf shard "
  * and cluster_name, else leaf.node_address, else the host name and port.
@@ -369,6 +365,10 @@ leaf_shard_appname(char *buf, size_t len)
 	}
 }
 
+/*
+ * Make sure there is a working connection; returns false with the reason
+ * in errbuf.
+ */
 static bool
 leaf_remote_connect(char *errbuf, size_t errlen)
 {
@@ -382,11 +382,11 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 	"10000", leaf_alloc_conninfo, NULL};
 	PGresult   *res;
 
-	leaf_shard_appname(appname, sizeof(appname));
-
 	if (leaf_conn != NULL && PQstatus(leaf_conn) == CONNECTION_OK &&
 		leaf_conn_info != NULL && strcmp(leaf_conn_info, leaf_alloc_conninfo) == 0)
 		return true;
+
+	leaf_shard_appname(appname, sizeof(appname));
 
 	leaf_remote_disconnect();
 	leaf_conn = PQconnectStartParams(keywords, values, 1);
