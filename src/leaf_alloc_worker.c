@@ -981,9 +981,9 @@ leaf_alloc_worker_main(Datum main_arg)
 	w->pid = MyProcPid;
 	w->latch = MyLatch;
 	w->stop_requested = false;
+	leaf_my_slot = w;			/* before a DDL command can see our pid */
 	SpinLockRelease(&leaf_seg->mutex);
 	LWLockRelease(leaf_seg->lock);
-	leaf_my_slot = w;
 	before_shmem_exit(leaf_worker_detach, (Datum) 0);
 
 	BackgroundWorkerInitializeConnectionByOid(leaf_worker_dboid, InvalidOid, 0);
