@@ -44,7 +44,7 @@ SKIP:
 
 # dropping the extension: the worker's last words name the database too
 $log_offset = -s $node->logfile;
-$node->safe_psql('shop orders', 'DROP EXTENSION leaf');
+$node->safe_psql('shop orders', 'SET leaf.allow_drop_with_counters = on; DROP EXTENSION leaf');
 ok($node->wait_for_log(qr/no longer installed in database "shop orders"/, $log_offset),
 	'the exit of the allocator is logged with the database name');
 
