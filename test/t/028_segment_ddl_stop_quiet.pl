@@ -13,6 +13,7 @@ use LeafTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 
 my $node = LeafTest::new_node('ddlstop', 'log_min_messages = debug1');
 my $tsdir = PostgreSQL::Test::Utils::tempdir_short();
@@ -75,4 +76,50 @@ is($node->safe_psql('d_term', "SELECT leaf_segment_nextval('d') > 1"), 't',
 	'and the next call starts it again');
 
 $node->stop;
+
+# Fleet mode: a load waiting on an allocation server that does not answer
+# (its session stopped with SIGSTOP; leaf.alloc_timeout is 60 s) is given
+# up at once when DROP DATABASE stops the worker, so the command does not
+# wait for the timeout, and fails with "being accessed by other users".
+my $stopped_pid;
+END { kill 'CONT', $stopped_pid if $stopped_pid; }
+
+my $alloc = LeafTest::new_node('alloc', "listen_addresses = '127.0.0.1'");
+$alloc->safe_psql('postgres', "SELECT leaf_segment_create('r', 10)");
+my $user = $alloc->safe_psql('postgres', 'SELECT current_user');
+my $shard = LeafTest::new_node('shard',
+	"leaf.alloc_conninfo = 'host=127.0.0.1 port=@{[ $alloc->port ]} dbname=postgres user=$user'",
+	"leaf.alloc_timeout = '60s'",
+	"leaf.wait_timeout = '200ms'");
+$shard->safe_psql('postgres', 'CREATE DATABASE fd');
+$shard->safe_psql('fd', "CREATE EXTENSION leaf; SELECT leaf_segment_nextval('r')");
+$stopped_pid = $alloc->safe_psql('postgres',
+	q[SELECT pid FROM pg_stat_activity WHERE application_name = 'leaf shard shard']);
+like($stopped_pid, qr/^\d+$/, 'the shard has a session on the allocation server');
+kill 'STOP', $stopped_pid;
+
+# use up the segment: the next load hangs on the stopped session
+$shard->psql('fd', "SELECT count(*) FROM leaf_segment_nextvals('r', 100)");
+ok( LeafTest::wait_until(
+		sub {
+			$shard->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'leaf allocator' AND datname = 'fd' AND query = 'leaf: loading a remote segment' AND state = 'active'"
+			) eq '1';
+		},
+		'the remote load to hang'),
+	'the allocator of fd waits for the allocation server');
+
+$offset = -s $shard->logfile;
+my $t0 = time;
+my ($state, $err) = LeafTest::sqlstate($shard, 'postgres', 'DROP DATABASE fd');
+my $took = time - $t0;
+is($state, undef, 'DROP DATABASE works while a remote load hangs') or diag $err;
+cmp_ok($took, '<', 5, sprintf('and does not wait for leaf.alloc_timeout (took %.2f s)', $took));
+ok($shard->wait_for_log(qr/leaf allocator exiting to let a command on database "fd" proceed/, $offset),
+	'the allocator of fd says why it exits');
+unlike(slurp_file($shard->logfile, $offset), qr/FATAL/, 'no FATAL in the log of the shard');
+
+kill 'CONT', $stopped_pid;
+$stopped_pid = undef;
+$_->stop for ($shard, $alloc);
 done_testing();
