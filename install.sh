@@ -10,14 +10,22 @@
 #                         run the whole test suite (pg_regress, pgTAP, TAP)
 #   ./install.sh stop     stop the local PostgreSQL started by ./install.sh
 #
-# Environment: LEAF_PORT (default 5499) for the local server; LEAF_TEST_DIR
-# for where the tests build and run (default: a new directory under /tmp).
+# Environment: LEAF_PORT (default 5499) for the local server: a later run
+# with another LEAF_PORT moves the server to that port (and restarts it);
+# a run without LEAF_PORT keeps the port it has.  LEAF_TEST_DIR for where
+# the tests build and run (default: a new directory under /tmp).
 #
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 pgbin=/usr/lib/postgresql/15/bin
 port=${LEAF_PORT:-5499}
+case "$port" in
+	'' | *[!0-9]*)
+		echo "install.sh: LEAF_PORT must be a port number, not '$port'" >&2
+		exit 2
+		;;
+esac
 mode=${1:-run}
 
 say() { printf '\n== %s\n' "$*"; }
@@ -61,6 +69,16 @@ build_and_install() {
 		(cd "$dir" && bash -c "$build")
 	fi
 	(cd "$dir" && make -s install with_llvm=no >/dev/null)
+}
+
+# port_in_use PORT: is something listening on 127.0.0.1:PORT?
+port_in_use() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# The port in the demo cluster's postgresql.conf (the last "port =" line).
+conf_port() {
+	sed -n 's/^port = \([0-9][0-9]*\).*/\1/p' "$1/postgresql.conf" | tail -n 1
 }
 
 # Let user postgres reach a directory inside this checkout.
@@ -125,7 +143,30 @@ max_worker_processes = 16
 leaf.worker_id = 1		# snowflake worker ID set by hand: no ZooKeeper
 EOF
 	fi
-	if ! as_postgres "$here" "$pgbin/pg_ctl -D '$data' status" >/dev/null 2>&1; then
+	local running=0 cur
+	as_postgres "$here" "$pgbin/pg_ctl -D '$data' status" >/dev/null 2>&1 && running=1
+	cur=$(conf_port "$data")
+	if [ -n "$cur" ] && [ "$cur" != "$port" ]; then
+		if [ -z "${LEAF_PORT:-}" ]; then
+			# no LEAF_PORT this time: keep the port the cluster has
+			port=$cur
+		else
+			if port_in_use "$port"; then
+				echo "install.sh: port $port is in use by another program; the demo server stays on port $cur" >&2
+				exit 1
+			fi
+			say "moving the demo server in $data from port $cur to $port"
+			sed -i "s/^port = $cur\b.*/port = $port/" "$data/postgresql.conf"
+			if [ $running = 1 ]; then
+				as_postgres "$here" "$pgbin/pg_ctl -D '$data' -l '$data/server.log' -m fast -w restart" >/dev/null
+			fi
+		fi
+	fi
+	if [ $running = 0 ]; then
+		if port_in_use "$port"; then
+			echo "install.sh: port $port is in use by another program; set LEAF_PORT to a free port" >&2
+			exit 1
+		fi
 		say "starting PostgreSQL on 127.0.0.1:$port"
 		as_postgres "$here" "$pgbin/pg_ctl -D '$data' -l '$data/server.log' -w start" >/dev/null
 	fi

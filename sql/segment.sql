@@ -173,9 +173,15 @@ SET leaf.max_tags = 10;
 
 -- dropping the extension and creating it again starts over, with no
 -- segment of the old leaf_alloc left in shared memory
+-- refused while leaf_alloc holds counters, unless confirmed
+\set VERBOSITY sqlstate
+DROP EXTENSION leaf CASCADE;
+\set VERBOSITY default
+SET leaf.allow_drop_with_counters = on;
 SET client_min_messages = warning;
 DROP EXTENSION leaf CASCADE;
 RESET client_min_messages;
+RESET leaf.allow_drop_with_counters;
 CREATE EXTENSION leaf;
 SELECT leaf_segment_create('order', step => 10);
 SELECT leaf_segment_nextval('order') FROM generate_series(1, 25);

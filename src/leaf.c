@@ -15,7 +15,9 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
+#include "nodes/pg_list.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 
 #include "leaf.h"
 
@@ -39,6 +41,7 @@ static const struct config_enum_entry leaf_alloc_failover_options[] = {
 	{"synchronous", LEAF_FAILOVER_SYNCHRONOUS, false},
 	{NULL, 0, false}
 };
+bool		leaf_allow_drop_with_counters = false;
 
 static bool leaf_preloaded = false;
 
@@ -47,12 +50,28 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static void leaf_shmem_request(void);
 static void leaf_shmem_startup(void);
+static List *leaf_start_values(void);
+static void leaf_refuse_rejected(List *values);
+
+/*
+ * A leaf.* setting given at server start, kept as the text of its
+ * placeholder from before the setting was defined.
+ */
+typedef struct LeafStartValue
+{
+	char	   *name;
+	char	   *value;
+} LeafStartValue;
 
 void
 _PG_init(void)
 {
+	List	   *start_values;
+
 	if (!process_shared_preload_libraries_in_progress)
 		return;
+
+	start_values = leaf_start_values();
 
 	DefineCustomIntVariable("leaf.max_tags",
 							"Sets the number of biz_tags held in shared memory, over all databases.",
@@ -141,8 +160,18 @@ _PG_init(void)
 							 0,
 							 NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("leaf.allow_drop_with_counters",
+							 "Allows DROP EXTENSION leaf while leaf_alloc or leaf_alloc_retired has rows.",
+							 "Dropping the extension drops every counter of the database.",
+							 &leaf_allow_drop_with_counters,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
 	leaf_snowflake_init();
 
+	leaf_refuse_rejected(start_values);
 	MarkGUCPrefixReserved("leaf");
 
 	prev_shmem_request_hook = shmem_request_hook;
@@ -152,6 +181,68 @@ _PG_init(void)
 	leaf_utility_init();
 
 	leaf_preloaded = true;
+}
+
+/*
+ * The leaf.* settings given at server start (postgresql.conf,
+ * postgresql.auto.conf, the command line), while they are still
+ * placeholders.
+ */
+static List *
+leaf_start_values(void)
+{
+	struct config_generic **vars = get_guc_variables();
+	int			n = GetNumConfigOptions();
+	List	   *result = NIL;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		const char *value;
+		LeafStartValue *sv;
+
+		if ((vars[i]->flags & GUC_CUSTOM_PLACEHOLDER) == 0 ||
+			strncmp(vars[i]->name, "leaf.", 5) != 0)
+			continue;
+		value = GetConfigOption(vars[i]->name, true, false);
+		if (value == NULL)
+			continue;
+		sv = palloc(sizeof(LeafStartValue));
+		sv->name = pstrdup(vars[i]->name);
+		sv->value = pstrdup(value);
+		result = lappend(result, sv);
+	}
+	return result;
+}
+
+/*
+ * Refuse to start if a leaf setting given at server start was rejected.
+ * Core only warns about an invalid value of an extension's setting and
+ * goes on with the default, so a mistyped leaf.max_tags or
+ * leaf.wait_timeout would go unnoticed until it mattered.  Each value is
+ * checked again as postgresql.conf would set it (without setting it):
+ * the WARNING says what is wrong with it, the FATAL stops the server.
+ * (Without changeVal, set_config_option returns 0 for an invalid value
+ * and -1 for a valid one.)
+ */
+static void
+leaf_refuse_rejected(List *values)
+{
+	ListCell   *lc;
+
+	foreach(lc, values)
+	{
+		LeafStartValue *sv = (LeafStartValue *) lfirst(lc);
+
+		if (set_config_option(sv->name, sv->value, PGC_POSTMASTER, PGC_S_FILE,
+							  GUC_ACTION_SET, false, WARNING, false) == 0)
+			ereport(FATAL,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid value for parameter \"%s\": \"%s\"",
+							sv->name, sv->value),
+					 errdetail("leaf does not start with a setting it would ignore."),
+					 errhint("Correct the value (see the WARNING above for the valid range) or remove the setting, then start the server again.")));
+	}
 }
 
 static void

@@ -59,6 +59,7 @@
 #define ERRCODE_LEAF_MAX_ID_BACKWARDS	MAKE_SQLSTATE('L','F','0','0','5')
 #define ERRCODE_LEAF_ALLOC_SOURCE_CHANGED MAKE_SQLSTATE('L','F','0','0','6')
 #define ERRCODE_LEAF_ALLOC_PROMOTED		MAKE_SQLSTATE('L','F','0','0','7')
+#define ERRCODE_LEAF_DROP_WITH_COUNTERS	MAKE_SQLSTATE('L','F','0','1','0')
 #define ERRCODE_LEAF_CLOCK_BACKWARDS	MAKE_SQLSTATE('L','F','1','0','1')
 #define ERRCODE_LEAF_SNOWFLAKE_NOT_READY MAKE_SQLSTATE('L','F','1','0','2')
 #define ERRCODE_LEAF_TIMESTAMP_OVERFLOW	MAKE_SQLSTATE('L','F','1','0','3')
@@ -81,6 +82,7 @@ typedef enum LeafAllocFailover
 	LEAF_FAILOVER_CONFIRM,		/* refused (LF007) until a superuser confirms */
 	LEAF_FAILOVER_SYNCHRONOUS	/* recorded, and loads go on */
 } LeafAllocFailover;
+extern bool leaf_allow_drop_with_counters;
 
 extern void leaf_require_preload(void);
 
@@ -159,6 +161,7 @@ typedef struct LeafWorkerSlot
 	pid_t		pid;			/* 0 while starting */
 	Latch	   *latch;			/* worker's latch, NULL while starting */
 	TimestampTz started;		/* when the slot was claimed */
+	bool		stop_requested; /* a database command asked it to exit */
 	char		source[LEAF_SOURCE_LEN];	/* where segments come from */
 } LeafWorkerSlot;
 
@@ -235,6 +238,7 @@ extern bool leaf_in_transaction(void (*fn) (void *arg), void *arg,
 								const char *activity, int *sqlstate,
 								char *errbuf, size_t errlen);
 extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg) pg_attribute_noreturn();
+extern bool leaf_alloc_worker_stopping(void);
 extern void leaf_launch_alloc_worker(Oid dboid);
 
 /* ---------- leaf_alloc_remote.c: segments from another server ---------- */

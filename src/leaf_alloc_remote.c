@@ -38,12 +38,16 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "libpq-fe.h"
 #include "miscadmin.h"
+#include "postmaster/postmaster.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -54,6 +58,7 @@
 #include "utils/wait_event.h"
 
 #include "leaf.h"
+#include "leaf_snowflake.h"
 
 static PGconn *leaf_conn = NULL;
 static char *leaf_conn_info = NULL; /* conninfo leaf_conn was opened with */
@@ -239,6 +244,9 @@ leaf_remote_wait(int events)
 	{
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
+		/* a database command asked the worker to exit: give up, as on timeout */
+		if (leaf_alloc_worker_stopping())
+			return false;
 	}
 	return true;
 }
@@ -346,23 +354,50 @@ leaf_remote_command(const char *sql, char *errbuf, size_t errlen)
 }
 
 /*
+ * The application_name of this shard's session on the allocation server,
+ * so that pg_stat_activity there says which shard it is: "leaf shard "
+ * and cluster_name, else leaf.node_address, else the host name and port.
+ */
+static void
+leaf_shard_appname(char *buf, size_t len)
+{
+	char		host[256];
+
+	if (cluster_name != NULL && cluster_name[0] != '\0')
+		snprintf(buf, len, "leaf shard %s", cluster_name);
+	else if (leaf_sf_node_address != NULL && leaf_sf_node_address[0] != '\0')
+		snprintf(buf, len, "leaf shard %s", leaf_sf_node_address);
+	else
+	{
+		if (gethostname(host, sizeof(host)) != 0)
+			strlcpy(host, "localhost", sizeof(host));
+		host[sizeof(host) - 1] = '\0';
+		snprintf(buf, len, "leaf shard %s:%d", host, PostPortNumber);
+	}
+}
+
+/*
  * Make sure there is a working connection; returns false with the reason
  * in errbuf.
  */
 static bool
 leaf_remote_connect(char *errbuf, size_t errlen)
 {
+	char		appname[NAMEDATALEN];
+
 	/* defaults that the connection string may override */
 	const char *keywords[] = {"connect_timeout", "application_name",
 		"keepalives_idle", "keepalives_interval", "keepalives_count",
 	"tcp_user_timeout", "dbname", NULL};
-	const char *values[] = {"5", "leaf allocator", "10", "3", "3",
+	const char *values[] = {"5", appname, "10", "3", "3",
 	"10000", leaf_alloc_conninfo, NULL};
 	PGresult   *res;
 
 	if (leaf_conn != NULL && PQstatus(leaf_conn) == CONNECTION_OK &&
 		leaf_conn_info != NULL && strcmp(leaf_conn_info, leaf_alloc_conninfo) == 0)
 		return true;
+
+	leaf_shard_appname(appname, sizeof(appname));
 
 	leaf_remote_disconnect();
 	leaf_conn = PQconnectStartParams(keywords, values, 1);
@@ -917,8 +952,8 @@ leaf_source_check_txn(LeafSourceCheck *c)
 		}
 		if (!c->recorded)
 			ereport(LOG,
-					(errmsg("leaf allocator recorded %s as the source of segments for database with OID %u",
-							cur_desc, MyDatabaseId)));
+					(errmsg("leaf allocator recorded %s as the source of segments for database \"%s\"",
+							cur_desc, get_database_name(MyDatabaseId))));
 	}
 	SPI_finish();
 }

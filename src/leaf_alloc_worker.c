@@ -25,6 +25,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -42,6 +43,7 @@
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/ps_status.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/wait_event.h"
@@ -55,6 +57,73 @@
 #define LEAF_JOBS_PER_PASS		64
 
 static Oid	leaf_worker_dboid = InvalidOid;
+
+/* Name of that database, for log lines (the worker ends on a rename). */
+static char leaf_worker_dbname[NAMEDATALEN];
+
+/*
+ * A database command (DROP DATABASE and the like, see leaf_utility.c) asks
+ * the worker to exit by setting stop_requested in its slot, then sending
+ * SIGTERM.  Such a stop is routine: the worker ends what it is doing and
+ * exits with a LOG line, instead of the FATAL "terminating background
+ * worker ... due to administrator command" of die(), which other SIGTERMs
+ * (pg_terminate_backend, shutdown) still get.
+ */
+static volatile LeafWorkerSlot *leaf_my_slot = NULL;
+static volatile sig_atomic_t leaf_stop_pending = false;
+static volatile sig_atomic_t leaf_in_xact = false;	/* in leaf_in_transaction */
+
+static void
+leaf_worker_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	/*
+	 * stop_requested is read without the spinlock, which a signal handler
+	 * must not take: it was set before the kill() that got us here.
+	 */
+	if (leaf_my_slot != NULL && leaf_my_slot->stop_requested)
+	{
+		leaf_stop_pending = true;
+
+		/*
+		 * A load's transaction may be waiting (a row lock, the synchronous
+		 * standbys): cancel it as a query cancel would.  Its segment is
+		 * then not used.  Outside a transaction, a cancel has nothing to
+		 * end, and its ERROR would be FATAL.
+		 */
+		if (leaf_in_xact)
+		{
+			QueryCancelPending = true;
+			InterruptPending = true;
+		}
+		SetLatch(MyLatch);
+	}
+	else
+		die(postgres_signal_arg);
+
+	errno = save_errno;
+}
+
+/*
+ * Has a database command asked this worker to exit?  Waits in the middle
+ * of a load (fleet mode) give up when it has.
+ */
+bool
+leaf_alloc_worker_stopping(void)
+{
+	return leaf_stop_pending;
+}
+
+static void
+leaf_worker_stop(void)
+{
+	ereport(LOG,
+			(errmsg("leaf allocator exiting to let a command on database \"%s\" proceed",
+					leaf_worker_dbname),
+			 errdetail("The next call of leaf_segment_nextval there starts it again.")));
+	proc_exit(0);
+}
 
 /*
  * Process interrupts between loads.  A query cancel (pg_cancel_backend,
@@ -75,6 +144,7 @@ leaf_launch_alloc_worker(Oid dboid)
 	BackgroundWorker worker;
 	LeafWorkerSlot *w;
 	bool		ok;
+	char	   *dbname;
 
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -114,6 +184,7 @@ leaf_launch_alloc_worker(Oid dboid)
 	w->pid = 0;
 	w->latch = NULL;
 	w->started = now;
+	w->stop_requested = false;
 	SpinLockRelease(&leaf_seg->mutex);
 	LWLockRelease(leaf_seg->lock);
 
@@ -124,8 +195,14 @@ leaf_launch_alloc_worker(Oid dboid)
 	worker.bgw_restart_time = BGW_NEVER_RESTART;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "leaf");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "leaf_alloc_worker_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN,
-			 "leaf allocator for database %u", dboid);
+	/* the process title: the caller is in a transaction of that database */
+	dbname = IsTransactionState() ? get_database_name(dboid) : NULL;
+	if (dbname != NULL)
+		snprintf(worker.bgw_name, BGW_MAXLEN,
+				 "leaf allocator for database \"%s\"", dbname);
+	else
+		snprintf(worker.bgw_name, BGW_MAXLEN,
+				 "leaf allocator for database with OID %u", dboid);
 	snprintf(worker.bgw_type, BGW_MAXLEN, "leaf allocator");
 	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
 	worker.bgw_notify_pid = 0;
@@ -149,6 +226,7 @@ leaf_worker_detach(int code, Datum arg)
 {
 	LeafWorkerSlot *w;
 
+	leaf_my_slot = NULL;
 	LWLockReleaseAll();
 	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
 	w = leaf_worker_slot_for(leaf_worker_dboid);
@@ -367,6 +445,8 @@ leaf_log_failure(const LeafLoadJob *job, const LeafLoadResult *res)
 
 	if (res->status != LEAF_LOAD_FAILED && res->status != LEAF_LOAD_FINAL)
 		return;
+	if (leaf_stop_pending)
+		return;					/* cut short on purpose */
 	now = GetCurrentTimestamp();
 	if (strcmp(last_msg, res->msg) == 0 &&
 		!TimestampDifferenceExceeds(last_logged, now, 60 * 1000))
@@ -423,6 +503,7 @@ leaf_in_transaction(void (*fn) (void *arg), void *arg, const char *activity,
 	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile bool ok = false;
 
+	leaf_in_xact = true;
 	PG_TRY();
 	{
 		SetCurrentStatementStartTimestamp();
@@ -457,6 +538,11 @@ leaf_in_transaction(void (*fn) (void *arg), void *arg, const char *activity,
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
+
+	/* a cancel meant for this transaction must not outlive it */
+	leaf_in_xact = false;
+	if (leaf_stop_pending)
+		QueryCancelPending = false;
 
 	return ok;
 }
@@ -710,6 +796,8 @@ leaf_do_loads(void)
 			LeafLoadResult res;
 
 			leaf_worker_interrupts();
+			if (leaf_stop_pending)
+				leaf_worker_stop();
 			if (unreachable != NULL)
 			{
 				/* the allocation database just failed us: do not wait again */
@@ -863,6 +951,8 @@ leaf_refresh_tags(void)
 							 "leaf: checking biz_tags",
 							 &sqlstate, err, sizeof(err)))
 	{
+		if (leaf_stop_pending)
+			leaf_worker_stop();
 		ereport(LOG,
 				(errmsg("leaf allocator could not check biz_tags"),
 				 errdetail_internal("%s", err)));
@@ -881,7 +971,7 @@ leaf_alloc_worker_main(Datum main_arg)
 	leaf_worker_dboid = DatumGetObjectId(main_arg);
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
+	pqsignal(SIGTERM, leaf_worker_sigterm);
 	BackgroundWorkerUnblockSignals();
 
 	/* take this database's worker slot */
@@ -899,12 +989,38 @@ leaf_alloc_worker_main(Datum main_arg)
 	w->dboid = leaf_worker_dboid;
 	w->pid = MyProcPid;
 	w->latch = MyLatch;
+	w->stop_requested = false;
+	leaf_my_slot = w;			/* before a DDL command can see our pid */
 	SpinLockRelease(&leaf_seg->mutex);
 	LWLockRelease(leaf_seg->lock);
 	before_shmem_exit(leaf_worker_detach, (Datum) 0);
 
 	BackgroundWorkerInitializeConnectionByOid(leaf_worker_dboid, InvalidOid, 0);
-	pgstat_report_appname("leaf allocator");
+
+	/*
+	 * Name the database in log lines and in
+	 * pg_stat_activity.application_name; and in the process title, where
+	 * the registering backend could not put it into bgw_name.
+	 */
+	StartTransactionCommand();
+	{
+		char	   *name = get_database_name(leaf_worker_dboid);
+
+		if (name != NULL)
+			strlcpy(leaf_worker_dbname, name, sizeof(leaf_worker_dbname));
+		else
+			snprintf(leaf_worker_dbname, sizeof(leaf_worker_dbname), "%u",
+					 leaf_worker_dboid);
+	}
+	CommitTransactionCommand();
+	{
+		char		appname[NAMEDATALEN];
+
+		snprintf(appname, sizeof(appname), "leaf allocator %s", leaf_worker_dbname);
+		pgstat_report_appname(appname);
+	}
+	if (strstr(MyBgworkerEntry->bgw_name, "with OID") != NULL)
+		set_ps_display(leaf_worker_dbname);
 
 	/*
 	 * A caller holding a row of leaf_alloc must not stall the worker.
@@ -916,8 +1032,8 @@ leaf_alloc_worker_main(Datum main_arg)
 					PGC_S_OVERRIDE);
 
 	ereport(LOG,
-			(errmsg("leaf allocator started for database with OID %u",
-					leaf_worker_dboid)));
+			(errmsg("leaf allocator started for database \"%s\"",
+					leaf_worker_dbname)));
 	leaf_report_source();
 
 	next_refresh = 0;
@@ -928,6 +1044,8 @@ leaf_alloc_worker_main(Datum main_arg)
 
 		ResetLatch(MyLatch);
 		leaf_worker_interrupts();
+		if (leaf_stop_pending)
+			leaf_worker_stop();
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
@@ -943,8 +1061,8 @@ leaf_alloc_worker_main(Datum main_arg)
 			{
 				leaf_free_own_slots(InvalidOid);
 				ereport(LOG,
-						(errmsg("leaf allocator exiting: extension \"leaf\" is no longer installed in database with OID %u",
-								leaf_worker_dboid)));
+						(errmsg("leaf allocator exiting: extension \"leaf\" is no longer installed in database \"%s\"",
+								leaf_worker_dbname)));
 				proc_exit(0);
 			}
 			next_refresh = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),

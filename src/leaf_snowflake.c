@@ -45,6 +45,7 @@
 #include "portability/instr_time.h"
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
@@ -120,6 +121,38 @@ typedef struct LeafSfShared
 } LeafSfShared;
 
 static LeafSfShared *leaf_sf = NULL;
+
+/*
+ * IDs handed out since the server started, counted per process (indexed
+ * by pgprocno, so that each counter is written only by its own process
+ * and needs no locked instruction) and summed by leaf_snowflake_status.
+ * A process reusing a PGPROC adds to what its predecessor counted.  Each
+ * counter has a cache line of its own.
+ */
+typedef union LeafSfIssued
+{
+	pg_atomic_uint64 n;			/* atomic: written by one process only */
+	char		pad[PG_CACHE_LINE_SIZE];
+} LeafSfIssued;
+
+static LeafSfIssued *leaf_sf_issued = NULL;
+
+static int
+leaf_sf_issued_slots(void)
+{
+	return MaxBackends + NUM_AUXILIARY_PROCS;
+}
+
+static inline void
+leaf_sf_count_issued(int n)
+{
+	if (likely(MyProc != NULL && MyProc->pgprocno < leaf_sf_issued_slots()))
+	{
+		pg_atomic_uint64 *c = &leaf_sf_issued[MyProc->pgprocno].n;
+
+		pg_atomic_write_u64(c, pg_atomic_read_u64(c) + (uint64) n);
+	}
+}
 
 static bool leaf_sf_configured(void);
 
@@ -330,12 +363,24 @@ void
 leaf_snowflake_shmem_request(void)
 {
 	RequestAddinShmemSpace(MAXALIGN(sizeof(LeafSfShared)));
+	RequestAddinShmemSpace(mul_size(leaf_sf_issued_slots(), sizeof(LeafSfIssued)));
 }
 
 void
 leaf_snowflake_shmem_startup(void)
 {
 	bool		found;
+
+	leaf_sf_issued = ShmemInitStruct("leaf snowflake IDs issued",
+									 mul_size(leaf_sf_issued_slots(), sizeof(LeafSfIssued)),
+									 &found);
+	if (!found)
+	{
+		int			i;
+
+		for (i = 0; i < leaf_sf_issued_slots(); i++)
+			pg_atomic_init_u64(&leaf_sf_issued[i].n, 0);
+	}
 
 	leaf_sf = ShmemInitStruct("leaf snowflake", sizeof(LeafSfShared), &found);
 	if (found)
@@ -791,6 +836,7 @@ leaf_sf_reserve(int want, int *count)
 		if (pg_atomic_compare_exchange_u64(&leaf_sf->last_id, &old,
 										   newval + (uint64) (n - 1)))
 		{
+			leaf_sf_count_issued(n);
 			*count = n;
 			return (int64) newval;
 		}
@@ -919,9 +965,11 @@ Datum
 leaf_snowflake_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[16];
-	bool		nulls[16];
+	Datum		values[17];
+	bool		nulls[17];
 	LeafSfShared snap;
+	uint64		issued = 0;
+	int			ncols;
 	uint64		last_id;
 	int64		lease;
 	bool		ready;
@@ -933,7 +981,9 @@ leaf_snowflake_status(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	tupdesc = BlessTupleDesc(tupdesc);
-	if (tupdesc->natts != lengthof(values))
+	/* 16 columns in release 1.0, 17 (ids_issued) from 1.1 on */
+	ncols = tupdesc->natts;
+	if (ncols != 16 && ncols != 17)
 		elog(ERROR, "incorrect number of output arguments");
 
 	SpinLockAcquire(&leaf_sf->mutex);
@@ -1017,7 +1067,16 @@ leaf_snowflake_status(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum((int64) pg_atomic_read_u64(&leaf_sf->backward_errors));
 	/* epoch */
 	values[i++] = Int64GetDatum(leaf_sf_epoch_ms);
+	/* ids_issued */
+	if (ncols == 17)
+	{
+		int			p;
 
-	Assert(i == lengthof(values));
+		for (p = 0; p < leaf_sf_issued_slots(); p++)
+			issued += pg_atomic_read_u64(&leaf_sf_issued[p].n);
+		values[i++] = Int64GetDatum((int64) issued);
+	}
+
+	Assert(i == ncols);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -77,6 +77,7 @@ like($alloc->safe_psql('postgres',
 my $max = $alloc->safe_psql('postgres',
 	q[SELECT max_id FROM leaf_a.leaf_alloc WHERE biz_tag = 'k']);
 $alloc->safe_psql('postgres', qq[
+SET leaf.allow_drop_with_counters = on;
 DROP EXTENSION leaf;
 CREATE SCHEMA leaf_b;
 CREATE EXTENSION leaf SCHEMA leaf_b;

@@ -76,13 +76,13 @@ like(loads_with(500), qr/^on \(\d+ loads\)$/,
 set_level('remote_write');
 # a new remote session, which connects seeing remote_write
 $alloc->safe_psql('postgres',
-	q[SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'leaf allocator']);
+	q[SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'leaf shard %']);
 like(loads_with(500), qr/^on \(\d+ loads\)$/,
 	'connected with the server at remote_write, loads commit with on');
 
 $alloc->safe_psql('postgres', "ALTER ROLE $user SET synchronous_commit = off");
 $alloc->safe_psql('postgres',
-	q[SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'leaf allocator']);
+	q[SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'leaf shard %']);
 like(loads_with(500), qr/^on \(\d+ loads\)$/,
 	'with a role setting of off, loads commit with on');
 
