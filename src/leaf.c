@@ -123,6 +123,7 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	leaf_snowflake_init();
+	leaf_public_id_init();
 
 	MarkGUCPrefixReserved("leaf");
 
