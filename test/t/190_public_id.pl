@@ -424,17 +424,39 @@ my $before = $bg->query_safe("SELECT leaf_public_id(12345, 'order')");
 is($before, $node->safe_psql($db, "SELECT leaf_public_id(12345, 'order')"),
 	'a session of another role gets the same public ID');
 
+# A reload that leaves the key as it was does not rebuild the AES context
+# (the backend says so at DEBUG1 when it builds one).
+# Another setting changed in the same reload tells when the session has
+# taken it.
+$bg->query_safe('SET client_min_messages = debug1');
+$bg->{stderr} = '';
+$node->safe_psql($db,
+	"ALTER SYSTEM SET leaf.tag_refresh_interval = '11s'; SELECT pg_reload_conf()");
+ok( LeafTest::wait_until(
+		sub { $bg->query('SHOW leaf.tag_refresh_interval') eq '11s' },
+		'the session to take the reload'),
+	'the session has taken a reload that leaves the key file as it was');
+is($bg->query("SELECT leaf_public_id(12345, 'order')"), $before,
+	'... the same public ID after it');
+unlike($bg->{stderr}, qr/public ID key loaded/,
+	'... and the AES context was not built again');
+$node->safe_psql($db, 'ALTER SYSTEM RESET leaf.tag_refresh_interval');
+
 # new content under the same path
 write_key($keyfile, "$key2\n");
 $node->safe_psql($db, 'SELECT pg_reload_conf()');
 my $after;
 ok( LeafTest::wait_until(
 		sub {
-			$after = $bg->query_safe("SELECT leaf_public_id(12345, 'order')");
+			$after = $bg->query("SELECT leaf_public_id(12345, 'order')");
 			return $after ne $before;
 		},
 		'the session to take the new key'),
 	"after a reload, the open session uses the new key in the same file ($before -> $after)");
+like($bg->{stderr}, qr/public ID key loaded \(AES-128\)/,
+	'... having built its AES context again, for AES-128');
+$bg->query('RESET client_min_messages');
+$bg->{stderr} = '';
 is($bg->query_safe("SELECT leaf_private_id($after, 'order')"), '12345',
 	'... and reverses with it');
 is($node->safe_psql($db, "SELECT leaf_public_id(12345, 'order')"), $after,
