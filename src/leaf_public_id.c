@@ -895,7 +895,7 @@ leaf_public_id_load_key(void)
 		}
 		memcpy(pid_key, newkey, newlen);
 		pid_keylen = newlen;
-		elog(DEBUG1, "leaf: public ID key loaded (AES-%d)", 8 * newlen);
+		elog(DEBUG1, "leaf loaded the public ID key (AES-%d)", 8 * newlen);
 	}
 	OPENSSL_cleanse(newkey, sizeof(newkey));
 	pid_stale = false;

@@ -438,7 +438,7 @@ ok( LeafTest::wait_until(
 	'the session has taken a reload that leaves the key file as it was');
 is($bg->query("SELECT leaf_public_id(12345, 'order')"), $before,
 	'... the same public ID after it');
-unlike($bg->{stderr}, qr/public ID key loaded/,
+unlike($bg->{stderr}, qr/leaf loaded the public ID key/,
 	'... and the AES context was not built again');
 $node->safe_psql($db, 'ALTER SYSTEM RESET leaf.tag_refresh_interval');
 
@@ -453,7 +453,7 @@ ok( LeafTest::wait_until(
 		},
 		'the session to take the new key'),
 	"after a reload, the open session uses the new key in the same file ($before -> $after)");
-like($bg->{stderr}, qr/public ID key loaded \(AES-128\)/,
+like($bg->{stderr}, qr/leaf loaded the public ID key \(AES-128\)/,
 	'... having built its AES context again, for AES-128');
 $bg->query('RESET client_min_messages');
 $bg->{stderr} = '';
