@@ -30,10 +30,11 @@ PROVE_TESTS = $(sort $(wildcard test/t/*.pl))
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 
-# ZooKeeper C client (multi-threaded build: the sync API needs THREADED)
-# and libpq (fleet mode draws segments from another server).
+# ZooKeeper C client (multi-threaded build: the sync API needs THREADED),
+# libpq (fleet mode draws segments from another server) and OpenSSL's
+# libcrypto (AES for public IDs).
 PG_CPPFLAGS = -DTHREADED -I$(shell $(PG_CONFIG) --includedir)
-SHLIB_LINK = -lzookeeper_mt -lpq
+SHLIB_LINK = -lzookeeper_mt -lpq -lcrypto
 
 include $(PGXS)
 

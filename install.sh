@@ -39,7 +39,7 @@ need_root() {
 
 install_packages() {
 	local pkgs=(build-essential postgresql-15 postgresql-server-dev-15
-		libzookeeper-mt-dev libpq-dev)
+		libzookeeper-mt-dev libpq-dev libssl-dev)
 	if [ "$1" = test ]; then
 		pkgs+=(postgresql-15-pgtap libipc-run-perl libdbd-pg-perl zookeeper faketime
 			default-jre-headless)

@@ -112,3 +112,41 @@ REVOKE ALL ON FUNCTION leaf_snowflake_status() FROM PUBLIC;
 REVOKE ALL ON leaf_snowflake_status FROM PUBLIC;
 GRANT SELECT ON leaf_snowflake_status TO pg_monitor;
 GRANT EXECUTE ON FUNCTION leaf_snowflake_status() TO pg_monitor;
+
+-- Public IDs (src/leaf_public_id.c): FF1 (NIST SP 800-38G) with AES,
+-- radix 2 over the 63 bits of a non-negative bigint, under the key of
+-- leaf.public_id_key_file; the tweak (a biz_tag) separates domains.
+-- STABLE: the key changes only on a configuration reload, which a
+-- backend applies between statements.
+--
+CREATE FUNCTION leaf_public_id(id bigint, tweak text DEFAULT '')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'leaf_public_id'
+LANGUAGE C STRICT STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION leaf_public_id(bigint, text) IS
+'leaf: the public ID of an ID (a keyed permutation of 0 .. 2^63 - 1)';
+
+CREATE FUNCTION leaf_private_id(public_id bigint, tweak text DEFAULT '')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'leaf_private_id'
+LANGUAGE C STRICT STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION leaf_private_id(bigint, text) IS
+'leaf: the ID of a public ID (inverse of leaf_public_id)';
+
+CREATE FUNCTION leaf_public_id_text(id bigint, tweak text DEFAULT '')
+RETURNS text
+AS 'MODULE_PATHNAME', 'leaf_public_id_text'
+LANGUAGE C STRICT STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION leaf_public_id_text(bigint, text) IS
+'leaf: the public ID of an ID, as 11 characters of base 62';
+
+CREATE FUNCTION leaf_private_id_text(public_id text, tweak text DEFAULT '')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'leaf_private_id_text'
+LANGUAGE C STRICT STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION leaf_private_id_text(text, text) IS
+'leaf: the ID of a public ID in base 62 (inverse of leaf_public_id_text)';

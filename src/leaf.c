@@ -170,6 +170,7 @@ _PG_init(void)
 							 NULL, NULL, NULL);
 
 	leaf_snowflake_init();
+	leaf_public_id_init();
 
 	leaf_refuse_rejected(start_values);
 	MarkGUCPrefixReserved("leaf");

@@ -10,6 +10,8 @@
  *	- snowflake mode (leaf_snowflake.c, leaf_zk.c): 1+41+10+12 bit IDs
  *	  from a lock-free generator in shared memory, with the worker ID set
  *	  by hand or taken from ZooKeeper.
+ * Public IDs (leaf_public_id.c) are a keyed permutation of IDs, to show
+ * to users instead of the IDs themselves.
  *
  *-------------------------------------------------------------------------
  */
@@ -59,6 +61,8 @@
 #define ERRCODE_LEAF_MAX_ID_BACKWARDS	MAKE_SQLSTATE('L','F','0','0','5')
 #define ERRCODE_LEAF_ALLOC_SOURCE_CHANGED MAKE_SQLSTATE('L','F','0','0','6')
 #define ERRCODE_LEAF_ALLOC_PROMOTED		MAKE_SQLSTATE('L','F','0','0','7')
+#define ERRCODE_LEAF_PUBLIC_ID_NO_KEY	MAKE_SQLSTATE('L','F','0','0','8')
+#define ERRCODE_LEAF_PUBLIC_ID_KEY_INVALID MAKE_SQLSTATE('L','F','0','0','9')
 #define ERRCODE_LEAF_DROP_WITH_COUNTERS	MAKE_SQLSTATE('L','F','0','1','0')
 #define ERRCODE_LEAF_CLOCK_BACKWARDS	MAKE_SQLSTATE('L','F','1','0','1')
 #define ERRCODE_LEAF_SNOWFLAKE_NOT_READY MAKE_SQLSTATE('L','F','1','0','2')
@@ -255,6 +259,10 @@ extern void leaf_report_promoted(const char *tag, const char *msg) pg_attribute_
 /* ---------- leaf_utility.c ---------- */
 
 extern void leaf_utility_init(void);
+
+/* ---------- leaf_public_id.c ---------- */
+
+extern void leaf_public_id_init(void);
 
 /* ---------- leaf_snowflake.c / leaf_zk.c ---------- */
 

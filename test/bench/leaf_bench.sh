@@ -24,7 +24,7 @@
 #                   leaf.segment_duration of the clusters (default 1ms, so
 #                   that the dynamic step of a step-1000 tag stays small and
 #                   refills keep happening; empty = the extension default)
-#   BENCH_SECTIONS  which sections to run (default "1 2 3")
+#   BENCH_SECTIONS  which sections to run (default "1 2 3 4")
 #   BENCH_KEEP=1    keep the temporary directory (clusters stopped)
 #
 # Sections:
@@ -36,6 +36,9 @@
 #   3  fleet: an allocation database and 3 shards with leaf.alloc_conninfo;
 #      refill timing over loopback and locally, and 3 shards x 2 clients
 #      against one instance with 6 clients
+#   4  public IDs: SELECT count(<expr>) FROM generate_series(1, N) x for
+#      leaf_public_id and its inverse and text forms, beside
+#      leaf_segment_nextval and gen_random_uuid(), under a throwaway key
 #
 set -euo pipefail
 
@@ -65,7 +68,7 @@ BULK_SEG=${BULK_SEG:-1000000}
 SF_N=${SF_N:-5000000}
 BENCH_PORT=${BENCH_PORT:-55499}
 BENCH_SEGMENT_DURATION=${BENCH_SEGMENT_DURATION-1ms}
-BENCH_SECTIONS=${BENCH_SECTIONS:-1 2 3}
+BENCH_SECTIONS=${BENCH_SECTIONS:-1 2 3 4}
 BENCH_OUT=${BENCH_OUT:-./bench-out/results.md}
 CLIENTS=(2 8)
 
@@ -658,6 +661,110 @@ EOF
 	done
 	out ""
 	section_end "3. fleet"
+fi
+
+# ================================================================ section 4
+
+# Public IDs: the cost of one call, net of the loop, under a throwaway
+# AES-256 key in a file of the benchmark's directory.
+bench_public_ids() {
+	local key=$WORK/public_id.key i ms m loop
+	local -a labels exprs
+	local -A runs
+
+	if [ "$(q "$PORT_MAIN" "SELECT count(*) FROM pg_proc WHERE proname = 'leaf_public_id'")" = 0 ]; then
+		log "leaf_public_id absent: section 4 skipped"
+		return
+	fi
+	section_begin "4. public IDs"
+	as_pg "umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >'$key'"
+	q "$PORT_MAIN" "ALTER SYSTEM SET leaf.public_id_key_file = '$key'" >/dev/null
+	q "$PORT_MAIN" "SELECT pg_reload_conf()" >/dev/null
+	for i in $(seq 1 100); do
+		q "$PORT_MAIN" "SELECT leaf_public_id(1, 'order')" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	q "$PORT_MAIN" "SELECT leaf_public_id(1, 'order')" >/dev/null || die "leaf_public_id fails with the benchmark key"
+
+	labels=("count(*) (empty loop)" "leaf_segment_nextval('bench_big')" "gen_random_uuid()"
+		"leaf_public_id(x, 'order')" "leaf_private_id(x, 'order')"
+		"leaf_public_id_text(x, 'order')" "leaf_private_id_text(t, 'order') (t: a column of 11-character IDs)"
+		"leaf_public_id(leaf_segment_nextval('bench_big'), 'order')")
+	exprs=("SELECT count(*) FROM generate_series(1, $N) x"
+		"SELECT count(leaf_segment_nextval('bench_big')) FROM generate_series(1, $N) x"
+		"SELECT count(gen_random_uuid()) FROM generate_series(1, $N) x"
+		"SELECT count(leaf_public_id(x, 'order')) FROM generate_series(1, $N) x"
+		"SELECT count(leaf_private_id(x, 'order')) FROM generate_series(1, $N) x"
+		"SELECT count(leaf_public_id_text(x, 'order')) FROM generate_series(1, $N) x"
+		"SELECT count(leaf_private_id_text(t, 'order')) FROM pid_text"
+		"SELECT count(leaf_public_id(leaf_segment_nextval('bench_big'), 'order')) FROM generate_series(1, $N) x")
+	# the input of leaf_private_id_text, and its own empty loop
+	q "$PORT_MAIN" "DROP TABLE IF EXISTS pid_text" >/dev/null
+	q "$PORT_MAIN" "CREATE UNLOGGED TABLE pid_text AS
+		SELECT lpad(x::text, 11, '0') AS t FROM generate_series(1, $N) x" >/dev/null
+	q "$PORT_MAIN" "VACUUM ANALYZE pid_text" >/dev/null
+	labels+=("count(t) over that column (its empty loop)")
+	exprs+=("SELECT count(t) FROM pid_text")
+
+	# Wall time as in section 1, and the backend's own CPU time (user +
+	# system, from /proc/self/stat, in clock ticks): on a shared machine the
+	# second one moves far less with the load.  No parallel workers, whose
+	# time the backend's would not include.
+	local hz cpu res
+	local -A cpus
+	hz=$(getconf CLK_TCK)
+	for rep in $(seq 1 "$REPS"); do
+		for i in "${!exprs[@]}"; do
+			res=$(qf "$PORT_MAIN" <<SQL
+SET work_mem = '1GB';
+SET max_parallel_workers_per_gather = 0;
+SELECT sum(f::bigint) AS cpu0 FROM unnest((string_to_array(split_part(pg_read_file('/proc/self/stat'), ') ', 2), ' '))[12:13]) f \gset
+\timing on
+${exprs[$i]};
+\timing off
+SELECT 'cpu', sum(f::bigint) - :cpu0 FROM unnest((string_to_array(split_part(pg_read_file('/proc/self/stat'), ') ', 2), ' '))[12:13]) f;
+SQL
+)
+			ms=$(awk '/^Time: / {print $2}' <<<"$res")
+			cpu=$(awk -F'|' -v hz="$hz" '/^cpu\|/ {printf "%.0f", $2 * 1000 / hz}' <<<"$res")
+			runs[$i]="${runs[$i]:-}${runs[$i]:+ }$ms"
+			cpus[$i]="${cpus[$i]:-}${cpus[$i]:+ }$cpu"
+			log "rep $rep ${labels[$i]}: $ms ms, cpu $cpu ms"
+		done
+	done
+
+	out "## 4. Public IDs: \`SELECT count(<expr>) FROM generate_series(1, $N) x\`"
+	out ""
+	out "AES-256 key from a file (\`leaf.public_id_key_file\`), tweak 'order'; $REPS repetition(s) run rep-major, median. Wall = psql \\timing; CPU = the backend's user + system time over the statement (/proc/self/stat, 1/$hz s resolution). No parallel workers. Net = minus the empty loop; \`leaf_private_id_text\` reads its input from an unlogged table and is net of a count over it."
+	out ""
+	out "| expression | wall runs (ms) | wall median ms | wall ns/call net | CPU runs (ms) | CPU median ms | CPU ns/call net |"
+	out "|---|---|---|---|---|---|---|"
+	local last=$((${#exprs[@]} - 1)) c cl
+	for i in "${!exprs[@]}"; do
+		m=$(tr ' ' '\n' <<<"${runs[$i]}" | median)
+		c=$(tr ' ' '\n' <<<"${cpus[$i]}" | median)
+		if [ "$i" = 6 ]; then
+			loop=$(tr ' ' '\n' <<<"${runs[$last]}" | median)
+			cl=$(tr ' ' '\n' <<<"${cpus[$last]}" | median)
+		else
+			loop=$(tr ' ' '\n' <<<"${runs[0]}" | median)
+			cl=$(tr ' ' '\n' <<<"${cpus[0]}" | median)
+		fi
+		if [ "$i" = 0 ] || [ "$i" = "$last" ]; then
+			out "| \`${labels[$i]}\` | ${runs[$i]// / \/ } | $(printf '%.0f' "$m") | - | ${cpus[$i]// / \/ } | $(printf '%.0f' "$c") | - |"
+		else
+			out "| \`${labels[$i]}\` | ${runs[$i]// / \/ } | $(printf '%.0f' "$m") | $(awk -v m="$m" -v l="$loop" -v n="$N" 'BEGIN {printf "%.0f", (m - l) * 1e6 / n}') | ${cpus[$i]// / \/ } | $(printf '%.0f' "$c") | $(awk -v m="$c" -v l="$cl" -v n="$N" 'BEGIN {printf "%.0f", (m - l) * 1e6 / n}') |"
+		fi
+	done
+	out ""
+	q "$PORT_MAIN" "DROP TABLE pid_text" >/dev/null
+	q "$PORT_MAIN" "ALTER SYSTEM RESET leaf.public_id_key_file" >/dev/null
+	q "$PORT_MAIN" "SELECT pg_reload_conf()" >/dev/null
+	section_end "4. public IDs"
+}
+
+if want 4; then
+	bench_public_ids
 fi
 
 # ================================================================ finish
