@@ -70,6 +70,7 @@ use Test::More ();
 use LeafZK;
 
 my @all_members;
+my $http = HTTP::Tiny->new(timeout => 3);
 
 # an interrupted run still stops its members
 for my $sig (qw(INT TERM HUP))
@@ -226,20 +227,23 @@ sub write_config
 
 =pod
 
-=item $pc->start
+=item $pc->start($after_leader)
 
 Starts every member's Patroni (the first one alone until it leads, so
 that it bootstraps) and waits until every member runs, one of them as the
-leader and, in synchronous mode, one as the synchronous standby.
+leader and, in synchronous mode, one as the synchronous standby.  If
+given, $after_leader is called with the leader's name before the other
+members start, so that they clone what it did.
 
 =cut
 
 sub start
 {
-	my ($self) = @_;
+	my ($self, $after_leader) = @_;
 	my ($first, @rest) = @{ $self->{members} };
 	$self->start_member($first->{name});
 	$self->wait_leader(120) // croak 'no leader after 120 s; see ' . $first->{log};
+	$after_leader->($first->{name}) if $after_leader;
 	$self->start_member($_->{name}) for @rest;
 	$self->wait_until(
 		sub {
@@ -474,14 +478,31 @@ sub _stop
 
 =item $pc->stop
 
-Stops every member.
+Stops every member, the leader last, so that no replica is promoted
+while the cluster goes down.
 
 =cut
 
 sub stop
 {
 	my ($self) = @_;
-	_stop($_) for @{ $self->{members} };
+	_stop_all(@{ $self->{members} });
+	return;
+}
+
+sub _stop_all
+{
+	my @members = @_;
+	my (@leaders, @others);
+	for my $m (@members)
+	{
+		my $r = defined $m->{pid}
+		  ? $http->get("http://127.0.0.1:$m->{restport}/primary")
+		  : { status => 599 };
+		if ($r->{status} == 200) { push @leaders, $m }
+		else { push @others, $m }
+	}
+	_stop($_) for @others, @leaders;
 	return;
 }
 
@@ -493,8 +514,6 @@ GET on a member's REST API: (HTTP status, decoded JSON or undef).
 Status 599 if the member does not answer.
 
 =cut
-
-my $http = HTTP::Tiny->new(timeout => 3);
 
 sub rest
 {
@@ -699,7 +718,7 @@ sub wait_until
 END
 {
 	local $?;
-	_stop($_) for @all_members;
+	_stop_all(@all_members);
 }
 
 1;
