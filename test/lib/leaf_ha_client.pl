@@ -18,9 +18,14 @@
 #
 #   <call start> <call end> ERR <sqlstate or "conn"> <message>
 #
-# (times in ms since 1970).  A lost or refused connection is opened again
-# through the same connection string after 100 ms, as an application
-# would.
+# ("conn": the call lost its connection), and every failed attempt to
+# connect as
+#
+#   <attempt start> <attempt end> ERR connect <message>
+#
+# (times in ms since 1970).  A lost connection is opened again through the
+# same connection string, and a refused attempt is retried after 100 ms,
+# as an application would.
 #
 use strict;
 use warnings;
@@ -79,7 +84,7 @@ while (time() < $o{until})
 		if (!$dbh)
 		{
 			my $msg = ($DBI::errstr // '') =~ s/\s+/ /gr;
-			print $out "$t_call ", now_ms(), " ERR conn $msg\n";
+			print $out "$t_call ", now_ms(), " ERR connect $msg\n";
 			usleep(100_000);
 			next;
 		}

@@ -265,7 +265,7 @@ for my $e (@$errs)
 is(scalar(keys %{ $failed{'before the crash'} // {} }), 0, 'no call failed before the crash');
 for my $phase ('crash', 'switchover')
 {
-	my @leaf_errors = grep { $_ ne 'conn' && $_ ne '25006' && $_ !~ /^57P0/ } keys %{ $failed{$phase} // {} };
+	my @leaf_errors = grep { !/^(conn|connect|25006|57P0.)$/ } keys %{ $failed{$phase} // {} };
 	is(join(',', @leaf_errors), '', "$phase: calls failed only for a lost or refused connection");
 }
 my ($segment_max) = LeafTest::max_of(@{ $by_tag{order} });
@@ -284,8 +284,9 @@ diag sprintf('switchover back to %s: first ID from it after %.1fs (segment), %.1
 for my $phase ('crash', 'switchover')
 {
 	my $f = $failed{$phase} // {};
-	diag sprintf('%s: failed calls: %s', $phase,
-		%$f ? join(', ', map { "$_: $f->{$_}" } sort keys %$f) : 'none');
+	my $refused = delete $f->{connect} // 0;
+	diag sprintf('%s: failed calls: %s; refused connection attempts (one per 100 ms per client): %d',
+		$phase, %$f ? join(', ', map { "$_: $f->{$_}" } sort keys %$f) : 'none', $refused);
 }
 diag sprintf('IDs checked: %d segment, %d snowflake; duplicates: %d',
 	scalar(@{ $by_tag{order} // [] }), scalar(@{ $by_tag{'~sf'} // [] }),
