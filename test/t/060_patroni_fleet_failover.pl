@@ -206,8 +206,8 @@ usleep(3_000_000);
 
 # 3. switchover to the synchronous standby
 $leader = $pc->leader;
-$sync = $pc->sync_standby;
-ok($sync && $sync ne $leader, "there is a synchronous standby ($sync) to switch over to");
+$pc->wait_until(sub { $sync = $pc->sync_standby; defined $sync }, 60, 'a synchronous standby');
+ok($sync && $sync ne $leader, 'there is a synchronous standby (' . ($sync // 'none') . ') to switch over to');
 $before = all_segments();
 my $t_sw = time;
 my ($rc, $out) = $pc->switchover($sync);
