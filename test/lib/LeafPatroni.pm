@@ -529,7 +529,9 @@ sub rest
 =item $pc->leader
 
 The name of the member whose REST API says it is the running primary
-holding the leader lock (GET /primary answers 200), or undef.
+holding the leader lock (GET /primary answers 200) and whose server has
+left recovery, or undef.  Patroni answers 200 as soon as it has asked
+its server to promote.
 
 =cut
 
@@ -540,7 +542,10 @@ sub leader
 	{
 		next unless defined $m->{pid};
 		my ($status) = $self->rest($m->{name}, '/primary');
-		return $m->{name} if $status == 200;
+		next unless $status == 200;
+		my ($rc, $out) = $m->{node}->psql('postgres', 'SELECT pg_is_in_recovery()',
+			timeout => 10, on_error_die => 0);
+		return $m->{name} if defined $out && $out eq 'f';
 	}
 	return undef;
 }
@@ -668,7 +673,9 @@ sub wait_replica
 =item $pc->switchover($candidate)
 
 C<patronictl switchover --force --leader LEADER --candidate CANDIDATE>;
-returns (exit code, output).
+returns (exit code, output).  patronictl exits with 0 also when Patroni
+refused the switchover, so an output that says it failed counts as exit
+code 1.
 
 =cut
 
@@ -683,6 +690,7 @@ sub switchover
 			'--leader', $leader, '--candidate', $candidate, $self->{scope} ],
 		'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
 	my $rc = $? >> 8;
+	$rc = 1 if !$rc && "$out$err" =~ /switchover failed/i;
 	Test::More::note("patronictl switchover to $candidate: exit $rc: $out$err");
 	return ($rc, "$out$err");
 }
