@@ -42,7 +42,7 @@ install_packages() {
 		libzookeeper-mt-dev libpq-dev libssl-dev)
 	if [ "$1" = test ]; then
 		pkgs+=(postgresql-15-pgtap libipc-run-perl libdbd-pg-perl zookeeper faketime
-			default-jre-headless)
+			default-jre-headless patroni python3-kazoo)
 	fi
 	say "installing packages: ${pkgs[*]}"
 	export DEBIAN_FRONTEND=noninteractive

@@ -5,40 +5,56 @@
 #   test/fleet.sh start [DIR]    start it (DIR defaults to /tmp/leaf-fleet)
 #   test/fleet.sh status [DIR]   ports, roles, a few segment and snowflake IDs
 #   test/fleet.sh stop [DIR]     stop everything started by "start"
+#   test/fleet.sh start-member K [DIR]
+#                                Patroni mode: start member K's Patroni
+#                                again (after a kill); it rejoins as a replica
 #
 # The fleet:
-#   - an allocation primary and a synchronous streaming standby, which
-#     hold leaf_alloc (the only place segments are allocated);
+#   - the allocation database, which holds leaf_alloc (the only place
+#     segments are allocated).  With FLEET_ALLOC=patroni: a 3-member
+#     Patroni cluster (synchronous_mode) on the fleet's ZooKeeper, which
+#     fails over by itself.  By default (FLEET_ALLOC=manual): an allocation
+#     primary and a synchronous streaming standby, promoted by hand;
 #   - N shards (FLEET_SHARDS, default 3) with leaf preloaded, whose
-#     leaf.alloc_conninfo names both allocation servers with
+#     leaf.alloc_conninfo names every allocation server with
 #     target_session_attrs=read-write, and which log in as role
 #     leaf_fleet with a password kept in a passfile;
 #   - a standalone ZooKeeper that hands out the shards' snowflake worker
 #     IDs (leaf.zk_hosts, leaf.zk_root = '/leaf/fleet', leaf.worker_id
 #     unset).  Without java or Debian's zookeeper package, or with
-#     FLEET_ZK=0, the shards get worker IDs 1..N by hand instead.
+#     FLEET_ZK=0, the shards get worker IDs 1..N by hand instead
+#     (Patroni mode needs ZooKeeper).
 #
 # Ports: FLEET_PORT_BASE (default 56400) for the allocation primary,
-# +1 for the standby, +2 for ZooKeeper and +10+i for shard i.
+# +1 for the standby, +2 for ZooKeeper and +10+i for shard i.  In Patroni
+# mode, member k (alloc1..alloc3) has PostgreSQL on +2+k and its REST API
+# on +5+k.
 #
 # Run as root (servers then run as user postgres) or as postgres.
-# PostgreSQL comes from /usr/lib/postgresql/15/bin; leaf must be
-# installed there (make install).  Every server listens on 127.0.0.1
+# PostgreSQL comes from FLEET_PGBIN (default /usr/lib/postgresql/15/bin);
+# leaf must be installed there (make install).  Patroni mode needs
+# Debian's patroni and python3-kazoo.  Every server listens on 127.0.0.1
 # and on a socket in DIR/sock; socket logins use peer authentication,
 # TCP logins need a password.
 #
 set -euo pipefail
 
-pgbin=/usr/lib/postgresql/15/bin
+pgbin=${FLEET_PGBIN:-/usr/lib/postgresql/15/bin}
 zk_classpath=/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar
 
 usage() {
 	echo "usage: $0 start|status|stop [DIR]" >&2
+	echo "       $0 start-member K [DIR]" >&2
 	exit 2
 }
 
 cmd=${1:-}
 [ -n "$cmd" ] || usage
+if [ "$cmd" = start-member ]; then
+	member=${2:-}
+	[[ "$member" =~ ^[123]$ ]] || usage
+	shift
+fi
 dir=$(realpath -m "${2:-/tmp/leaf-fleet}")
 
 say() { printf '== %s\n' "$*"; }
@@ -122,13 +138,55 @@ stop_zk() {
 	rm -f "$dir/zk/zk.pid"
 }
 
+# stop_patroni K: SIGTERM to member K's Patroni, which stops its server
+# (fast shutdown); kill -9 and an immediate stop of what is left after 60 s
+stop_patroni() {
+	local k=$1 pid i
+	local pidf=$dir/alloc$k.patroni.pid
+	if [ -f "$pidf" ]; then
+		pid=$(cat "$pidf")
+		if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
+			grep -q patroni "/proc/$pid/cmdline" 2>/dev/null; then
+			kill "$pid" 2>/dev/null || true
+			for ((i = 0; i < 600; i++)); do
+				kill -0 "$pid" 2>/dev/null || break
+				sleep 0.1
+			done
+			if kill -0 "$pid" 2>/dev/null; then
+				echo "   patroni of alloc$k did not stop in 60s; using kill -9" >&2
+				kill -9 "$pid" 2>/dev/null || true
+			fi
+			echo "   stopped patroni alloc$k"
+		fi
+		rm -f "$pidf"
+	fi
+	if [ -d "$dir/alloc$k" ] && pg_running "$dir/alloc$k"; then
+		as_pg "$pgbin/pg_ctl" -D "$dir/alloc$k" -m immediate -w stop >/dev/null 2>&1 || true
+		echo "   stopped alloc$k"
+	fi
+}
+
+# the name of the Patroni leader, or nothing
+patroni_leader() {
+	patroni_list 2>/dev/null | awk -F'\t' '$4 == "Leader" { print $2 }'
+}
+
 do_stop() {
-	local d
+	local d k leader
 	for d in "$dir"/shard*; do
 		[ -d "$d" ] && stop_pg "$d"
 	done
-	stop_pg "$dir/alloc_primary"
-	stop_pg "$dir/alloc_standby"
+	if [ "${alloc_mode:-manual}" = patroni ]; then
+		# replicas first: no promotion while the cluster goes down
+		leader=$(patroni_leader || true)
+		for k in 1 2 3; do
+			[ "alloc$k" = "$leader" ] || stop_patroni "$k"
+		done
+		[ -z "$leader" ] || stop_patroni "${leader#alloc}"
+	else
+		stop_pg "$dir/alloc_primary"
+		stop_pg "$dir/alloc_standby"
+	fi
 	stop_zk
 }
 
@@ -194,80 +252,20 @@ EOF
 	die "zookeeper did not come up within 60s; see $dir/zk/zk.log"
 }
 
-do_start() {
-	local p i pw data conninfo d
+# new_password: 24 random letters and digits
+new_password() {
+	head -c 48 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24
+}
 
-	[ -x "$pgbin/postgres" ] || die "PostgreSQL 15 is not installed in $pgbin"
-	[ -f "$("$pgbin/pg_config" --pkglibdir)/leaf.so" ] ||
-		die "leaf is not installed; run make && make install first"
-
-	nshards=${FLEET_SHARDS:-3}
-	base=${FLEET_PORT_BASE:-56400}
-	[[ "$nshards" =~ ^[1-9][0-9]?$ ]] || die "FLEET_SHARDS must be 1..99"
-	if ! [[ "$base" =~ ^[0-9]+$ ]] || ((base < 1024 || base + 10 + nshards > 65535)); then
-		die "FLEET_PORT_BASE must leave room for ports up to +$((10 + nshards)) below 65536"
-	fi
-
-	use_zk=1
-	if [ "${FLEET_ZK:-1}" = 0 ]; then
-		use_zk=0
-	elif ! command -v java >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ] ||
-		[ ! -f /usr/share/java/slf4j-simple.jar ]; then
-		echo "note: java or Debian's zookeeper package is missing; shards get leaf.worker_id by hand" >&2
-		use_zk=0
-	fi
-
-	# the directory: new, empty, or left by an earlier fleet
-	if [ -f "$dir/fleet.env" ]; then
-		for d in "$dir"/alloc_primary "$dir"/alloc_standby "$dir"/shard*; do
-			if [ -d "$d" ] && pg_running "$d"; then
-				die "a fleet is running in $dir; stop it first: $0 stop $dir"
-			fi
-		done
-		if [ -f "$dir/zk/zk.pid" ] && kill -0 "$(cat "$dir/zk/zk.pid")" 2>/dev/null; then
-			die "the fleet's zookeeper is still running; stop it first: $0 stop $dir"
-		fi
-		rm -rf "$dir"
-	elif [ -e "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then
-		die "$dir exists and is not a fleet directory; choose another"
-	fi
-	[ ${#dir} -le 80 ] || die "$dir is too long a path for a socket directory"
-
-	alloc1_port=$base
-	alloc2_port=$((base + 1))
-	zk_port=$((base + 2))
-	for p in "$alloc1_port" "$alloc2_port" "$zk_port" $(seq $((base + 11)) $((base + 10 + nshards))); do
-		if port_in_use "$p"; then
-			die "port $p on 127.0.0.1 is in use; choose another FLEET_PORT_BASE"
-		fi
-	done
-
-	mkdir -p "$dir"
-	if [ "$run_as_root" = 1 ]; then
-		chown postgres: "$dir"
-	fi
-	as_pg test -w "$dir" || die "user postgres cannot write to $dir"
-	as_pg mkdir -p "$dir/sock"
-	as_pg chmod 700 "$dir" "$dir/sock"
-
-	starting=1
-	as_pg tee "$dir/fleet.env" >/dev/null <<EOF
-nshards=$nshards
-base=$base
-alloc1_port=$alloc1_port
-alloc2_port=$alloc2_port
-zk_port=$zk_port
-use_zk=$use_zk
-EOF
-
-	# -- allocation primary
-	say "allocation primary on 127.0.0.1:$alloc1_port"
-	new_cluster alloc_primary "$alloc1_port"
-	echo "synchronous_commit = on" | as_pg tee -a "$dir/alloc_primary/postgresql.conf" >/dev/null
-	start_pg alloc_primary
-	pw=$(head -c 48 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 24)
+# alloc_setup PORT ALLOC_PORTS...: the extension, a tag and the role
+# leaf_fleet in the allocation database at PORT; the shards' passfile
+# for every allocation server
+alloc_setup() {
+	local port=$1 p pw
+	shift
+	pw=$(new_password)
 	# the password goes in over stdin, with statement logging off
-	as_pg "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir/sock" -p "$alloc1_port" \
+	as_pg "$pgbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir/sock" -p "$port" \
 		-U postgres -d postgres >/dev/null <<EOF
 SET log_statement = 'none';
 CREATE EXTENSION leaf;
@@ -278,11 +276,21 @@ GRANT SELECT, UPDATE ON leaf_alloc TO leaf_fleet;
 EOF
 	# the shards' passfile: mode 0600, owned by postgres
 	# shellcheck disable=SC2016
-	as_pg bash -c 'umask 077 && cat >"$1"' pgpass "$dir/leaf.pgpass" <<EOF
-127.0.0.1:$alloc1_port:postgres:leaf_fleet:$pw
-127.0.0.1:$alloc2_port:postgres:leaf_fleet:$pw
-EOF
+	for p in "$@"; do
+		echo "127.0.0.1:$p:postgres:leaf_fleet:$pw"
+	done | as_pg bash -c 'umask 077 && cat >"$1"' pgpass "$dir/leaf.pgpass"
 	pw=
+}
+
+# -- the allocation database by hand: a primary and a synchronous standby
+start_alloc_manual() {
+	local i
+	# -- allocation primary
+	say "allocation primary on 127.0.0.1:$alloc1_port"
+	new_cluster alloc_primary "$alloc1_port"
+	echo "synchronous_commit = on" | as_pg tee -a "$dir/alloc_primary/postgresql.conf" >/dev/null
+	start_pg alloc_primary
+	alloc_setup "$alloc1_port" "$alloc1_port" "$alloc2_port"
 
 	# -- synchronous standby
 	say "synchronous standby on 127.0.0.1:$alloc2_port"
@@ -308,20 +316,246 @@ EOF
 	done
 	[ $i -lt 300 ] || die "the standby did not become synchronous; see $dir/alloc_*/server.log"
 
-	# -- ZooKeeper
+	conninfo="host=127.0.0.1,127.0.0.1 port=$alloc1_port,$alloc2_port dbname=postgres user=leaf_fleet passfile=$dir/leaf.pgpass target_session_attrs=read-write connect_timeout=2 tcp_user_timeout=10000"
+}
+
+# member_port K, member_rest K: member K's PostgreSQL and REST API ports
+member_port() { echo $((base + 2 + $1)); }
+member_rest() { echo $((base + 5 + $1)); }
+
+# http_status PORT PATH: the HTTP status of a GET on 127.0.0.1:PORT
+http_status() {
+	# shellcheck disable=SC2016
+	timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/$0 && printf "GET %s HTTP/1.0\r\n\r\n" "$1" >&3 && head -n 1 <&3' \
+		"$1" "$2" 2>/dev/null | awk '{ print $2 }' || true
+}
+
+# patroni_list: patronictl list as tab-separated lines, without the header
+# (Cluster, Member, Host, Role, State, TL, Lag in MB)
+patroni_list() {
+	as_pg timeout 30 patronictl -c "$dir/alloc1.yml" list -f tsv 2>/dev/null | tail -n +2
+}
+
+# write_patroni_config K SUPERUSER_PW REPLICATION_PW
+write_patroni_config() {
+	local k=$1 supw=$2 replpw=$3
+	# shellcheck disable=SC2016
+	as_pg bash -c 'umask 077 && cat >"$1"' yml "$dir/alloc$k.yml" <<EOF
+scope: leafalloc
+name: alloc$k
+restapi:
+  listen: 127.0.0.1:$(member_rest "$k")
+  connect_address: 127.0.0.1:$(member_rest "$k")
+zookeeper:
+  hosts: ['127.0.0.1:$zk_port']
+watchdog:
+  mode: 'off'
+bootstrap:
+  dcs:
+    ttl: 10
+    loop_wait: 1
+    retry_timeout: 4
+    synchronous_mode: true
+    postgresql:
+      use_pg_rewind: true
+      use_slots: true
+      parameters:
+        wal_level: replica
+        hot_standby: 'on'
+        wal_log_hints: 'on'
+        max_wal_senders: 10
+        max_replication_slots: 10
+        max_worker_processes: 16
+        shared_preload_libraries: leaf
+  initdb: [{encoding: UTF8}, {auth-local: peer}, {auth-host: scram-sha-256}]
+postgresql:
+  listen: 127.0.0.1:$(member_port "$k")
+  connect_address: 127.0.0.1:$(member_port "$k")
+  use_unix_socket: true
+  data_dir: $dir/alloc$k
+  bin_dir: $pgbin
+  pgpass: $dir/alloc$k.pgpass
+  authentication:
+    superuser: {username: postgres, password: '$supw'}
+    replication: {username: replicator, password: '$replpw'}
+    rewind: {username: postgres, password: '$supw'}
+  pg_hba:
+    - local all all peer
+    - host replication replicator 127.0.0.1/32 scram-sha-256
+    - host all all 127.0.0.1/32 scram-sha-256
+  parameters:
+    unix_socket_directories: '$dir/sock'
+    leaf.alloc_failover: synchronous
+EOF
+}
+
+# start_patroni K: member K's Patroni in the background, in a session of
+# its own; it starts (and stops) its PostgreSQL server
+start_patroni() {
+	local k=$1
+	# shellcheck disable=SC2016
+	as_pg bash -c 'exec >"$1" 2>&1 </dev/null; setsid patroni "$2" & echo $! >"$3"' \
+		patroni "$dir/alloc$k.patroni.log" "$dir/alloc$k.yml" "$dir/alloc$k.patroni.pid"
+}
+
+# -- the allocation database run by Patroni: three members, synchronous
+# mode, on the fleet's ZooKeeper
+start_alloc_patroni() {
+	local k i supw replpw ports=()
+	supw=$(new_password)
+	replpw=$(new_password)
+	for k in 1 2 3; do
+		write_patroni_config "$k" "$supw" "$replpw"
+		ports+=("$(member_port "$k")")
+	done
+	supw=
+	replpw=
+
+	say "patroni member alloc1 on 127.0.0.1:$(member_port 1) (REST API :$(member_rest 1)), bootstraps"
+	start_patroni 1
+	for ((i = 0; i < 1200; i++)); do
+		[ "$(http_status "$(member_rest 1)" /primary)" = 200 ] && break
+		kill -0 "$(cat "$dir/alloc1.patroni.pid")" 2>/dev/null || die "patroni alloc1 exited; see $dir/alloc1.patroni.log"
+		sleep 0.1
+	done
+	[ $i -lt 1200 ] || die "alloc1 did not become the leader within 120s; see $dir/alloc1.patroni.log"
+	# before the others clone it
+	alloc_setup "$(member_port 1)" "${ports[@]}"
+
+	for k in 2 3; do
+		say "patroni member alloc$k on 127.0.0.1:$(member_port "$k") (REST API :$(member_rest "$k")), clones alloc1"
+		start_patroni "$k"
+	done
+	local list deadline=$((SECONDS + 180))
+	while :; do
+		list=$(patroni_list)
+		[ "$(printf '%s\n' "$list" | awk -F'\t' '$5 == "running" || $5 == "streaming"' | wc -l)" = 3 ] &&
+			printf '%s\n' "$list" | awk -F'\t' '$4 == "Sync Standby"' | grep -q . && break
+		for k in 2 3; do
+			kill -0 "$(cat "$dir/alloc$k.patroni.pid")" 2>/dev/null || die "patroni alloc$k exited; see $dir/alloc$k.patroni.log"
+		done
+		((SECONDS < deadline)) || die "the Patroni members did not all run with a synchronous standby within 180s; see $dir/alloc*.patroni.log"
+		sleep 1
+	done
+
+	conninfo="host=127.0.0.1,127.0.0.1,127.0.0.1 port=$(IFS=,; echo "${ports[*]}") dbname=postgres user=leaf_fleet passfile=$dir/leaf.pgpass target_session_attrs=read-write connect_timeout=2 tcp_user_timeout=10000"
+}
+
+do_start() {
+	local p i pw data conninfo d
+
+	[ -x "$pgbin/postgres" ] || die "PostgreSQL 15 is not installed in $pgbin"
+	[ -f "$("$pgbin/pg_config" --pkglibdir)/leaf.so" ] ||
+		die "leaf is not installed; run make && make install first"
+
+	nshards=${FLEET_SHARDS:-3}
+	base=${FLEET_PORT_BASE:-56400}
+	[[ "$nshards" =~ ^[1-9][0-9]?$ ]] || die "FLEET_SHARDS must be 1..99"
+	if ! [[ "$base" =~ ^[0-9]+$ ]] || ((base < 1024 || base + 10 + nshards > 65535)); then
+		die "FLEET_PORT_BASE must leave room for ports up to +$((10 + nshards)) below 65536"
+	fi
+
+	alloc_mode=${FLEET_ALLOC:-manual}
+	case "$alloc_mode" in
+		manual) ;;
+		patroni)
+			if ! command -v patroni >/dev/null || ! command -v patronictl >/dev/null; then
+				die "FLEET_ALLOC=patroni needs Debian's patroni and python3-kazoo packages"
+			fi
+			[ "${FLEET_ZK:-1}" != 0 ] || die "FLEET_ALLOC=patroni needs ZooKeeper (FLEET_ZK=1)"
+			;;
+		*) die "FLEET_ALLOC must be manual or patroni" ;;
+	esac
+
+	use_zk=1
+	if [ "${FLEET_ZK:-1}" = 0 ]; then
+		use_zk=0
+	elif ! command -v java >/dev/null || [ ! -f /usr/share/java/zookeeper.jar ] ||
+		[ ! -f /usr/share/java/slf4j-simple.jar ]; then
+		[ "$alloc_mode" = manual ] || die "FLEET_ALLOC=patroni needs java and Debian's zookeeper package"
+		echo "note: java or Debian's zookeeper package is missing; shards get leaf.worker_id by hand" >&2
+		use_zk=0
+	fi
+
+	# the directory: new, empty, or left by an earlier fleet
+	if [ -f "$dir/fleet.env" ]; then
+		for d in "$dir"/alloc_primary "$dir"/alloc_standby "$dir"/alloc[123] "$dir"/shard*; do
+			if [ -d "$d" ] && pg_running "$d"; then
+				die "a fleet is running in $dir; stop it first: $0 stop $dir"
+			fi
+		done
+		for d in "$dir"/alloc[123].patroni.pid; do
+			if [ -f "$d" ] && kill -0 "$(cat "$d")" 2>/dev/null; then
+				die "the fleet's patroni is still running; stop it first: $0 stop $dir"
+			fi
+		done
+		if [ -f "$dir/zk/zk.pid" ] && kill -0 "$(cat "$dir/zk/zk.pid")" 2>/dev/null; then
+			die "the fleet's zookeeper is still running; stop it first: $0 stop $dir"
+		fi
+		rm -rf "$dir"
+	elif [ -e "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then
+		die "$dir exists and is not a fleet directory; choose another"
+	fi
+	[ ${#dir} -le 80 ] || die "$dir is too long a path for a socket directory"
+
+	alloc1_port=$base
+	alloc2_port=$((base + 1))
+	zk_port=$((base + 2))
+	if [ "$alloc_mode" = patroni ]; then
+		alloc_ports="$((base + 3)) $((base + 4)) $((base + 5)) $((base + 6)) $((base + 7)) $((base + 8))"
+	else
+		alloc_ports="$alloc1_port $alloc2_port"
+	fi
+	for p in $alloc_ports "$zk_port" $(seq $((base + 11)) $((base + 10 + nshards))); do
+		if port_in_use "$p"; then
+			die "port $p on 127.0.0.1 is in use; choose another FLEET_PORT_BASE"
+		fi
+	done
+
+	mkdir -p "$dir"
+	if [ "$run_as_root" = 1 ]; then
+		chown postgres: "$dir"
+	fi
+	as_pg test -w "$dir" || die "user postgres cannot write to $dir"
+	as_pg mkdir -p "$dir/sock"
+	as_pg chmod 700 "$dir" "$dir/sock"
+
+	starting=1
+	as_pg tee "$dir/fleet.env" >/dev/null <<EOF
+nshards=$nshards
+base=$base
+alloc1_port=$alloc1_port
+alloc2_port=$alloc2_port
+zk_port=$zk_port
+use_zk=$use_zk
+alloc_mode=$alloc_mode
+EOF
+
+	# -- ZooKeeper (Patroni's DCS too)
 	if [ "$use_zk" = 1 ]; then
 		say "zookeeper on 127.0.0.1:$zk_port"
 		start_zk
 	fi
 
+	# -- allocation database
+	if [ "$alloc_mode" = patroni ]; then
+		start_alloc_patroni
+	else
+		start_alloc_manual
+	fi
+
 	# -- shards
-	conninfo="host=127.0.0.1,127.0.0.1 port=$alloc1_port,$alloc2_port dbname=postgres user=leaf_fleet passfile=$dir/leaf.pgpass target_session_attrs=read-write connect_timeout=2 tcp_user_timeout=10000"
 	for ((i = 1; i <= nshards; i++)); do
 		p=$((base + 10 + i))
 		data=$dir/shard$i
 		say "shard $i on 127.0.0.1:$p"
 		new_cluster "shard$i" "$p"
 		echo "leaf.alloc_conninfo = '$conninfo'" | as_pg tee -a "$data/postgresql.conf" >/dev/null
+		if [ "$alloc_mode" = patroni ]; then
+			# Patroni's synchronous mode never promotes a member that may
+			# lack an acknowledged commit
+			echo "leaf.alloc_failover = 'synchronous'" | as_pg tee -a "$data/postgresql.conf" >/dev/null
+		fi
 		if [ "$use_zk" = 1 ]; then
 			as_pg tee -a "$data/postgresql.conf" >/dev/null <<EOF
 leaf.zk_hosts = '127.0.0.1:$zk_port'
@@ -340,24 +574,33 @@ EOF
 	starting=0
 	echo
 	do_status
-	cat <<EOF
-
-Connect (as OS user postgres):
-                 psql -h $dir/sock -p $((base + 11)) -U postgres postgres
+	echo
+	echo "Connect (as OS user postgres):"
+	echo "                 psql -h $dir/sock -p $((base + 11)) -U postgres postgres"
+	if [ "$alloc_mode" = patroni ]; then
+		cat <<EOF
+Try a failover (as OS user postgres): kill -9 the leader's Patroni and
+its postmaster; Patroni promotes the synchronous standby after its ttl (10s):
+                 kill -9 \$(cat $dir/alloc1.patroni.pid) \$(head -n 1 $dir/alloc1/postmaster.pid)
+                 $0 status $dir
+Bring the member back (it rejoins as a replica):
+                 $0 start-member 1 $dir
+A switchover:    patronictl -c $dir/alloc1.yml switchover
+EOF
+	else
+		cat <<EOF
 Try a failover (as OS user postgres):
                  $pgbin/pg_ctl -D $dir/alloc_primary -m immediate stop
                  $pgbin/pg_ctl -D $dir/alloc_standby promote
-Stop the fleet:  $0 stop $dir
 EOF
+	fi
+	echo "Stop the fleet:  $0 stop $dir"
 }
 
 # ---------------------------------------------------------------- status
 
-do_status() {
-	local i p name state ids sf mode
-
-	load_env
-	printf '%-14s %-16s %s\n' SERVER ADDRESS STATE
+status_manual() {
+	local p name state
 	for name in alloc_primary alloc_standby; do
 		p=$alloc1_port
 		[ "$name" = alloc_standby ] && p=$alloc2_port
@@ -370,6 +613,47 @@ do_status() {
 		fi
 		printf '%-14s %-16s %s\n' "$name" "127.0.0.1:$p" "$state"
 	done
+}
+
+# the Patroni members: role (Leader, Sync Standby, Replica), state,
+# timeline and lag as patronictl lists them, and max_id on the leader
+status_patroni() {
+	local k p line role state tl lag extra
+	local list
+	list=$(patroni_list)
+	for k in 1 2 3; do
+		p=$(member_port "$k")
+		line=$(printf '%s\n' "$list" | awk -F'\t' -v m="alloc$k" '$2 == m')
+		if [ -z "$line" ]; then
+			if [ -f "$dir/alloc$k.patroni.pid" ] && kill -0 "$(cat "$dir/alloc$k.patroni.pid")" 2>/dev/null; then
+				state="patroni running, not listed yet"
+			else
+				state="patroni not running"
+			fi
+			printf '%-14s %-16s %s\n' "alloc$k" "127.0.0.1:$p" "$state"
+			continue
+		fi
+		IFS=$'\t' read -r _ _ _ role state tl lag <<<"$line"
+		extra=""
+		if [ "$role" = Leader ]; then
+			extra=$(psql_at "$p" "SELECT ', order max_id ' || max_id FROM leaf_alloc WHERE biz_tag = 'order'" 2>/dev/null) || true
+		elif [ -n "$lag" ]; then
+			extra=", lag $lag MB"
+		fi
+		printf '%-14s %-16s %s\n' "alloc$k" "127.0.0.1:$p" "patroni: $role, $state, timeline ${tl:-?}$extra"
+	done
+}
+
+do_status() {
+	local i p sf mode ids state
+
+	load_env
+	printf '%-14s %-16s %s\n' SERVER ADDRESS STATE
+	if [ "${alloc_mode:-manual}" = patroni ]; then
+		status_patroni
+	else
+		status_manual
+	fi
 	if [ "$use_zk" = 1 ]; then
 		mode=$(zk_4lw "$zk_port" srvr | sed -n 's/^Mode: //p')
 		printf '%-14s %-16s %s\n' zookeeper "127.0.0.1:$zk_port" "${mode:-not running}"
@@ -397,6 +681,15 @@ case "$cmd" in
 	stop)
 		load_env
 		do_stop
+		;;
+	start-member)
+		load_env
+		[ "${alloc_mode:-manual}" = patroni ] || die "start-member is for a fleet started with FLEET_ALLOC=patroni"
+		if [ -f "$dir/alloc$member.patroni.pid" ] && kill -0 "$(cat "$dir/alloc$member.patroni.pid")" 2>/dev/null; then
+			die "patroni of alloc$member is running"
+		fi
+		start_patroni "$member"
+		say "patroni alloc$member started; see $dir/alloc$member.patroni.log"
 		;;
 	*) usage ;;
 esac

@@ -1,0 +1,732 @@
+
+# Copyright (c) leaf contributors
+
+=pod
+
+=head1 NAME
+
+LeafPatroni - a Patroni cluster of PostgreSQL servers for leaf's TAP tests
+
+=head1 SYNOPSIS
+
+  use LeafZK;
+  use LeafPatroni;
+
+  my $zk = LeafZK->new(nodes => 3);
+  my $pc = LeafPatroni->new(
+      zk => $zk, members => 3, synchronous_mode => 1,
+      parameters => { 'leaf.alloc_failover' => 'synchronous' },
+      member_parameters => sub { my ($name, $port) = @_; return {} });
+  $pc->start;                          # every member running, one leader
+  my $leader = $pc->wait_leader;       # its name ('n1', ...)
+  $pc->node($leader)->safe_psql('postgres', 'CREATE EXTENSION leaf');
+  $pc->members;                        # patronictl list -f json
+  $pc->kill9($leader);                 # kill -9 of patroni and postmaster
+  $pc->start_member($leader);          # its patroni again
+  $pc->switchover('n2');               # patronictl switchover --force
+  $pc->conninfo('dbname=postgres');    # every member, target_session_attrs=read-write
+  $pc->stop;                           # also done at exit, even on die
+
+=head1 DESCRIPTION
+
+Each member is one C<patroni member.yml> process running in the
+foreground in a process group of its own, with its own REST API port,
+PostgreSQL port and data directory under the test's temporary directory,
+its PostgreSQL from C<pg_config --bindir> (the first on PATH), and the
+given ZooKeeper ensemble as DCS.  The first member bootstraps the cluster
+(initdb), the others clone it with pg_basebackup.  C<ttl> 10,
+C<loop_wait> 1, C<retry_timeout> 4, C<use_pg_rewind>, and leaf in
+C<shared_preload_libraries>.
+
+Every member's server is also a PostgreSQL::Test::Cluster object
+(C<< $pc->node($name) >>) for psql and friends; it is never started or
+stopped through that object.  Servers listen on 127.0.0.1 and on the
+tests' socket directory.
+
+Patroni starts its postmaster in a session of its own, so stopping a
+member stops Patroni (SIGTERM, which stops PostgreSQL with a fast
+shutdown), then kills whatever is left: Patroni's process group, the
+postmaster named in C<postmaster.pid> and its children.  That happens for
+every member at exit, also when the test dies.
+
+=cut
+
+package LeafPatroni;
+
+use strict;
+use warnings;
+
+use Carp;
+use File::Path qw(make_path);
+use HTTP::Tiny;
+use IPC::Run;
+use JSON::PP;
+use POSIX ();
+use Time::HiRes qw(time usleep);
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More ();
+use LeafZK;
+
+my @all_members;
+my $http = HTTP::Tiny->new(timeout => 3);
+
+# an interrupted run still stops its members
+for my $sig (qw(INT TERM HUP))
+{
+	$SIG{$sig} = sub { die "killed by SIG$sig\n" }
+	  unless defined $SIG{$sig} && ref $SIG{$sig};
+}
+
+=pod
+
+=head1 METHODS
+
+=over
+
+=item LeafPatroni->new(%opts)
+
+Options: zk (a LeafZK, required), members (default 3), scope (cluster
+name, default C<leafalloc>), synchronous_mode (default 1), parameters (a
+hash of PostgreSQL settings for every member, e.g. leaf's), and
+member_parameters (a code reference called with a member's name and
+PostgreSQL port, returning a hash of settings for that member only, such
+as C<leaf.node_address>).  Writes the members' configurations; start()
+runs them.
+
+=cut
+
+sub new
+{
+	my ($class, %o) = @_;
+	croak 'zk is required' unless $o{zk};
+	my $self = bless {
+		zk => $o{zk},
+		scope => $o{scope} // 'leafalloc',
+		nmembers => $o{members} // 3,
+		synchronous_mode => $o{synchronous_mode} // 1,
+		parameters => $o{parameters} // {},
+		member_parameters => $o{member_parameters},
+		members => [],
+	}, $class;
+
+	my $bindir = `pg_config --bindir`;
+	chomp $bindir;
+	croak 'pg_config --bindir failed' unless $bindir && -x "$bindir/postgres";
+	$self->{bindir} = $bindir;
+
+	for my $i (1 .. $self->{nmembers})
+	{
+		my $name = "n$i";
+		my $pgport = PostgreSQL::Test::Cluster::get_free_port();
+		my $restport = PostgreSQL::Test::Cluster::get_free_port();
+		my $node = PostgreSQL::Test::Cluster->new("$self->{scope}_$name", port => $pgport);
+		my $m = {
+			name => $name,
+			pgport => $pgport,
+			restport => $restport,
+			node => $node,
+			dir => $node->basedir,
+			data_dir => $node->data_dir,
+			yml => $node->basedir . '/patroni.yml',
+			log => "$PostgreSQL::Test::Utils::log_path/"
+			  . "patroni_$self->{scope}_$name.log",
+			pid => undef,
+		};
+		$self->write_config($m);
+		push @{ $self->{members} }, $m;
+		push @all_members, $m;
+	}
+	return $self;
+}
+
+sub write_config
+{
+	my ($self, $m) = @_;
+	my $host = $PostgreSQL::Test::Cluster::test_pghost;
+
+	my %cluster_params = (
+		wal_level => 'replica',
+		hot_standby => 'on',
+		wal_log_hints => 'on',
+		max_wal_senders => 10,
+		max_replication_slots => 10,
+		max_connections => 40,
+		max_worker_processes => 16,
+		wal_keep_size => '128MB',
+		shared_preload_libraries => 'leaf',
+		fsync => 'on',
+	);
+	my %local_params = (
+		unix_socket_directories => $host,
+		log_line_prefix => "%m [%p] $m->{name} ",
+		%{ $self->{parameters} },
+		$self->{member_parameters}
+		? %{ $self->{member_parameters}->($m->{name}, $m->{pgport}) }
+		: (),
+	);
+	my $cfg = {
+		scope => $self->{scope},
+		name => $m->{name},
+		log => { level => 'INFO' },
+		restapi => {
+			listen => "127.0.0.1:$m->{restport}",
+			connect_address => "127.0.0.1:$m->{restport}",
+		},
+		zookeeper => { hosts => [ split /,/, $self->{zk}->hosts ] },
+		watchdog => { mode => 'off' },
+		bootstrap => {
+			dcs => {
+				ttl => 10,
+				loop_wait => 1,
+				retry_timeout => 4,
+				synchronous_mode => $self->{synchronous_mode} ? JSON::PP::true : JSON::PP::false,
+				maximum_lag_on_failover => 1048576,
+				postgresql => {
+					use_pg_rewind => JSON::PP::true,
+					use_slots => JSON::PP::true,
+					parameters => \%cluster_params,
+				},
+			},
+			initdb => [ { encoding => 'UTF8' }, { locale => 'C' }, 'no-sync' ],
+		},
+		postgresql => {
+			listen => "127.0.0.1:$m->{pgport}",
+			connect_address => "127.0.0.1:$m->{pgport}",
+			data_dir => $m->{data_dir},
+			bin_dir => $self->{bindir},
+			pgpass => "$m->{dir}/pgpass",
+			authentication => {
+				superuser => { username => 'postgres' },
+				replication => { username => 'postgres' },
+				rewind => { username => 'postgres' },
+			},
+			pg_hba => [
+				'local all all trust',
+				'local replication all trust',
+				'host all all 127.0.0.1/32 trust',
+				'host replication all 127.0.0.1/32 trust',
+			],
+			parameters => \%local_params,
+			basebackup => [ { checkpoint => 'fast' } ],
+		},
+		tags => {
+			nofailover => JSON::PP::false,
+			noloadbalance => JSON::PP::false,
+			clonefrom => JSON::PP::false,
+			nosync => JSON::PP::false,
+		},
+	};
+	# JSON is YAML
+	open my $f, '>', $m->{yml} or croak "$m->{yml}: $!";
+	print $f JSON::PP->new->canonical->pretty->encode($cfg);
+	close $f;
+	return;
+}
+
+=pod
+
+=item $pc->start($after_leader)
+
+Starts every member's Patroni (the first one alone until it leads, so
+that it bootstraps) and waits until every member runs, one of them as the
+leader and, in synchronous mode, one as the synchronous standby.  If
+given, $after_leader is called with the leader's name before the other
+members start, so that they clone what it did.
+
+=cut
+
+sub start
+{
+	my ($self, $after_leader) = @_;
+	my ($first, @rest) = @{ $self->{members} };
+	$self->start_member($first->{name});
+	$self->wait_leader(120) // croak 'no leader after 120 s; see ' . $first->{log};
+	$after_leader->($first->{name}) if $after_leader;
+	$self->start_member($_->{name}) for @rest;
+	$self->wait_until(
+		sub {
+			my @m = $self->members;
+			return 0 unless @m == @{ $self->{members} };
+			return 0 if grep { ($_->{State} // '') !~ /^(running|streaming)$/ } @m;
+			return 0 if $self->{synchronous_mode}
+			  && !grep { ($_->{Role} // '') eq 'Sync Standby' } @m;
+			return 1;
+		},
+		180, 'every member running')
+	  or croak 'the members did not all come up in 180 s: '
+	  . $self->members_text;
+	return;
+}
+
+sub member
+{
+	my ($self, $name) = @_;
+	my ($m) = grep { $_->{name} eq $name } @{ $self->{members} };
+	croak "no member $name" unless $m;
+	return $m;
+}
+
+=pod
+
+=item $pc->names, $pc->node($name), $pc->port($name), $pc->data_dir($name)
+
+The members' names; a member's PostgreSQL::Test::Cluster object, port
+and data directory.
+
+=cut
+
+sub names { return map { $_->{name} } @{ $_[0]{members} }; }
+sub node { return $_[0]->member($_[1])->{node}; }
+sub port { return $_[0]->member($_[1])->{pgport}; }
+sub data_dir { return $_[0]->member($_[1])->{data_dir}; }
+
+=pod
+
+=item $pc->conninfo($extra)
+
+A libpq connection string that lists every member, with
+C<target_session_attrs=read-write> and C<connect_timeout=2>, plus $extra.
+
+=cut
+
+sub conninfo
+{
+	my ($self, $extra) = @_;
+	my @m = @{ $self->{members} };
+	return sprintf('host=%s port=%s target_session_attrs=read-write connect_timeout=2%s',
+		join(',', map { '127.0.0.1' } @m),
+		join(',', map { $_->{pgport} } @m),
+		defined $extra ? " $extra" : '');
+}
+
+=pod
+
+=item $pc->start_member($name)
+
+Starts (or starts again) a member's Patroni in the background.
+
+=cut
+
+sub start_member
+{
+	my ($self, $name) = @_;
+	my $m = $self->member($name);
+	croak "patroni of $name is already running" if defined $m->{pid};
+	my $pid = fork();
+	croak "fork failed: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		POSIX::setsid();
+		open STDIN, '<', '/dev/null';
+		open STDOUT, '>>', $m->{log};
+		open STDERR, '>&', \*STDOUT;
+		exec('patroni', $m->{yml}) or POSIX::_exit(127);
+	}
+	$m->{pid} = $pid;
+	$m->{started_at} = time();
+	Test::More::note("patroni $name started (pid $pid, PostgreSQL port $m->{pgport}, REST port $m->{restport})");
+	return $pid;
+}
+
+=pod
+
+=item $pc->postmaster_pid($name)
+
+The pid in the member's postmaster.pid if that process is alive, else
+undef.
+
+=cut
+
+sub postmaster_pid
+{
+	my ($self, $name) = @_;
+	return _postmaster_pid($self->member($name));
+}
+
+sub _postmaster_pid
+{
+	my ($m) = @_;
+	my $f = "$m->{data_dir}/postmaster.pid";
+	open my $fh, '<', $f or return undef;
+	my $pid = <$fh>;
+	close $fh;
+	return undef unless defined $pid && $pid =~ /^(\d+)/;
+	$pid = $1;
+	my $cmd = '';
+	if (open my $c, '<', "/proc/$pid/cmdline")
+	{
+		local $/;
+		$cmd = <$c> // '';
+		close $c;
+	}
+	# a reused pid is not our postmaster
+	return ($cmd =~ /postgres/ && $cmd =~ /\Q$m->{data_dir}\E/) ? $pid : undef;
+}
+
+# children of a process, from /proc
+sub _children
+{
+	my ($ppid) = @_;
+	my @kids;
+	for my $stat (glob '/proc/[0-9]*/stat')
+	{
+		open my $fh, '<', $stat or next;
+		my $line = <$fh> // '';
+		close $fh;
+		my ($pid, $pp) = $line =~ /^(\d+) \(.*\) \S (\d+)/;
+		push @kids, $pid if defined $pp && $pp == $ppid;
+	}
+	return @kids;
+}
+
+sub _reap
+{
+	my ($m, $seconds) = @_;
+	return 1 unless defined $m->{pid};
+	my $deadline = time() + $seconds;
+	while (time() < $deadline)
+	{
+		if (waitpid($m->{pid}, POSIX::WNOHANG()) == $m->{pid})
+		{
+			$m->{pid} = undef;
+			return 1;
+		}
+		usleep(50_000);
+	}
+	return 0;
+}
+
+=pod
+
+=item $pc->kill9($name)
+
+kill -9 of the member's Patroni (its whole process group) and of its
+postmaster, at once, as a machine that fails would.  Returns the time of
+the kill.
+
+=cut
+
+sub kill9
+{
+	my ($self, $name) = @_;
+	my $m = $self->member($name);
+	my $pm = _postmaster_pid($m);
+	my @pids = grep { defined } ($pm);
+	my $t = time();
+	kill 'KILL', -$m->{pid} if defined $m->{pid};
+	kill 'KILL', @pids if @pids;
+	_reap($m, 30) or croak "patroni of $name did not die";
+	Test::More::note(sprintf('member %s: kill -9 of patroni and postmaster (%s)',
+			$name, $pm // 'none'));
+	# its backends notice the postmaster's death and leave
+	if (defined $pm)
+	{
+		my $deadline = time() + 30;
+		usleep(50_000) while kill(0, $pm) && time() < $deadline;
+	}
+	return $t;
+}
+
+=pod
+
+=item $pc->stop_member($name)
+
+Stops a member: SIGTERM to Patroni, which stops PostgreSQL (fast), then,
+past 60 s, kill -9 of what is left.
+
+=cut
+
+sub stop_member
+{
+	my ($self, $name) = @_;
+	_stop($self->member($name));
+	return;
+}
+
+sub _stop
+{
+	my ($m) = @_;
+	if (defined $m->{pid})
+	{
+		kill 'TERM', $m->{pid};
+		if (!_reap($m, 60))
+		{
+			kill 'KILL', -$m->{pid};
+			_reap($m, 10);
+		}
+		# the rest of its process group (pg_basebackup, pg_rewind, ...)
+		kill 'KILL', -$m->{pid} if defined $m->{pid};
+		$m->{pid} = undef;
+	}
+	my $pm = _postmaster_pid($m);
+	if (defined $pm)
+	{
+		my @kids = _children($pm);
+		kill 'QUIT', $pm;
+		my $deadline = time() + 10;
+		usleep(50_000) while kill(0, $pm) && time() < $deadline;
+		kill 'KILL', $pm, @kids;
+		$deadline = time() + 10;
+		usleep(50_000) while kill(0, $pm, @kids) && time() < $deadline;
+	}
+	return;
+}
+
+=pod
+
+=item $pc->stop
+
+Stops every member, the leader last, so that no replica is promoted
+while the cluster goes down.
+
+=cut
+
+sub stop
+{
+	my ($self) = @_;
+	_stop_all(@{ $self->{members} });
+	return;
+}
+
+sub _stop_all
+{
+	my @members = @_;
+	my (@leaders, @others);
+	for my $m (@members)
+	{
+		my $r = defined $m->{pid}
+		  ? $http->get("http://127.0.0.1:$m->{restport}/primary")
+		  : { status => 599 };
+		if ($r->{status} == 200) { push @leaders, $m }
+		else { push @others, $m }
+	}
+	_stop($_) for @others, @leaders;
+	return;
+}
+
+=pod
+
+=item $pc->rest($name, $path)
+
+GET on a member's REST API: (HTTP status, decoded JSON or undef).
+Status 599 if the member does not answer.
+
+=cut
+
+sub rest
+{
+	my ($self, $name, $path) = @_;
+	my $m = $self->member($name);
+	my $r = $http->get("http://127.0.0.1:$m->{restport}$path");
+	my $json = eval { decode_json($r->{content}) };
+	return ($r->{status}, $json);
+}
+
+=pod
+
+=item $pc->leader
+
+The name of the member whose REST API says it is the running primary
+holding the leader lock (GET /primary answers 200) and whose server has
+left recovery, or undef.  Patroni answers 200 as soon as it has asked
+its server to promote.
+
+=cut
+
+sub leader
+{
+	my ($self) = @_;
+	for my $m (@{ $self->{members} })
+	{
+		next unless defined $m->{pid};
+		my ($status) = $self->rest($m->{name}, '/primary');
+		next unless $status == 200;
+		my ($rc, $out) = $m->{node}->psql('postgres', 'SELECT pg_is_in_recovery()',
+			timeout => 10, on_error_die => 0);
+		return $m->{name} if defined $out && $out eq 'f';
+	}
+	return undef;
+}
+
+=pod
+
+=item $pc->wait_leader($seconds, $not)
+
+Waits up to $seconds (default 120) for a leader other than $not (if
+given); returns its name, or undef.
+
+=cut
+
+sub wait_leader
+{
+	my ($self, $seconds, $not) = @_;
+	my $found;
+	$self->wait_until(
+		sub {
+			my $l = $self->leader;
+			return 0 unless defined $l && (!defined $not || $l ne $not);
+			$found = $l;
+			return 1;
+		},
+		$seconds // 120, 'a leader');
+	return $found;
+}
+
+=pod
+
+=item $pc->members
+
+The members as C<patronictl list -f json> shows them: a list of hashes
+with keys Member, Host, Role (Leader, Sync Standby, Replica), State, TL
+and C<Lag in MB>.  Empty if patronictl fails.
+
+=cut
+
+sub members
+{
+	my ($self) = @_;
+	my $m = (grep { defined $_->{pid} } @{ $self->{members} })[0] // $self->{members}[0];
+	my ($out, $err) = ('', '');
+	my $ok = eval {
+		IPC::Run::run([ 'patronictl', '-c', $m->{yml}, 'list', '-f', 'json' ],
+			'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(60));
+	};
+	my $list = eval { decode_json($out) };
+	return ref $list eq 'ARRAY' ? @$list : ();
+}
+
+=pod
+
+=item $pc->members_text
+
+One line: each member with its role, state and timeline.
+
+=cut
+
+sub members_text
+{
+	my ($self) = @_;
+	return join(', ',
+		map { sprintf('%s %s %s TL%s', $_->{Member}, $_->{Role}, $_->{State}, $_->{TL} // '?') }
+		  $self->members);
+}
+
+=pod
+
+=item $pc->role($name)
+
+A member's role as patronictl shows it, or ''.
+
+=cut
+
+sub role
+{
+	my ($self, $name) = @_;
+	my ($m) = grep { $_->{Member} eq $name } $self->members;
+	return $m ? $m->{Role} // '' : '';
+}
+
+=pod
+
+=item $pc->sync_standby
+
+The name of the member patronictl shows as C<Sync Standby>, or undef.
+
+=cut
+
+sub sync_standby
+{
+	my ($self) = @_;
+	my ($m) = grep { ($_->{Role} // '') eq 'Sync Standby' } $self->members;
+	return $m ? $m->{Member} : undef;
+}
+
+=pod
+
+=item $pc->wait_replica($name, $seconds)
+
+Waits until the member runs as a replica (Replica or Sync Standby) on
+the leader's timeline.
+
+=cut
+
+sub wait_replica
+{
+	my ($self, $name, $seconds) = @_;
+	return $self->wait_until(
+		sub {
+			my @m = $self->members;
+			my ($l) = grep { $_->{Role} eq 'Leader' } @m;
+			my ($r) = grep { $_->{Member} eq $name } @m;
+			return $l && $r
+			  && $r->{Role} =~ /^(Replica|Sync Standby)$/
+			  && ($r->{State} // '') =~ /^(running|streaming)$/
+			  && ($r->{TL} // -1) == ($l->{TL} // -2);
+		},
+		$seconds // 120, "$name a replica");
+}
+
+=pod
+
+=item $pc->switchover($candidate)
+
+C<patronictl switchover --force --leader LEADER --candidate CANDIDATE>;
+returns (exit code, output).  patronictl exits with 0 also when Patroni
+refused the switchover, so an output that says it failed counts as exit
+code 1.
+
+=cut
+
+sub switchover
+{
+	my ($self, $candidate) = @_;
+	my $leader = $self->leader // croak 'no leader to switch over from';
+	my $m = $self->member($leader);
+	my ($out, $err) = ('', '');
+	IPC::Run::run(
+		[ 'patronictl', '-c', $m->{yml}, 'switchover', '--force',
+			'--leader', $leader, '--candidate', $candidate, $self->{scope} ],
+		'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
+	my $rc = $? >> 8;
+	$rc = 1 if !$rc && "$out$err" =~ /switchover failed/i;
+	Test::More::note("patronictl switchover to $candidate: exit $rc: $out$err");
+	return ($rc, "$out$err");
+}
+
+=pod
+
+=item $pc->wait_until($code, $seconds, $what)
+
+Calls $code every 200 ms until it returns true, at most $seconds;
+returns whether it did.
+
+=cut
+
+sub wait_until
+{
+	my ($self, $code, $seconds, $what) = @_;
+	my $deadline = time() + $seconds;
+	while (time() < $deadline)
+	{
+		return 1 if $code->();
+		usleep(200_000);
+	}
+	Test::More::diag("timed out after $seconds s waiting for $what");
+	return 0;
+}
+
+=pod
+
+=back
+
+=cut
+
+END
+{
+	local $?;
+	_stop_all(@all_members);
+}
+
+1;
