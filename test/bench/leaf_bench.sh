@@ -10,6 +10,8 @@
 #   BENCH_QUICK=1 test/bench/leaf_bench.sh    smoke run (about 2 minutes)
 #
 # Environment:
+#   PGBIN           PostgreSQL binaries (default: pg_config --bindir of the
+#                   pg_config in PATH, else /usr/lib/postgresql/15/bin)
 #   BENCH_PORT      port of the first cluster (default 55499); the fleet
 #                   uses the next four ports (allocation DB and 3 shards)
 #   BENCH_OUT       markdown report (default ./bench-out/results.md)
@@ -39,7 +41,14 @@
 #
 set -euo pipefail
 
-PGBIN=/usr/lib/postgresql/15/bin
+# PostgreSQL binaries: $PGBIN if set, else the bindir of the pg_config found
+# first in PATH (PATH=/some/copy/bin:$PATH picks that installation), else
+# Debian's default.  psql and pgbench come from the same directory.
+if [ -z "${PGBIN:-}" ]; then
+	PGBIN=$(pg_config --bindir 2>/dev/null || true)
+	[ -x "$PGBIN/postgres" ] || PGBIN=/usr/lib/postgresql/15/bin
+fi
+PATH=$PGBIN:$PATH
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 CMDLINE=""
