@@ -753,7 +753,7 @@ bench_bulk() {
 		"bigint GENERATED ALWAYS AS IDENTITY" "bigserial" "$seg_key" "$sf_key" "$seg_key" "$sf_key")
 	B_HOW=(copy copy copy copy supplied-seg supplied-sf insert insert insert insert staged staged)
 	B_PLOT=("identity" "bigserial" "leaf segment|default" "leaf snowflake|default"
-		"leaf segment IDs|in the data" "leaf snowflake IDs|in the data"
+		"leaf segment|IDs in the data" "leaf snowflake|IDs in the data"
 		"identity" "bigserial" "leaf segment|default" "leaf snowflake|default"
 		"leaf segment|default, staged" "leaf snowflake|default, staged")
 
