@@ -24,6 +24,8 @@
 #   SF_N            IDs per leaf_snowflake_nextvals() call (default 5000000)
 #   BULK_ROWS       rows per bulk load (default 1000000)
 #   BULK_STEP       step of the tag the bulk loads use (default 100000)
+#   BULK_PK         1 (default): the loaded tables have a primary key on
+#                   the ID; 0: no index
 #   BENCH_PNG_DIR   where the gnuplot pictures go (default: next to
 #                   BENCH_OUT); no pictures without gnuplot
 #   BENCH_SEGMENT_DURATION
@@ -63,7 +65,7 @@ PATH=$PGBIN:$PATH
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 CMDLINE=""
-for v in BENCH_QUICK N REPS PGBENCH_REPS T BULK_SEG SF_N BULK_ROWS BULK_STEP BENCH_PORT BENCH_SEGMENT_DURATION BENCH_SECTIONS BENCH_OUT; do
+for v in BENCH_QUICK N REPS PGBENCH_REPS T BULK_SEG SF_N BULK_ROWS BULK_STEP BULK_PK BENCH_PORT BENCH_SEGMENT_DURATION BENCH_SECTIONS BENCH_OUT; do
 	if [ -n "${!v+x}" ]; then
 		CMDLINE="$CMDLINE$v=${!v} "
 	fi
@@ -86,6 +88,7 @@ BULK_SEG=${BULK_SEG:-1000000}
 SF_N=${SF_N:-5000000}
 BULK_ROWS=${BULK_ROWS:-1000000}
 BULK_STEP=${BULK_STEP:-100000}
+BULK_PK=${BULK_PK:-1}
 BENCH_PORT=${BENCH_PORT:-55499}
 BENCH_SEGMENT_DURATION=${BENCH_SEGMENT_DURATION-1ms}
 BENCH_SECTIONS=${BENCH_SECTIONS:-1 2 3 bulk}
@@ -315,7 +318,7 @@ out "| host | $(nproc) vCPU $(awk -F': ' '/^model name/ {print $2; exit}' /proc/
 out "| server | ${PGVER%% on *} |"
 out "| leaf | checkout $COMMIT ($DIRTY files modified), installed leaf.so md5 $SO_SUM... ($SO_TIME) |"
 out "| clusters | initdb -A trust -E UTF8 --locale=C.UTF-8; listen 127.0.0.1, max_connections=50, shared_buffers=256MB, jit=off, max_worker_processes=16, shared_preload_libraries=leaf, leaf.worker_id=1, leaf.segment_duration=${BENCH_SEGMENT_DURATION:-default}; fsync and synchronous_commit on |"
-out "| parameters | N=$N, REPS=$REPS, PGBENCH_REPS=$PGBENCH_REPS, T=${T}s, BULK_SEG=$BULK_SEG, SF_N=$SF_N, BULK_ROWS=$BULK_ROWS, BULK_STEP=$BULK_STEP |"
+out "| parameters | N=$N, REPS=$REPS, PGBENCH_REPS=$PGBENCH_REPS, T=${T}s, BULK_SEG=$BULK_SEG, SF_N=$SF_N, BULK_ROWS=$BULK_ROWS, BULK_STEP=$BULK_STEP, BULK_PK=$BULK_PK |"
 out "| leaf_snowflake | $([ $HAVE_SF = 1 ] && echo present || echo 'absent (rows skipped)') |"
 out ""
 
@@ -694,29 +697,35 @@ fi
 # default makes it insert row by row; a column given in the COPY column list
 # has its default neither evaluated nor checked.
 
+# CPU time (user + system, in clock ticks) of the backend that runs it
+BULK_CPU="(SELECT split_part(s, ' ', 14)::bigint + split_part(s, ' ', 15)::bigint FROM pg_read_file('/proc/self/stat') s)"
+BULK_TCK=$(getconf CLK_TCK)
+
 # bulk_sql PORT SQL: CHECKPOINT (not timed), then SQL under \timing;
-# prints "ms wal_bytes" (ms summed over the statements)
+# prints "ms wal_bytes cpu_ms": elapsed ms summed over the statements, and
+# the CPU time the backend spent on them (on a shared machine the elapsed
+# time includes waiting for a CPU; the CPU time does not)
 bulk_sql() {
-	qf "$1" <<SQL | awk -F'|' '/^Time: / {split($0, f, " "); t += f[2]} /^wal\|/ {w = $2} END {if (w == "") exit 1; printf "%.1f %s\n", t, w}'
+	qf "$1" <<SQL | awk -F'|' '/^Time: / {split($0, f, " "); t += f[2]} /^wal\|/ {w = $2; c = $3} END {if (w == "") exit 1; printf "%.1f %s %s\n", t, w, c}'
 CHECKPOINT;
-SELECT pg_current_wal_lsn() AS wal0 \\gset
+SELECT pg_current_wal_lsn() AS wal0, $BULK_CPU AS cpu0 \\gset
 \\timing on
 $2
 \\timing off
-SELECT 'wal', pg_wal_lsn_diff(pg_current_wal_lsn(), :'wal0');
+SELECT 'wal', pg_wal_lsn_diff(pg_current_wal_lsn(), :'wal0'), ($BULK_CPU - :cpu0) * 1000 / $BULK_TCK;
 SQL
 }
 
 # bulk_table NAME KEY-DEFINITION: a fresh table
 bulk_table() {
-	q "$PORT_MAIN" "DROP TABLE IF EXISTS $1; CREATE TABLE $1 (id $2 PRIMARY KEY, payload text NOT NULL, n integer NOT NULL)" >/dev/null
+	q "$PORT_MAIN" "DROP TABLE IF EXISTS $1; CREATE TABLE $1 (id $2 $BULK_PK_SQL, payload text NOT NULL, n integer NOT NULL)" >/dev/null
 }
 
 # bulk_supplied KIND TABLE: IDs taken in bulk (leaf_segment_nextvals or
 # leaf_snowflake_nextvals), merged into the data file, loaded with COPY;
-# prints "total_ms wal_bytes ids_ms merge_ms copy_ms"
+# prints "total_ms wal_bytes total_cpu_ms ids_ms merge_ms copy_ms"
 bulk_supplied() {
-	local kind=$1 t=$2 f ids_ms merge_ms copy t0 t1
+	local kind=$1 t=$2 f ids_ms ids_cpu merge_ms merge_cpu copy_ms copy_cpu wal t0 t1
 	if [ "$kind" = seg ]; then
 		# at most 1,000,000 IDs per call
 		f="generate_series(0, ($BULK_ROWS - 1) / 1000000) k,
@@ -725,24 +734,26 @@ bulk_supplied() {
 		f="leaf_snowflake_nextvals($BULK_ROWS)"
 	fi
 	rm -f "$WORK/bulk_ids" "$WORK/bulk_with_ids.tsv"
-	read -r ids_ms _ <<<"$(bulk_sql "$PORT_MAIN" "COPY (SELECT i FROM $f i) TO '$WORK/bulk_ids';")"
+	read -r ids_ms _ ids_cpu <<<"$(bulk_sql "$PORT_MAIN" "COPY (SELECT i FROM $f i) TO '$WORK/bulk_ids';")"
 	t0=$(date +%s%N)
-	paste "$WORK/bulk_ids" "$WORK/bulk_payload.tsv" >"$WORK/bulk_with_ids.tsv"
+	merge_cpu=$( { TIMEFORMAT='%3U %3S'; time paste "$WORK/bulk_ids" "$WORK/bulk_payload.tsv" >"$WORK/bulk_with_ids.tsv"; } 2>&1 |
+		awk '{printf "%.0f", ($1 + $2) * 1000}')
 	t1=$(date +%s%N)
 	chmod 644 "$WORK/bulk_with_ids.tsv"
 	merge_ms=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", (b - a) / 1e6}')
-	copy=$(bulk_sql "$PORT_MAIN" "COPY $t (id, payload, n) FROM '$WORK/bulk_with_ids.tsv';")
-	read -r copy_ms wal <<<"$copy"
-	echo "$(awk -v a="$ids_ms" -v b="$merge_ms" -v c="$copy_ms" 'BEGIN {printf "%.1f", a + b + c}') $wal $ids_ms $merge_ms $copy_ms"
+	read -r copy_ms wal copy_cpu <<<"$(bulk_sql "$PORT_MAIN" "COPY $t (id, payload, n) FROM '$WORK/bulk_with_ids.tsv';")"
+	echo "$(awk -v a="$ids_ms" -v b="$merge_ms" -v c="$copy_ms" 'BEGIN {printf "%.1f", a + b + c}') $wal $((ids_cpu + merge_cpu + copy_cpu)) $ids_ms $merge_ms $copy_ms"
 }
 
 bench_bulk() {
+	BULK_PK_SQL=""
+	[ "$BULK_PK" = 1 ] && BULK_PK_SQL="PRIMARY KEY"
 	local seg_key="bigint DEFAULT leaf_segment_nextval('bulk')"
 	local sf_key="bigint DEFAULT leaf_snowflake()"
 	local copy_payload="(payload, n) FROM '$WORK/bulk_payload.tsv'"
 	local insert_stage="(payload, n) SELECT payload, n FROM bulk_stage"
 	local -a B_LABEL B_KEY B_HOW B_PLOT
-	local i k rep res ms wal c0 c1
+	local i k rep res ms wal cpu c0 c1
 
 	# label|key definition|how: copy, insert, supplied-seg, supplied-sf
 	B_LABEL=("identity" "bigserial" "leaf_segment_nextval default" "leaf_snowflake() default"
@@ -767,7 +778,7 @@ COPY bulk_stage FROM '$WORK/bulk_payload.tsv';
 VACUUM ANALYZE bulk_stage;
 SQL
 
-	declare -gA BULK_RUNS BULK_WAL BULK_PARTS
+	declare -gA BULK_RUNS BULK_WAL BULK_CPU_MS BULK_PARTS
 	c0=$(seg_counters "$PORT_MAIN" bulk)
 	for rep in $(seq 1 "$REPS"); do
 		for i in "${!B_HOW[@]}"; do
@@ -786,32 +797,35 @@ DROP TABLE bulk_tmp;") ;;
 				supplied-seg) res=$(bulk_supplied seg "bulk_t$i") ;;
 				supplied-sf) res=$(bulk_supplied sf "bulk_t$i") ;;
 			esac
-			read -r ms wal _ <<<"$res"
+			read -r ms wal cpu _ <<<"$res"
 			[ "$(q "$PORT_MAIN" "SELECT count(*) FROM bulk_t$i")" = "$BULK_ROWS" ] ||
 				die "bulk load ${B_LABEL[$i]} (${B_HOW[$i]}) did not load $BULK_ROWS rows"
 			BULK_RUNS[$i]="${BULK_RUNS[$i]:-}${BULK_RUNS[$i]:+ }$ms"
 			BULK_WAL[$i]="${BULK_WAL[$i]:-}${BULK_WAL[$i]:+ }$wal"
-			case ${B_HOW[$i]} in supplied-*) BULK_PARTS[$i]="${BULK_PARTS[$i]:-}${BULK_PARTS[$i]:+;}$(cut -d' ' -f3- <<<"$res")" ;; esac
-			log "rep $rep bulk ${B_HOW[$i]} ${B_LABEL[$i]}: $ms ms, WAL $wal bytes"
+			BULK_CPU_MS[$i]="${BULK_CPU_MS[$i]:-}${BULK_CPU_MS[$i]:+ }$cpu"
+			case ${B_HOW[$i]} in supplied-*) BULK_PARTS[$i]="${BULK_PARTS[$i]:-}${BULK_PARTS[$i]:+;}$(cut -d' ' -f4- <<<"$res")" ;; esac
+			log "rep $rep bulk ${B_HOW[$i]} ${B_LABEL[$i]}: $ms ms, CPU $cpu ms, WAL $wal bytes"
 		done
 	done
 	c1=$(seg_counters "$PORT_MAIN" bulk)
 	q "$PORT_MAIN" "DROP TABLE IF EXISTS bulk_stage, $(for i in "${!B_HOW[@]}"; do printf 'bulk_t%s, ' "$i"; done | sed 's/, $//')" >/dev/null
 	rm -f "$WORK/bulk_ids" "$WORK/bulk_with_ids.tsv" "$WORK/bulk_payload.tsv"
 
-	out "## Bulk loads: $BULK_ROWS rows into \`(id <key> PRIMARY KEY, payload text, n integer)\`"
+	out "## Bulk loads: $BULK_ROWS rows into \`(id <key>${BULK_PK_SQL:+ $BULK_PK_SQL}, payload text, n integer)\`"
 	out ""
-	out "A fresh table per load, \`CHECKPOINT\` before each (not timed), $REPS repetition(s) run rep-major, median; psql \\timing. COPY reads a server-side text file (payload about 45 bytes a row); INSERT ... SELECT reads the same rows from a staging table (its time is the INSERT alone); \"via a temporary table\" times the whole pipeline: CREATE TEMP TABLE, COPY into it, INSERT ... SELECT, DROP. \"IDs in the data\": the IDs are taken in one call and written to a file (\`COPY (SELECT ... FROM leaf_..._nextvals(...)) TO ...\`, segment IDs in calls of at most 1,000,000), merged into the data file (\`paste\`) and loaded with the ID column in the COPY column list; all three steps are timed. The tag \`bulk\` has step $BULK_STEP. WAL is lower where COPY batches rows (one multi-insert record per page instead of one record per row)."
+	out "A fresh table per load, \`CHECKPOINT\` before each (not timed), $REPS repetition(s) run rep-major, median; psql \\timing. COPY reads a server-side text file (payload about 45 bytes a row); INSERT ... SELECT reads the same rows from a staging table (its time is the INSERT alone); \"via a temporary table\" times the whole pipeline: CREATE TEMP TABLE, COPY into it, INSERT ... SELECT, DROP. \"IDs in the data\": the IDs are taken in one call and written to a file (\`COPY (SELECT ... FROM leaf_..._nextvals(...)) TO ...\`, segment IDs in calls of at most 1,000,000), merged into the data file (\`paste\`) and loaded with the ID column in the COPY column list; all three steps are timed. CPU = the CPU time of the backend(s), plus \`paste\`, from /proc (on a shared machine the elapsed time also counts waiting for a CPU). The tag \`bulk\` has step $BULK_STEP. WAL is lower where COPY batches rows (one multi-insert record per page instead of one record per row)."
 	out ""
-	out "| load | key | runs (ms) | median ms | / identity COPY | / identity, same statement | WAL MB (median) | parts (median ms) |"
-	out "|---|---|---|---|---|---|---|---|"
-	local idc idi m how base parts walm
+	out "| load | key | runs (ms) | median ms | / identity COPY | / identity, same statement | CPU ms (median) | CPU / identity COPY | WAL MB (median) | parts (median ms) |"
+	out "|---|---|---|---|---|---|---|---|---|---|"
+	local idc idi idcpu m mc how base parts walm
 	idc=$(tr ' ' '\n' <<<"${BULK_RUNS[0]}" | median)
 	idi=$(tr ' ' '\n' <<<"${BULK_RUNS[6]}" | median)
+	idcpu=$(tr ' ' '\n' <<<"${BULK_CPU_MS[0]}" | median)
 	: >"$WORK/plot_bulk.tsv"
 	for i in "${!B_HOW[@]}"; do
 		[ -n "${BULK_RUNS[$i]:-}" ] || continue
 		m=$(tr ' ' '\n' <<<"${BULK_RUNS[$i]}" | median)
+		mc=$(tr ' ' '\n' <<<"${BULK_CPU_MS[$i]}" | median)
 		walm=$(tr ' ' '\n' <<<"${BULK_WAL[$i]}" | median | awk '{printf "%.1f", $1 / 1048576}')
 		case ${B_HOW[$i]} in
 			insert) how="INSERT ... SELECT"; base=$idi ;;
@@ -822,8 +836,8 @@ DROP TABLE bulk_tmp;") ;;
 		if [ -n "${BULK_PARTS[$i]:-}" ]; then
 			parts="IDs $(tr ';' '\n' <<<"${BULK_PARTS[$i]}" | cut -d' ' -f1 | median) + merge $(tr ';' '\n' <<<"${BULK_PARTS[$i]}" | cut -d' ' -f2 | median) + COPY $(tr ';' '\n' <<<"${BULK_PARTS[$i]}" | cut -d' ' -f3 | median)"
 		fi
-		out "| $how | ${B_LABEL[$i]} | ${BULK_RUNS[$i]// / \/ } | $(printf '%.0f' "$m") | $(ratio "$m" "$idc") | $(ratio "$m" "$base") | $walm | $parts |"
-		printf '%s|%s\t%s\t%s\n' "$(case ${B_HOW[$i]} in insert) echo "INSERT SELECT" ;; staged) echo "COPY + INSERT" ;; *) echo COPY ;; esac)" "${B_PLOT[$i]}" "$(ratio "$m" "$idc" 3)" "$(printf '%.0f' "$m")" >>"$WORK/plot_bulk.tsv"
+		out "| $how | ${B_LABEL[$i]} | ${BULK_RUNS[$i]// / \/ } | $(printf '%.0f' "$m") | $(ratio "$m" "$idc") | $(ratio "$m" "$base") | $(printf '%.0f' "$mc") | $(ratio "$mc" "$idcpu") | $walm | $parts |"
+		printf '%s|%s\t%s\t%s\n' "$(case ${B_HOW[$i]} in insert) echo "INSERT SELECT" ;; staged) echo "COPY + INSERT" ;; *) echo COPY ;; esac)" "${B_PLOT[$i]}" "$(ratio "$m" "$idc" 3)" "$(ratio "$mc" "$idcpu" 3)" >>"$WORK/plot_bulk.tsv"
 	done
 	out ""
 	IFS='|' read -r st r0 w0 mw0 <<<"$c0"
@@ -956,12 +970,13 @@ set offsets 0, 0, graph 0.08, 0'
 			gp_xtics "$WORK/plot_bulk.tsv"
 			echo "set bmargin 5"
 			echo "set xtics font ',8'"
-			echo "set title '$title: loading $BULK_ROWS rows, time relative to COPY into an identity-keyed table (median of $REPS)'"
-			echo "set ylabel 'time / identity COPY time'"
+			echo "set title '$title: loading $BULK_ROWS rows ($([ "$BULK_PK" = 1 ] && echo "PRIMARY KEY on the ID" || echo "no index")), relative to COPY into an identity-keyed table (median of $REPS)'"
+			echo "set ylabel 'relative to identity COPY'"
 			echo "set yrange [0:*]"
-			echo "set key off"
+			echo "set key top left"
 			echo "set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dashtype 2 lc rgb 'black'"
-			echo "plot '$WORK/plot_bulk.tsv' using 2, '' using 0:2:(sprintf('%.2f (%d ms)', \$2, \$3)) with labels offset 0,0.7 font ',8'"
+			echo "plot '$WORK/plot_bulk.tsv' using 2 title 'elapsed time', '' using 3 title 'CPU time (backend)', \\"
+			echo "     for [i=2:3] '' using (\$0 + (i - 2.5) / 3.0):i:(sprintf('%.2f', column(i))) with labels offset 0,0.7 font ',8' notitle"
 		} >"$gp"
 		gnuplot "$gp" 2>"$WORK/gnuplot.err" && made+=(leaf_bench_bulk.png) ||
 			log "gnuplot failed: $(head -3 "$WORK/gnuplot.err")"
