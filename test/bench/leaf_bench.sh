@@ -6,7 +6,7 @@
 #
 # Run as root or as postgres, after "make install":
 #
-#   test/bench/leaf_bench.sh                  full run (about 17 minutes)
+#   test/bench/leaf_bench.sh                  full run (about 16 minutes)
 #   BENCH_QUICK=1 test/bench/leaf_bench.sh    smoke run (about 2 minutes)
 #
 # Environment:
