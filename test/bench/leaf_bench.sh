@@ -6,10 +6,12 @@
 #
 # Run as root or as postgres, after "make install":
 #
-#   test/bench/leaf_bench.sh                  full run (about 17 minutes)
+#   test/bench/leaf_bench.sh                  full run (about 16 minutes)
 #   BENCH_QUICK=1 test/bench/leaf_bench.sh    smoke run (about 2 minutes)
 #
 # Environment:
+#   PGBIN           PostgreSQL binaries (default: pg_config --bindir of the
+#                   pg_config in PATH, else /usr/lib/postgresql/15/bin)
 #   BENCH_PORT      port of the first cluster (default 55499); the fleet
 #                   uses the next four ports (allocation DB and 3 shards)
 #   BENCH_OUT       markdown report (default ./bench-out/results.md)
@@ -20,11 +22,17 @@
 #   T               seconds per pgbench run (default 15)
 #   BULK_SEG        IDs per leaf_segment_nextvals() call (default 1000000)
 #   SF_N            IDs per leaf_snowflake_nextvals() call (default 5000000)
+#   BULK_ROWS       rows per bulk load (default 1000000)
+#   BULK_STEP       step of the tag the bulk loads use (default 100000)
+#   BULK_PK         1 (default): the loaded tables have a primary key on
+#                   the ID; 0: no index
+#   BENCH_PNG_DIR   where the gnuplot pictures go (default: next to
+#                   BENCH_OUT); no pictures without gnuplot
 #   BENCH_SEGMENT_DURATION
 #                   leaf.segment_duration of the clusters (default 1ms, so
 #                   that the dynamic step of a step-1000 tag stays small and
 #                   refills keep happening; empty = the extension default)
-#   BENCH_SECTIONS  which sections to run (default "1 2 3 4")
+#   BENCH_SECTIONS  which sections to run (default "1 2 3 4 bulk")
 #   BENCH_KEEP=1    keep the temporary directory (clusters stopped)
 #
 # Sections:
@@ -39,14 +47,28 @@
 #   4  public IDs: SELECT count(<expr>) FROM generate_series(1, N) x for
 #      leaf_public_id and its inverse and text forms, beside
 #      leaf_segment_nextval and gen_random_uuid(), under a throwaway key
+#   bulk  BULK_ROWS rows loaded with COPY and INSERT ... SELECT into tables
+#      keyed by identity, bigserial, leaf defaults, or leaf IDs taken in
+#      bulk and supplied in the data
+#
+# With gnuplot (Debian package gnuplot-nox) the script also draws its
+# results: leaf_bench_pgbench.png (section 2), leaf_bench_refill.png
+# (section 3) and leaf_bench_bulk.png (bulk loads).
 #
 set -euo pipefail
 
-PGBIN=/usr/lib/postgresql/15/bin
+# PostgreSQL binaries: $PGBIN if set, else the bindir of the pg_config found
+# first in PATH (PATH=/some/copy/bin:$PATH picks that installation), else
+# Debian's default.  psql and pgbench come from the same directory.
+if [ -z "${PGBIN:-}" ]; then
+	PGBIN=$(pg_config --bindir 2>/dev/null || true)
+	[ -x "$PGBIN/postgres" ] || PGBIN=/usr/lib/postgresql/15/bin
+fi
+PATH=$PGBIN:$PATH
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 CMDLINE=""
-for v in BENCH_QUICK N REPS PGBENCH_REPS T BULK_SEG SF_N BENCH_PORT BENCH_SEGMENT_DURATION BENCH_SECTIONS BENCH_OUT; do
+for v in BENCH_QUICK N REPS PGBENCH_REPS T BULK_SEG SF_N BULK_ROWS BULK_STEP BULK_PK BENCH_PORT BENCH_SEGMENT_DURATION BENCH_SECTIONS BENCH_OUT; do
 	if [ -n "${!v+x}" ]; then
 		CMDLINE="$CMDLINE$v=${!v} "
 	fi
@@ -59,6 +81,7 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	T=${T:-3}
 	BULK_SEG=${BULK_SEG:-200000}
 	SF_N=${SF_N:-200000}
+	BULK_ROWS=${BULK_ROWS:-100000}
 fi
 N=${N:-5000000}
 REPS=${REPS:-3}
@@ -66,9 +89,12 @@ T=${T:-15}
 PGBENCH_REPS=${PGBENCH_REPS:-$REPS}
 BULK_SEG=${BULK_SEG:-1000000}
 SF_N=${SF_N:-5000000}
+BULK_ROWS=${BULK_ROWS:-1000000}
+BULK_STEP=${BULK_STEP:-100000}
+BULK_PK=${BULK_PK:-1}
 BENCH_PORT=${BENCH_PORT:-55499}
 BENCH_SEGMENT_DURATION=${BENCH_SEGMENT_DURATION-1ms}
-BENCH_SECTIONS=${BENCH_SECTIONS:-1 2 3 4}
+BENCH_SECTIONS=${BENCH_SECTIONS:-1 2 3 4 bulk}
 BENCH_OUT=${BENCH_OUT:-./bench-out/results.md}
 CLIENTS=(2 8)
 
@@ -295,7 +321,7 @@ out "| host | $(nproc) vCPU $(awk -F': ' '/^model name/ {print $2; exit}' /proc/
 out "| server | ${PGVER%% on *} |"
 out "| leaf | checkout $COMMIT ($DIRTY files modified), installed leaf.so md5 $SO_SUM... ($SO_TIME) |"
 out "| clusters | initdb -A trust -E UTF8 --locale=C.UTF-8; listen 127.0.0.1, max_connections=50, shared_buffers=256MB, jit=off, max_worker_processes=16, shared_preload_libraries=leaf, leaf.worker_id=1, leaf.segment_duration=${BENCH_SEGMENT_DURATION:-default}; fsync and synchronous_commit on |"
-out "| parameters | N=$N, REPS=$REPS, PGBENCH_REPS=$PGBENCH_REPS, T=${T}s, BULK_SEG=$BULK_SEG, SF_N=$SF_N |"
+out "| parameters | N=$N, REPS=$REPS, PGBENCH_REPS=$PGBENCH_REPS, T=${T}s, BULK_SEG=$BULK_SEG, SF_N=$SF_N, BULK_ROWS=$BULK_ROWS, BULK_STEP=$BULK_STEP, BULK_PK=$BULK_PK |"
 out "| leaf_snowflake | $([ $HAVE_SF = 1 ] && echo present || echo 'absent (rows skipped)') |"
 out ""
 
@@ -484,6 +510,7 @@ if want 2; then
 			zero=$(col 6 | median)
 			n=$(cut -d' ' -f7 <<<"${LAT[$s.$c.$PGBENCH_REPS]}")
 			out "| \`${SLABELS[$k]}\` | $c | $(printf '%.0f' "$tpsm") | ${TPS[$s.$c]// / \/ } | $(ratio "$tpsm" "$ftps" 3) | $avg | $p50 | $p99 | $p999 | $(ratio "$p999" "$fp999") | $mx | $zero | $n |"
+			printf '%s\t%s\t%s\t%s\n' "$s" "$c" "$(ratio "$tpsm" "$ftps" 3)" "$p999" >>"$WORK/plot_pgbench.tsv"
 		done
 	done
 	out ""
@@ -545,6 +572,7 @@ EOF
 		read -r a p50 p99 p999 mx _ <<<"$st"
 		log "$1 ($2): avg $a ms, p50 $p50, p99 $p99"
 		out "| $1 | $2 | $(printf '%.0f' "$tps") | $a | $p50 | $p99 | $p999 | $mx |"
+		printf '%s\t%s\t%s\t%s\n' "$3" "$p50" "$p99" "$p999" >>"$WORK/plot_refill.tsv"
 	}
 	refill_row "round trip \`SELECT 1\`" "allocation DB over loopback TCP" ping_tcp "$PORT_ALLOC" 127.0.0.1 extended ping
 	refill_row "remote refill (4 statements, extended protocol, as the allocator sends them)" "allocation DB over loopback TCP" refill_tcp "$PORT_ALLOC" 127.0.0.1 extended refill
@@ -766,6 +794,309 @@ SQL
 if want 4; then
 	bench_public_ids
 fi
+
+# ================================================================ bulk loads
+
+# Loading BULK_ROWS rows into tables keyed by an identity column, bigserial,
+# a leaf default, or IDs supplied in the data.  COPY batches rows
+# (table_multi_insert) only when no default it evaluates is volatile, with
+# the built-in nextval() as the one exception (copyfrom.c), so a leaf
+# default makes it insert row by row; a column given in the COPY column list
+# has its default neither evaluated nor checked.
+
+# CPU time (user + system, in clock ticks) of the backend that runs it
+BULK_CPU="(SELECT split_part(s, ' ', 14)::bigint + split_part(s, ' ', 15)::bigint FROM pg_read_file('/proc/self/stat') s)"
+BULK_TCK=$(getconf CLK_TCK)
+
+# bulk_sql PORT SQL: CHECKPOINT (not timed), then SQL under \timing;
+# prints "ms wal_bytes cpu_ms": elapsed ms summed over the statements, and
+# the CPU time the backend spent on them (on a shared machine the elapsed
+# time includes waiting for a CPU; the CPU time does not)
+bulk_sql() {
+	qf "$1" <<SQL | awk -F'|' '/^Time: / {split($0, f, " "); t += f[2]} /^wal\|/ {w = $2; c = $3} END {if (w == "") exit 1; printf "%.1f %s %s\n", t, w, c}'
+CHECKPOINT;
+SELECT pg_current_wal_lsn() AS wal0, $BULK_CPU AS cpu0 \\gset
+\\timing on
+$2
+\\timing off
+SELECT 'wal', pg_wal_lsn_diff(pg_current_wal_lsn(), :'wal0'), ($BULK_CPU - :cpu0) * 1000 / $BULK_TCK;
+SQL
+}
+
+# bulk_table NAME KEY-DEFINITION: a fresh table
+bulk_table() {
+	q "$PORT_MAIN" "DROP TABLE IF EXISTS $1; CREATE TABLE $1 (id $2 $BULK_PK_SQL, payload text NOT NULL, n integer NOT NULL)" >/dev/null
+}
+
+# bulk_supplied KIND TABLE: IDs taken in bulk (leaf_segment_nextvals or
+# leaf_snowflake_nextvals), merged into the data file, loaded with COPY;
+# prints "total_ms wal_bytes total_cpu_ms ids_ms merge_ms copy_ms"
+bulk_supplied() {
+	local kind=$1 t=$2 f ids_ms ids_cpu merge_ms merge_cpu copy_ms copy_cpu wal t0 t1
+	if [ "$kind" = seg ]; then
+		# at most 1,000,000 IDs per call
+		f="generate_series(0, ($BULK_ROWS - 1) / 1000000) k,
+		   LATERAL leaf_segment_nextvals('bulk', least(1000000, $BULK_ROWS - k * 1000000))"
+	else
+		f="leaf_snowflake_nextvals($BULK_ROWS)"
+	fi
+	rm -f "$WORK/bulk_ids" "$WORK/bulk_with_ids.tsv"
+	read -r ids_ms _ ids_cpu <<<"$(bulk_sql "$PORT_MAIN" "COPY (SELECT i FROM $f i) TO '$WORK/bulk_ids';")"
+	t0=$(date +%s%N)
+	merge_cpu=$( { TIMEFORMAT='%3U %3S'; time paste "$WORK/bulk_ids" "$WORK/bulk_payload.tsv" >"$WORK/bulk_with_ids.tsv"; } 2>&1 |
+		awk '{printf "%.0f", ($1 + $2) * 1000}')
+	t1=$(date +%s%N)
+	chmod 644 "$WORK/bulk_with_ids.tsv"
+	merge_ms=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", (b - a) / 1e6}')
+	read -r copy_ms wal copy_cpu <<<"$(bulk_sql "$PORT_MAIN" "COPY $t (id, payload, n) FROM '$WORK/bulk_with_ids.tsv';")"
+	echo "$(awk -v a="$ids_ms" -v b="$merge_ms" -v c="$copy_ms" 'BEGIN {printf "%.1f", a + b + c}') $wal $((ids_cpu + merge_cpu + copy_cpu)) $ids_ms $merge_ms $copy_ms"
+}
+
+bench_bulk() {
+	BULK_PK_SQL=""
+	[ "$BULK_PK" = 1 ] && BULK_PK_SQL="PRIMARY KEY"
+	local seg_key="bigint DEFAULT leaf_segment_nextval('bulk')"
+	local sf_key="bigint DEFAULT leaf_snowflake()"
+	local copy_payload="(payload, n) FROM '$WORK/bulk_payload.tsv'"
+	local insert_stage="(payload, n) SELECT payload, n FROM bulk_stage"
+	local -a B_LABEL B_KEY B_HOW B_PLOT
+	local i k rep res ms wal cpu c0 c1
+
+	# label|key definition|how: copy, insert, supplied-seg, supplied-sf
+	B_LABEL=("identity" "bigserial" "leaf_segment_nextval default" "leaf_snowflake() default"
+		"IDs from leaf_segment_nextvals in the data" "IDs from leaf_snowflake_nextvals in the data"
+		"identity" "bigserial" "leaf_segment_nextval default" "leaf_snowflake() default"
+		"leaf_segment_nextval default" "leaf_snowflake() default")
+	B_KEY=("bigint GENERATED ALWAYS AS IDENTITY" "bigserial" "$seg_key" "$sf_key" "$seg_key" "$sf_key"
+		"bigint GENERATED ALWAYS AS IDENTITY" "bigserial" "$seg_key" "$sf_key" "$seg_key" "$sf_key")
+	B_HOW=(copy copy copy copy supplied-seg supplied-sf insert insert insert insert staged staged)
+	B_PLOT=("identity" "bigserial" "leaf segment|default" "leaf snowflake|default"
+		"leaf segment|IDs in the data" "leaf snowflake|IDs in the data"
+		"identity" "bigserial" "leaf segment|default" "leaf snowflake|default"
+		"leaf segment|default, staged" "leaf snowflake|default, staged")
+
+	q "$PORT_MAIN" "SELECT leaf_segment_create('bulk', $BULK_STEP)" >/dev/null
+	q "$PORT_MAIN" "SELECT leaf_segment_nextval('bulk')" >/dev/null
+	qf "$PORT_MAIN" >/dev/null <<SQL
+COPY (SELECT 'row ' || i || ' ' || md5(i::text), i FROM generate_series(1, $BULK_ROWS) i)
+  TO '$WORK/bulk_payload.tsv';
+CREATE TABLE bulk_stage (payload text NOT NULL, n integer NOT NULL);
+COPY bulk_stage FROM '$WORK/bulk_payload.tsv';
+VACUUM ANALYZE bulk_stage;
+SQL
+
+	declare -gA BULK_RUNS BULK_WAL BULK_CPU_MS BULK_PARTS
+	c0=$(seg_counters "$PORT_MAIN" bulk)
+	for rep in $(seq 1 "$REPS"); do
+		for i in "${!B_HOW[@]}"; do
+			case ${B_HOW[$i]} in
+				supplied-sf) [ $HAVE_SF_BULK = 1 ] || continue ;;
+				*) if [[ "${B_KEY[$i]}" == *leaf_snowflake* ]] && [ $HAVE_SF = 0 ]; then continue; fi ;;
+			esac
+			bulk_table "bulk_t$i" "${B_KEY[$i]}"
+			case ${B_HOW[$i]} in
+				copy) res=$(bulk_sql "$PORT_MAIN" "COPY bulk_t$i $copy_payload;") ;;
+				insert) res=$(bulk_sql "$PORT_MAIN" "INSERT INTO bulk_t$i $insert_stage;") ;;
+				staged) res=$(bulk_sql "$PORT_MAIN" "CREATE TEMP TABLE bulk_tmp (payload text, n integer);
+COPY bulk_tmp $copy_payload;
+INSERT INTO bulk_t$i (payload, n) SELECT payload, n FROM bulk_tmp;
+DROP TABLE bulk_tmp;") ;;
+				supplied-seg) res=$(bulk_supplied seg "bulk_t$i") ;;
+				supplied-sf) res=$(bulk_supplied sf "bulk_t$i") ;;
+			esac
+			read -r ms wal cpu _ <<<"$res"
+			[ "$(q "$PORT_MAIN" "SELECT count(*) FROM bulk_t$i")" = "$BULK_ROWS" ] ||
+				die "bulk load ${B_LABEL[$i]} (${B_HOW[$i]}) did not load $BULK_ROWS rows"
+			BULK_RUNS[$i]="${BULK_RUNS[$i]:-}${BULK_RUNS[$i]:+ }$ms"
+			BULK_WAL[$i]="${BULK_WAL[$i]:-}${BULK_WAL[$i]:+ }$wal"
+			BULK_CPU_MS[$i]="${BULK_CPU_MS[$i]:-}${BULK_CPU_MS[$i]:+ }$cpu"
+			case ${B_HOW[$i]} in supplied-*) BULK_PARTS[$i]="${BULK_PARTS[$i]:-}${BULK_PARTS[$i]:+;}$(cut -d' ' -f4- <<<"$res")" ;; esac
+			log "rep $rep bulk ${B_HOW[$i]} ${B_LABEL[$i]}: $ms ms, CPU $cpu ms, WAL $wal bytes"
+		done
+	done
+	c1=$(seg_counters "$PORT_MAIN" bulk)
+	q "$PORT_MAIN" "DROP TABLE IF EXISTS bulk_stage, $(for i in "${!B_HOW[@]}"; do printf 'bulk_t%s, ' "$i"; done | sed 's/, $//')" >/dev/null
+	rm -f "$WORK/bulk_ids" "$WORK/bulk_with_ids.tsv" "$WORK/bulk_payload.tsv"
+
+	out "## Bulk loads: $BULK_ROWS rows into \`(id <key>${BULK_PK_SQL:+ $BULK_PK_SQL}, payload text, n integer)\`"
+	out ""
+	out "A fresh table per load, \`CHECKPOINT\` before each (not timed), $REPS repetition(s) run rep-major, median; psql \\timing. COPY reads a server-side text file (payload about 45 bytes a row); INSERT ... SELECT reads the same rows from a staging table (its time is the INSERT alone); \"via a temporary table\" times the whole pipeline: CREATE TEMP TABLE, COPY into it, INSERT ... SELECT, DROP. \"IDs in the data\": the IDs are taken in one call and written to a file (\`COPY (SELECT ... FROM leaf_..._nextvals(...)) TO ...\`, segment IDs in calls of at most 1,000,000), merged into the data file (\`paste\`) and loaded with the ID column in the COPY column list; all three steps are timed. CPU = the CPU time of the backend(s), plus \`paste\`, from /proc (on a shared machine the elapsed time also counts waiting for a CPU). The tag \`bulk\` has step $BULK_STEP. WAL is lower where COPY batches rows (one multi-insert record per page instead of one record per row)."
+	out ""
+	out "| load | key | runs (ms) | median ms | / identity COPY | / identity, same statement | CPU ms (median) | CPU / identity COPY | WAL MB (median) | parts (median ms) |"
+	out "|---|---|---|---|---|---|---|---|---|---|"
+	local idc idi idcpu m mc how base parts walm
+	idc=$(tr ' ' '\n' <<<"${BULK_RUNS[0]}" | median)
+	idi=$(tr ' ' '\n' <<<"${BULK_RUNS[6]}" | median)
+	idcpu=$(tr ' ' '\n' <<<"${BULK_CPU_MS[0]}" | median)
+	: >"$WORK/plot_bulk.tsv"
+	for i in "${!B_HOW[@]}"; do
+		[ -n "${BULK_RUNS[$i]:-}" ] || continue
+		m=$(tr ' ' '\n' <<<"${BULK_RUNS[$i]}" | median)
+		mc=$(tr ' ' '\n' <<<"${BULK_CPU_MS[$i]}" | median)
+		walm=$(tr ' ' '\n' <<<"${BULK_WAL[$i]}" | median | awk '{printf "%.1f", $1 / 1048576}')
+		case ${B_HOW[$i]} in
+			insert) how="INSERT ... SELECT"; base=$idi ;;
+			staged) how="COPY into a temporary table, then INSERT ... SELECT"; base=$idc ;;
+			*) how="COPY"; base=$idc ;;
+		esac
+		parts="-"
+		if [ -n "${BULK_PARTS[$i]:-}" ]; then
+			parts="IDs $(tr ';' '\n' <<<"${BULK_PARTS[$i]}" | cut -d' ' -f1 | median) + merge $(tr ';' '\n' <<<"${BULK_PARTS[$i]}" | cut -d' ' -f2 | median) + COPY $(tr ';' '\n' <<<"${BULK_PARTS[$i]}" | cut -d' ' -f3 | median)"
+		fi
+		out "| $how | ${B_LABEL[$i]} | ${BULK_RUNS[$i]// / \/ } | $(printf '%.0f' "$m") | $(ratio "$m" "$idc") | $(ratio "$m" "$base") | $(printf '%.0f' "$mc") | $(ratio "$mc" "$idcpu") | $walm | $parts |"
+		printf '%s|%s\t%s\t%s\n' "$(case ${B_HOW[$i]} in insert) echo "INSERT SELECT" ;; staged) echo "COPY + INSERT" ;; *) echo COPY ;; esac)" "${B_PLOT[$i]}" "$(ratio "$m" "$idc" 3)" "$(ratio "$mc" "$idcpu" 3)" >>"$WORK/plot_bulk.tsv"
+	done
+	out ""
+	IFS='|' read -r st r0 w0 mw0 <<<"$c0"
+	IFS='|' read -r st r1 w1 mw <<<"$c1"
+	out "Tag \`bulk\` over these loads: $((r1 - r0)) refills, $((w1 - w0)) waits, max_wait_ms since server start $mw0 before and $mw after, dynamic step at the end $st."
+	out ""
+}
+
+if want bulk; then
+	section_begin "bulk loads"
+	bench_bulk
+	section_end "bulk loads"
+fi
+
+# ================================================================ pictures
+
+# gp_xtics FILE: a gnuplot "set xtics (...)" from the first column of a
+# tab-separated file (skipping a header line if HEADER=1); "|" in a label
+# becomes a line break
+gp_xtics() {
+	awk -F'\t' -v h="${HEADER:-0}" '
+		NR > h { l = $1; gsub(/"/, "", l); gsub(/\|/, "\\n", l); t = t (t == "" ? "" : ", ") "\"" l "\" " (NR - h - 1) }
+		END { print "set xtics (" t ")" }' "$1"
+}
+
+# draw_pictures: PNGs of the sections that ran, with gnuplot
+draw_pictures() {
+	local dir=${BENCH_PNG_DIR:-$(dirname "$BENCH_OUT")} gp=$WORK/plot.gp nc
+	local title="leaf_bench.sh $(date '+%Y-%m-%d'), $(nproc) vCPUs"
+	local common='set datafile separator "\t"
+set datafile missing "n/a"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set grid ytics
+set key top left
+set xtics nomirror scale 0 font ",9"
+set bmargin 4
+set offsets 0, 0, graph 0.08, 0'
+	local made=()
+
+	if ! command -v gnuplot >/dev/null; then
+		log "gnuplot not found (Debian package gnuplot-nox): no pictures"
+		return 0
+	fi
+	mkdir -p "$dir"
+
+	# section 2: tps / floor and p99.9 per script, one bar per client count
+	if [ -s "$WORK/plot_pgbench.tsv" ]; then
+		awk -F'\t' '
+			BEGIN {
+				lbl["floor"] = "clock_timestamp()|(floor)"; lbl["seq_default"] = "nextval|default (CACHE 1)"
+				lbl["seq_c1000"] = "nextval|CACHE 1000"; lbl["uuid"] = "gen_random_uuid()"
+				lbl["leaf_seg"] = "leaf_segment_nextval|step 1000"; lbl["leaf_sf"] = "leaf_snowflake()"
+			}
+			!($1 in seen) { seen[$1] = 1; s[++ns] = $1 }
+			!($2 in cs) { cs[$2] = 1; c[++nc] = $2 }
+			{ r[$1, $2] = $3; p[$1, $2] = $4 }
+			END {
+				printf "script"; for (j = 1; j <= nc; j++) printf "\t%d clients", c[j]
+				for (j = 1; j <= nc; j++) printf "\t%d clients", c[j]; printf "\n"
+				for (i = 1; i <= ns; i++) {
+					printf "%s", (s[i] in lbl) ? lbl[s[i]] : s[i]
+					for (j = 1; j <= nc; j++) printf "\t%s", r[s[i], c[j]]
+					for (j = 1; j <= nc; j++) printf "\t%s", p[s[i], c[j]]
+					printf "\n"
+				}
+			}' "$WORK/plot_pgbench.tsv" >"$WORK/plot_pgbench.dat"
+		nc=$(awk -F'\t' 'NR == 1 {print (NF - 1) / 2}' "$WORK/plot_pgbench.dat")
+		{
+			echo "$common"
+			echo "set terminal pngcairo size 1100,960 font 'sans,10' noenhanced"
+			echo "set output '$dir/leaf_bench_pgbench.png'"
+			HEADER=1 gp_xtics "$WORK/plot_pgbench.dat"
+			echo "nc = $nc"
+			echo "w = 1.0 / (nc + 1)"
+			echo "set multiplot layout 2,1 title '$title: pgbench -n -M prepared -j 2 -T $T, one ID per transaction, median of $PGBENCH_REPS'"
+			echo "set title 'throughput relative to the floor (SELECT clock_timestamp() at the same client count)'"
+			echo "set ylabel 'tps / floor tps'"
+			echo "set yrange [0:*]"
+			echo "set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dashtype 2 lc rgb 'black'"
+			echo "plot for [i=2:1+nc] '$WORK/plot_pgbench.dat' using i title columnheader(i), \\"
+			echo "     for [i=2:1+nc] '' skip 1 using (\$0 + (i - 2 - (nc - 1) / 2.0) * w):i:(sprintf('%.2f', column(i))) with labels offset 0,0.7 font ',8' notitle"
+			echo "unset arrow 1"
+			echo "set title 'p99.9 latency (per-transaction log)'"
+			echo "set ylabel 'ms (log scale)'"
+			echo "set yrange [*:*]"
+			echo "set logscale y"
+			echo "plot for [i=2+nc:1+2*nc] '$WORK/plot_pgbench.dat' using i title columnheader(i), \\"
+			echo "     for [i=2+nc:1+2*nc] '' skip 1 using (\$0 + (i - 2 - nc - (nc - 1) / 2.0) * w):i:(sprintf('%.2f', column(i))) with labels offset 0,0.7 font ',8' notitle"
+			echo "unset multiplot"
+		} >"$gp"
+		gnuplot "$gp" 2>"$WORK/gnuplot.err" && made+=(leaf_bench_pgbench.png) ||
+			log "gnuplot failed: $(head -3 "$WORK/gnuplot.err")"
+	fi
+
+	# section 3a: refill latency, local and over loopback
+	if [ -s "$WORK/plot_refill.tsv" ]; then
+		awk -F'\t' '
+			BEGIN {
+				lbl["ping_tcp"] = "SELECT 1|allocation DB, loopback TCP"
+				lbl["refill_tcp"] = "refill (4 statements)|allocation DB, loopback TCP"
+				lbl["refill_unix"] = "refill (4 statements)|local, unix socket"
+				lbl["refill_do"] = "refill in one DO block|local, unix socket"
+				print "what\tp50\tp99\tp99.9"
+			}
+			{ printf "%s\t%s\t%s\t%s\n", ($1 in lbl) ? lbl[$1] : $1, $2, $3, $4 }' \
+			"$WORK/plot_refill.tsv" >"$WORK/plot_refill.dat"
+		{
+			echo "$common"
+			echo "set terminal pngcairo size 1100,560 font 'sans,10' noenhanced"
+			echo "set output '$dir/leaf_bench_refill.png'"
+			HEADER=1 gp_xtics "$WORK/plot_refill.dat"
+			echo "set title '$title: refill transaction latency, pgbench -c 1 -T ${RT:-$T} (fsync and synchronous_commit on)'"
+			echo "set ylabel 'ms (log scale)'"
+			echo "set logscale y"
+			echo "plot for [i=2:4] '$WORK/plot_refill.dat' using i title columnheader(i), \\"
+			echo "     for [i=2:4] '' skip 1 using (\$0 + (i - 3) * 0.25):i:(sprintf('%.2f', column(i))) with labels offset 0,0.7 font ',8' notitle"
+		} >"$gp"
+		gnuplot "$gp" 2>"$WORK/gnuplot.err" && made+=(leaf_bench_refill.png) ||
+			log "gnuplot failed: $(head -3 "$WORK/gnuplot.err")"
+	fi
+
+	# bulk loads: time relative to COPY into an identity-keyed table
+	if [ -s "$WORK/plot_bulk.tsv" ]; then
+		{
+			echo "$common"
+			echo "set terminal pngcairo size 1300,560 font 'sans,10' noenhanced"
+			echo "set output '$dir/leaf_bench_bulk.png'"
+			gp_xtics "$WORK/plot_bulk.tsv"
+			echo "set bmargin 5"
+			echo "set xtics font ',8'"
+			echo "set title '$title: loading $BULK_ROWS rows ($([ "$BULK_PK" = 1 ] && echo "PRIMARY KEY on the ID" || echo "no index")), relative to COPY into an identity-keyed table (median of $REPS)'"
+			echo "set ylabel 'relative to identity COPY'"
+			echo "set yrange [0:*]"
+			echo "set key top left"
+			echo "set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dashtype 2 lc rgb 'black'"
+			echo "plot '$WORK/plot_bulk.tsv' using 2 title 'elapsed time', '' using 3 title 'CPU time (backend)', \\"
+			echo "     for [i=2:3] '' using (\$0 + (i - 2.5) / 3.0):i:(sprintf('%.2f', column(i))) with labels offset 0,0.7 font ',8' notitle"
+		} >"$gp"
+		gnuplot "$gp" 2>"$WORK/gnuplot.err" && made+=(leaf_bench_bulk.png) ||
+			log "gnuplot failed: $(head -3 "$WORK/gnuplot.err")"
+	fi
+
+	if [ ${#made[@]} -gt 0 ]; then
+		out "Pictures (gnuplot) in \`$dir\`: ${made[*]}."
+		out ""
+		log "pictures in $dir: ${made[*]}"
+	fi
+}
+
+draw_pictures
 
 # ================================================================ finish
 
