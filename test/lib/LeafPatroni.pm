@@ -57,6 +57,7 @@ use strict;
 use warnings;
 
 use Carp;
+use File::Basename ();
 use File::Path qw(make_path);
 use HTTP::Tiny;
 use IPC::Run;
@@ -715,6 +716,68 @@ sub wait_until
 	}
 	Test::More::diag("timed out after $seconds s waiting for $what");
 	return 0;
+}
+
+=pod
+
+=item LeafPatroni::start_ha_clients($dir, $conninfo, $until, @modes)
+
+Starts one test/lib/leaf_ha_client.pl per mode ('segment' or
+'snowflake'), on the tag C<order> with 10 ms between calls, until the
+given epoch time; client I<i> writes C<$dir/client>I<i>C<.ids>.  Returns
+their pids.
+
+=cut
+
+sub start_ha_clients
+{
+	my ($dir, $conninfo, $until, @modes) = @_;
+	my $client = File::Basename::dirname(__FILE__) . '/leaf_ha_client.pl';
+	my @pids;
+	my $i = 0;
+	for my $mode (@modes)
+	{
+		$i++;
+		my $pid = fork();
+		croak "fork: $!" unless defined $pid;
+		if ($pid == 0)
+		{
+			exec($^X, $client, '--conninfo', $conninfo, '--mode', $mode,
+				'--tag', 'order', '--until', $until, '--pause-ms', 10,
+				'--out', "$dir/client$i.ids")
+			  or POSIX::_exit(127);
+		}
+		push @pids, $pid;
+	}
+	return @pids;
+}
+
+=pod
+
+=item LeafPatroni::read_ha_clients($dir)
+
+What the clients of start_ha_clients wrote so far: (\@ids, \@errors),
+with IDs as [start, end, tag, id, server port] and errors as [start, end,
+state, message].
+
+=cut
+
+sub read_ha_clients
+{
+	my ($dir) = @_;
+	my (@ids, @errs);
+	for my $f (glob "$dir/client*.ids")
+	{
+		open my $fh, '<', $f or die "$f: $!";
+		while (<$fh>)
+		{
+			chomp;
+			if (/^(\d+) (\d+) ERR (\S+) ?(.*)$/) { push @errs, [ $1, $2, $3, $4 ] }
+			elsif (/^(\d+) (\d+) (\S+) (\d+) (\d+)$/) { push @ids, [ $1, $2, $3, $4, $5 ] }
+		}
+		close $fh;
+	}
+	return (\@ids, \@errs);
 }
 
 =pod

@@ -381,6 +381,64 @@ sub uniq_in_order
 
 =pod
 
+=item take_ids($node, $tag, $n)
+
+$n IDs of a tag from leaf_segment_nextval, in one statement (dies on an
+error).
+
+=cut
+
+sub take_ids
+{
+	my ($node, $tag, $n) = @_;
+	return grep { /^\d+$/ } split /\n/,
+	  $node->safe_psql('postgres',
+		"SELECT leaf_segment_nextval('$tag') FROM generate_series(1, $n)");
+}
+
+=pod
+
+=item burst_ids($node, $tag, $n)
+
+A burst of $n calls of leaf_segment_nextval, one per statement, 1 ms
+apart (dies on an error).  With leaf.segment_duration = '1ms' each segment
+outlasts its duration, so the dynamic step stays at the tag's step and
+every few calls is a refill.  Returns the IDs.
+
+=cut
+
+sub burst_ids
+{
+	my ($node, $tag, $n) = @_;
+	my $h = start_psql_script($node, 'postgres',
+		"SELECT leaf_segment_nextval('$tag');\nSELECT pg_sleep(0.001);\n" x $n);
+	my ($rc, $out, $err) = finish_psql_script($h);
+	die "burst failed: $err" if $rc != 0 || $err ne '';
+	return map { 0 + $_ } ($out =~ /^(\d+)$/mg);
+}
+
+=pod
+
+=item take_each($node, $tag, $n)
+
+$n calls of leaf_segment_nextval, one per statement, going on after
+errors.  Returns (\@ids, \@sqlstates_of_the_errors, $stderr).
+
+=cut
+
+sub take_each
+{
+	my ($node, $tag, $n) = @_;
+	my $h = start_psql_script($node, 'postgres',
+		"\\set VERBOSITY verbose\n" . ("SELECT leaf_segment_nextval('$tag');\n" x $n));
+	my ($rc, $out, $err) = finish_psql_script($h);
+	my @ids = map { 0 + $_ } ($out =~ /^(\d+)$/mg);
+	my @states = ($err =~ /ERROR:\s+([0-9A-Z]{5}):/g);
+	return (\@ids, \@states, $err);
+}
+
+=pod
+
 =back
 
 =cut

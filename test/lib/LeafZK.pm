@@ -8,6 +8,10 @@
 #   $zk->stop;                            # also done at exit, even on die
 #   my $node = $zk->pg_node('n1', root => '/leaf/x');   # leaf on this ZooKeeper
 #   LeafZK::wait_decided($node);          # the worker has decided ready or not
+#   LeafZK::status($node, 'worker_id');   # columns of leaf_snowflake_status
+#   LeafZK::start_in_turn(@nodes);        # the last one gets the highest worker ID
+#   $zk->outrun_sessions(@nodes);         # a restored server will refuse their sessions
+#   LeafZK::wait_registered_again($root, \@nodes, \@log_offsets, $t0, 90);
 #   $zk->cli('get', '/leaf/x/forever');   # one zkCli command, its output
 #   $zk->cli_script("set /a 1\nset /a 2\n");  # several, one session
 #   my $p = $zk->proxy;                   # TCP proxy to server 1
@@ -247,6 +251,81 @@ sub wait_decided
 	my ($node) = @_;
 	return $node->poll_query_until('postgres',
 		q[SELECT ready OR not_ready_reason NOT LIKE 'the snowflake worker is starting%' FROM leaf_snowflake_status]);
+}
+
+# Columns of a node's leaf_snowflake_status, as psql prints them.
+sub status
+{
+	my ($node, $cols) = @_;
+	return $node->safe_psql('postgres', "SELECT $cols FROM leaf_snowflake_status");
+}
+
+# Start every node but the last (in any order), wait until they hold
+# worker IDs, then start the last one, so that it registers last and gets
+# the highest worker ID; each node creates the extension, and must become
+# ready (one test each).
+sub start_in_turn
+{
+	my (@nodes) = @_;
+	my $last = pop @nodes;
+	for my $node (@nodes)
+	{
+		$node->start;
+		$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+	}
+	$_->poll_query_until('postgres',
+		'SELECT worker_id IS NOT NULL FROM leaf_snowflake_status')
+	  for @nodes;
+	$last->start;
+	$last->safe_psql('postgres', 'CREATE EXTENSION leaf');
+	for my $node (@nodes, $last)
+	{
+		Test::More::ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
+			$node->name . ' is ready');
+	}
+	return;
+}
+
+# Many ZooKeeper transactions, seen by the nodes' sessions (each node has
+# heartbeated since): a server restored empty then lags behind what those
+# sessions have seen, and refuses them for a while ("client must try
+# another server") instead of expiring them.
+sub outrun_sessions
+{
+	my ($self, @nodes) = @_;
+	$self->cli_script("create /burst\n" . ("set /burst x\n" x 400));
+	my $hb = $nodes[0]->safe_psql('postgres', 'SELECT clock_timestamp()');
+	$_->poll_query_until('postgres',
+		"SELECT last_heartbeat > '$hb'::timestamptz + interval '600 ms' FROM leaf_snowflake_status")
+	  for @nodes;
+	return;
+}
+
+# Wait until every node has registered again under $root (a log line after
+# its log offset) and serves from ZooKeeper, connected; at most $seconds.
+# Returns { node index => seconds after $t0 }, without the nodes that did
+# not.
+sub wait_registered_again
+{
+	my ($root, $nodes, $offsets, $t0, $seconds) = @_;
+	my %healed;
+	my $deadline = time() + $seconds;
+	while (keys(%healed) < @$nodes && time() < $deadline)
+	{
+		for my $i (0 .. $#$nodes)
+		{
+			next if defined $healed{$i};
+			my $node = $nodes->[$i];
+			next unless $node->log_contains(qr/registered \S+ as "\Q$root\E\/forever\//,
+				$offsets->[$i]);
+			next unless status($node,
+				q[ready AND zk_state = 'connected' AND worker_id_source = 'zookeeper'])
+			  eq 't';
+			$healed{$i} = time() - $t0;
+		}
+		usleep(200_000);
+	}
+	return \%healed;
 }
 
 # Run one ZooKeeper command line (as zkCli would) against server 1 and

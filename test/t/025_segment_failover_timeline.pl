@@ -36,40 +36,6 @@ use FindBin;
 use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
-sub take
-{
-	my ($node, $tag, $n) = @_;
-	return grep { /^\d+$/ } split /\n/,
-	  $node->safe_psql('postgres',
-		"SELECT leaf_segment_nextval('$tag') FROM generate_series(1, $n)");
-}
-
-# One call per statement, errors go on: (IDs, SQLSTATEs of the errors)
-# A burst of n calls, one per statement, 1 ms apart: each segment of the
-# tag lasts longer than leaf.segment_duration (1ms), so the dynamic step
-# stays at the tag's step and every few calls is a refill.
-sub burst
-{
-	my ($node, $tag, $n) = @_;
-	my $h = LeafTest::start_psql_script($node, 'postgres',
-		"SELECT leaf_segment_nextval('$tag');\nSELECT pg_sleep(0.001);\n" x $n);
-	my ($rc, $out, $err) = LeafTest::finish_psql_script($h);
-	die "burst failed: $err" if $rc != 0 || $err ne '';
-	return map { 0 + $_ } ($out =~ /^(\d+)$/mg);
-}
-
-sub take_each
-{
-	my ($node, $tag, $n) = @_;
-	my $h = LeafTest::start_psql_script($node,
-		'postgres',
-		"\\set VERBOSITY verbose\n" . ("SELECT leaf_segment_nextval('$tag');\n" x $n));
-	my ($rc, $out, $err) = LeafTest::finish_psql_script($h);
-	my @ids = map { 0 + $_ } ($out =~ /^(\d+)$/mg);
-	my @states = ($err =~ /ERROR:\s+([0-9A-Z]{5}):/g);
-	return (\@ids, \@states, $err);
-}
-
 sub pair
 {
 	my ($name, $sync, @conf) = @_;
@@ -107,7 +73,7 @@ SELECT leaf_segment_create('other', step => 10);]);
 my ($p1, $s1) = pair('async', 0);
 is($p1->safe_psql('postgres', 'SHOW leaf.alloc_failover'), 'confirm',
 	"leaf.alloc_failover is 'confirm' by default");
-my @ids = take($p1, 'order', 25);
+my @ids = LeafTest::take_ids($p1, 'order', 25);
 is(scalar(@ids), 25, '(1) the primary hands out IDs');
 is( $p1->safe_psql('postgres',
 		q[SELECT state || ' ' || timeline FROM leaf_alloc_source]),
@@ -119,7 +85,7 @@ is( $p1->safe_psql('postgres',
 # (2) a crash and restart of the primary keeps its timeline: no refusal
 $p1->stop('immediate');
 $p1->start;
-push @ids, take($p1, 'order', 25);
+push @ids, LeafTest::take_ids($p1, 'order', 25);
 is(scalar(@ids), 50, '(2) after an immediate shutdown and restart, the primary serves at once');
 is($p1->safe_psql('postgres', q[SELECT count(*) FROM leaf_alloc_source WHERE state = 'pending']),
 	'0', '(2) and nothing waits for confirmation');
@@ -127,7 +93,7 @@ $p1->wait_for_catchup($s1);
 
 # the standby is cut off; the primary goes on with a burst of refills
 $s1->stop;
-push @ids, burst($p1, 'order', 500);
+push @ids, LeafTest::burst_ids($p1, 'order', 500);
 my $given = LeafTest::max_of(@ids);
 my $refills = $p1->safe_psql('postgres',
 	q[SELECT refills FROM leaf_segments WHERE biz_tag = 'order']);
@@ -144,7 +110,7 @@ my $lost_max = $s1->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE 
 cmp_ok($lost_max, '<', $given,
 	"(1) the promoted standby lacks allocations: its max_id $lost_max is below $given");
 
-my ($got, $states, $err) = take_each($s1, 'order', 200);
+my ($got, $states, $err) = LeafTest::take_each($s1, 'order', 200);
 my $repeats = LeafTest::count_repeats([ @ids, @$got ]);
 diag sprintf('(1) after the promotion: %d IDs handed out, %d of them repeated, %d calls failed (%s)',
 	scalar(@$got), $repeats, scalar(@$states), join(',', LeafTest::uniq_in_order(sort @$states)));
@@ -170,7 +136,7 @@ is($st, 'LF007', '(1) a tag not used since the promotion is refused too');
 $s1->safe_psql('postgres', 'UPDATE leaf_alloc SET max_id = max_id + 1000000');
 like($s1->safe_psql('postgres', 'SELECT leaf_alloc_source_confirm()'),
 	qr/^the local leaf_alloc$/, '(1) leaf_alloc_source_confirm() accepts the new timeline');
-my @after = take($s1, 'order', 100);
+my @after = LeafTest::take_ids($s1, 'order', 100);
 is(scalar(@after), 100, '(1) once confirmed, the new primary serves');
 cmp_ok(LeafTest::min_of(@after), '>', $given, '(1) above every ID of the old primary');
 is(LeafTest::count_repeats([ @ids, @after ]), 0, '(1) no ID repeats');
@@ -181,7 +147,7 @@ is( $s1->safe_psql('postgres',
 		q[SELECT state || ' ' || timeline FROM leaf_segments WHERE biz_tag = 'order']),
 	'ok 2', "(1) leaf_segments: state 'ok', last refill on timeline 2");
 $s1->restart;
-is(scalar(take($s1, 'order', 10)), 10, '(1) and a restart on timeline 2 is no change');
+is(scalar(LeafTest::take_ids($s1, 'order', 10)), 10, '(1) and a restart on timeline 2 is no change');
 $s1->stop;
 
 # ---------- (4) a backup restored with archive recovery ----------
@@ -194,9 +160,9 @@ $q->start;
 $q->safe_psql('postgres', q[
 CREATE EXTENSION leaf;
 SELECT leaf_segment_create('order', step => 10);]);
-my @qids = take($q, 'order', 25);
+my @qids = LeafTest::take_ids($q, 'order', 25);
 $q->backup('qbase');
-push @qids, burst($q, 'order', 200);
+push @qids, LeafTest::burst_ids($q, 'order', 200);
 my $qmax = $q->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE biz_tag = 'order']);
 # lost: a clean shutdown would archive the last WAL, an immediate one does not
 $q->stop('immediate');
@@ -207,7 +173,7 @@ ok($r->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
 	'(4) the backup is restored with archive recovery');
 cmp_ok($r->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE biz_tag = 'order']),
 	'<', $qmax, '(4) it lacks the last loads');
-($got, $states, $err) = take_each($r, 'order', 50);
+($got, $states, $err) = LeafTest::take_each($r, 'order', 50);
 is(LeafTest::count_repeats([ @qids, @$got ]), 0, '(4) no ID is handed out again');
 is((LeafTest::uniq_in_order(@$states))[0], 'LF007', '(4) calls fail with LF007');
 like($err, qr/\(timeline 1 -> [2-9]\)/, '(4) the message names the new timeline');
@@ -216,15 +182,15 @@ $r->stop;
 # ---------- (3) synchronous standby, leaf.alloc_failover = 'synchronous' ----------
 
 my ($p2, $s2) = pair('sync', 1, "leaf.alloc_failover = 'synchronous'");
-my @sids = take($p2, 'order', 25);
-push @sids, take($p2, 'order', 500);
+my @sids = LeafTest::take_ids($p2, 'order', 25);
+push @sids, LeafTest::take_ids($p2, 'order', 500);
 $p2->stop('immediate');
 $s2->promote;
 ok($s2->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
 	'(3) the synchronous standby is promoted');
 cmp_ok($s2->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE biz_tag = 'order']),
 	'>', LeafTest::max_of(@sids), '(3) it has every allocation');
-($got, $states) = take_each($s2, 'order', 200);
+($got, $states) = LeafTest::take_each($s2, 'order', 200);
 is(scalar(@$states), 0, '(3) no call fails');
 is(scalar(@$got), 200, '(3) the new primary serves with no manual step');
 is(LeafTest::count_repeats([ @sids, @$got ]), 0, '(3) no ID repeats');

@@ -75,14 +75,6 @@ sub seg_row
 		"SELECT $cols FROM leaf_segments WHERE biz_tag = '$tag'");
 }
 
-sub take
-{
-	my ($node, $tag, $n) = @_;
-	return grep { /^\d+$/ } split /\n/,
-	  $node->safe_psql('postgres',
-		"SELECT leaf_segment_nextval('$tag') FROM generate_series(1, $n)");
-}
-
 # Runs one statement expected to fail; returns (sqlstate, stderr, seconds).
 sub failing
 {
@@ -94,14 +86,14 @@ sub failing
 
 # ---------- (a) allocation database down, buffers left ----------
 
-my @before = take($s1, 'stock', 10);
+my @before = LeafTest::take_ids($s1, 'stock', 10);
 is_deeply([ @before[ 0, -1 ] ], [ 1, 10 ], '(a) shard 1 takes IDs 1..10 of stock');
 is((seg_row($s1, 'stock', 'source'))[0],
 	"remote 127.0.0.1:$aport/postgres",
 	'(a) leaf_segments names the allocation database as the source');
 
 $alloc->stop;
-my @during = take($s1, 'stock', 500);
+my @during = LeafTest::take_ids($s1, 'stock', 500);
 is(scalar(@during), 500, '(a) with the allocation database down, 500 more IDs come from the buffer');
 is(LeafTest::count_repeats([ @before, @during ]), 0, '(a) and they are all distinct');
 
@@ -142,7 +134,7 @@ ok( $s1->poll_query_until(
 	'(b) once the allocation database is back, the shard loads a segment without being asked');
 diag sprintf('(b) segment loaded %.2fs after the allocation database was started',
 	time - $t_up);
-my ($after) = take($s1, 'stock', 1);
+my ($after) = LeafTest::take_ids($s1, 'stock', 1);
 cmp_ok($after, '>', $end, "(b) service resumes without a restart (ID $after)");
 is((seg_row($s1, 'stock', 'source'))[0],
 	"remote 127.0.0.1:$aport/postgres", '(b) the source shows the connection again');
@@ -155,7 +147,7 @@ is((seg_row($s1, 'stock', 'source'))[0],
 $alloc->safe_psql('postgres', "SELECT leaf_segment_create('hang', step => 10)");
 $s1->safe_psql('postgres', "ALTER SYSTEM SET leaf.alloc_timeout = '1s'");
 $s1->safe_psql('postgres', 'SELECT pg_reload_conf()');
-my @hang = take($s1, 'hang', 1);
+my @hang = LeafTest::take_ids($s1, 'hang', 1);
 ok( $s1->poll_query_until(
 		'postgres', "SELECT next_ready FROM leaf_segments WHERE biz_tag = 'hang'"),
 	'(b2) tag hang has both buffers loaded');
@@ -165,7 +157,7 @@ sleep 1;	# every backend of the allocation database has read it by now
 my ($hnext, $hend, $hnstart, $hnend) = seg_row($s1, 'hang',
 	'next_id, segment_end, next_segment_start, next_segment_end');
 my $hleft = ($hend - $hnext + 1) + ($hnend - $hnstart + 1);
-push @hang, take($s1, 'hang', $hleft);
+push @hang, LeafTest::take_ids($s1, 'hang', $hleft);
 is(scalar(@hang), 1 + $hleft, "(b2) the $hleft buffered IDs are still handed out");
 
 ($state, $err, $secs) = failing($s1,
@@ -185,7 +177,7 @@ $alloc->safe_psql('postgres', 'SELECT pg_reload_conf()');
 ok( $s1->poll_query_until(
 		'postgres', "SELECT next_ready FROM leaf_segments WHERE biz_tag = 'hang'"),
 	'(b2) once COMMITs complete again, the shard loads by itself');
-my @after_hang = take($s1, 'hang', 30);
+my @after_hang = LeafTest::take_ids($s1, 'hang', 30);
 is(LeafTest::count_repeats([ @hang, @after_hang ]), 0, '(b2) no ID repeats');
 my $hang_max = $alloc->safe_psql('postgres', "SELECT max_id FROM leaf_alloc WHERE biz_tag = 'hang'");
 cmp_ok($after_hang[-1], '<', $hang_max, '(b2) every ID lies below max_id on the allocation database');
@@ -253,7 +245,7 @@ ok( $s2->poll_query_until(
 		'postgres',
 		q[SELECT next_ready OR segment_start IS NOT NULL FROM leaf_segments WHERE biz_tag = 'global']),
 	'(c) with mode 0600 the passfile works, and the shard loads by itself');
-my @g = take($s2, 'global', 3);
+my @g = LeafTest::take_ids($s2, 'global', 3);
 is(scalar(@g), 3, '(c) shard 2 takes IDs through the passfile');
 
 # the right password in the conninfo itself, read at server start
@@ -264,7 +256,7 @@ $s2->append_conf('postgresql.conf',
 	"leaf.alloc_conninfo = 'host=127.0.0.1 port=$aport dbname=postgres user=leaf_fleet password=$secret'"
 );
 $s2->restart;
-push @g, take($s2, 'global', 3);
+push @g, LeafTest::take_ids($s2, 'global', 3);
 is(scalar(@g), 6, '(c) shard 2 takes IDs with the password in its conninfo');
 
 my $log = slurp_file($s2->logfile);
@@ -283,8 +275,8 @@ unlike(join('', map { $_ // '' } seg_row($s2, 'global', 'last_error, source')),
 my (%by1, %by2);
 for my $round (1 .. 3)
 {
-	$by1{$_}++ for take($s1, 'global', 250);
-	$by2{$_}++ for take($s2, 'global', 250);
+	$by1{$_}++ for LeafTest::take_ids($s1, 'global', 250);
+	$by2{$_}++ for LeafTest::take_ids($s2, 'global', 250);
 }
 $by2{$_}++ for @g;
 my @common = grep { $by2{$_} } keys %by1;
@@ -301,7 +293,7 @@ cmp_ok($gmax, '>', LeafTest::max_of(keys %by1, keys %by2),
 sub run_dyn
 {
 	my ($node, $tag, $n) = @_;
-	take($node, $tag, $n);
+	LeafTest::take_ids($node, $tag, $n);
 	$node->poll_query_until('postgres',
 		"SELECT next_ready FROM leaf_segments WHERE biz_tag = '$tag'")
 	  or diag "no segment preloaded for $tag";
@@ -337,7 +329,7 @@ my ($lmsg) = $lerr =~ /(ERROR:.*)/;
 is($msg, $lmsg, '(d) with the same message');
 cmp_ok($secs, '<', 4, sprintf('(d) at once, not after leaf.wait_timeout (%.2fs)', $secs));
 $alloc->safe_psql('postgres', q[SELECT leaf_segment_create('no_such_tag', 10, 500)]);
-is((take($s1, 'no_such_tag', 1))[0], '500',
+is((LeafTest::take_ids($s1, 'no_such_tag', 1))[0], '500',
 	'(d) once the tag is added to the allocation database, the shard serves it');
 
 # max_id moving backwards
@@ -368,7 +360,7 @@ for my $pair ([ 1, $s1 ], [ 2, $s2 ])
 # A restarted shard has forgotten what it saw: this check cannot protect
 # it.  Shown here, as the README says, not asserted.
 $s2->restart;
-my ($first_after_restart) = take($s2, 'global', 1);
+my ($first_after_restart) = LeafTest::take_ids($s2, 'global', 1);
 diag "after a restart, shard 2 takes ID $first_after_restart of 'global' "
   . "from the lowered max_id; IDs up to "
   . LeafTest::max_of(keys %by1, keys %by2)

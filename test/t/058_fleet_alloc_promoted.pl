@@ -30,38 +30,6 @@ use FindBin;
 use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
-sub take
-{
-	my ($node, $tag, $n) = @_;
-	return grep { /^\d+$/ } split /\n/,
-	  $node->safe_psql('postgres',
-		"SELECT leaf_segment_nextval('$tag') FROM generate_series(1, $n)");
-}
-
-# A burst of n calls, one per statement, 1 ms apart: each segment of the
-# tag lasts longer than leaf.segment_duration (1ms), so the dynamic step
-# stays at the tag's step and every few calls is a refill.
-sub burst
-{
-	my ($node, $tag, $n) = @_;
-	my $h = LeafTest::start_psql_script($node, 'postgres',
-		"SELECT leaf_segment_nextval('$tag');\nSELECT pg_sleep(0.001);\n" x $n);
-	my ($rc, $out, $err) = LeafTest::finish_psql_script($h);
-	die "burst failed: $err" if $rc != 0 || $err ne '';
-	return map { 0 + $_ } ($out =~ /^(\d+)$/mg);
-}
-
-sub take_each
-{
-	my ($node, $tag, $n) = @_;
-	my $h = LeafTest::start_psql_script($node, 'postgres',
-		"\\set VERBOSITY verbose\n" . ("SELECT leaf_segment_nextval('$tag');\n" x $n));
-	my ($rc, $out, $err) = LeafTest::finish_psql_script($h);
-	my @ids = map { 0 + $_ } ($out =~ /^(\d+)$/mg);
-	my @states = ($err =~ /ERROR:\s+([0-9A-Z]{5}):/g);
-	return (\@ids, \@states, $err);
-}
-
 sub seg
 {
 	my ($node, $cols) = @_;
@@ -111,8 +79,8 @@ my @shards = map {
 } (1, 2);
 my ($sh1, $sh2) = @shards;
 
-my @ids1 = take($sh1, 'order', 5);
-my @ids2 = take($sh2, 'order', 5);
+my @ids1 = LeafTest::take_ids($sh1, 'order', 5);
+my @ids2 = LeafTest::take_ids($sh2, 'order', 5);
 is(seg($sh1, q[last_refill_server || ' ' || timeline || ' ' || state]),
 	'127.0.0.1:' . $a1->port . ' 1 ok',
 	'(A) leaf_segments: last refill from the allocation primary, timeline 1, ok');
@@ -122,7 +90,7 @@ $a1->wait_for_catchup($a2);
 
 # the standby is cut off; shard 2 draws a burst of segments
 $a2->stop;
-push @ids2, burst($sh2, 'order', 400);
+push @ids2, LeafTest::burst_ids($sh2, 'order', 400);
 my $given = LeafTest::max_of(@ids1, @ids2);
 $a1->stop('immediate');
 $a2->start;
@@ -138,8 +106,8 @@ my $lost_max = $a2->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE 
 cmp_ok($lost_max, '<', $given, "(A) the new primary's max_id $lost_max lies below ID $given handed out");
 
 # each shard first uses up what it holds, then is refused
-my ($got1, $st1, $err1) = take_each($sh1, 'order', 100);
-my ($got2, $st2) = take_each($sh2, 'order', 100);
+my ($got1, $st1, $err1) = LeafTest::take_each($sh1, 'order', 100);
+my ($got2, $st2) = LeafTest::take_each($sh2, 'order', 100);
 my $repeats = LeafTest::count_repeats([ @ids1, @ids2, @$got1, @$got2 ]);
 diag sprintf('(A) after the promotion: shard 1 handed out %d IDs, shard 2 %d; %d repeated; failed: %s / %s',
 	scalar(@$got1), scalar(@$got2), $repeats,
@@ -163,8 +131,8 @@ my $high = LeafTest::max_of(map {
 $a2->safe_psql('postgres',
 	"UPDATE leaf_alloc SET max_id = greatest(max_id, $high + 1) + 100000");
 $_->safe_psql('postgres', 'SELECT leaf_alloc_source_confirm()') for @shards;
-my @after1 = take($sh1, 'order', 50);
-my @after2 = take($sh2, 'order', 50);
+my @after1 = LeafTest::take_ids($sh1, 'order', 50);
+my @after2 = LeafTest::take_ids($sh2, 'order', 50);
 is(scalar(@after1) + scalar(@after2), 100, '(A) once confirmed, both shards serve');
 cmp_ok(LeafTest::min_of(@after1, @after2), '>', $given, '(A) above every earlier ID');
 is(LeafTest::count_repeats([ @ids1, @ids2, @$got1, @$got2, @after1, @after2 ]), 0,
@@ -182,12 +150,12 @@ my $sh3 = LeafTest::new_node('shard3',
 	"leaf.segment_duration = '1ms'",
 	"leaf.wait_timeout = '5s'",
 	"leaf.alloc_failover = 'synchronous'");
-my @ids3 = burst($sh3, 'order', 100);
+my @ids3 = LeafTest::burst_ids($sh3, 'order', 100);
 $b1->stop('immediate');
 $b2->promote;
 ok($b2->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
 	'(B) the synchronous standby is promoted');
-my ($got3, $st3) = take_each($sh3, 'order', 300);
+my ($got3, $st3) = LeafTest::take_each($sh3, 'order', 300);
 is(scalar(@$st3), 0, '(B) no call fails');
 is(scalar(@$got3), 300, '(B) the shard goes on with no manual step');
 is(LeafTest::count_repeats([ @ids3, @$got3 ]), 0, '(B) no ID repeats');

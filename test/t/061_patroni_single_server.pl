@@ -30,8 +30,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
-use File::Basename;
-use POSIX ();
 use FindBin;
 use lib "$FindBin::RealBin/../lib";
 use LeafTest;
@@ -91,47 +89,7 @@ for my $n (grep { $_ ne $old } $pc->names)
 
 my $conninfo = $pc->conninfo('dbname=postgres user=postgres application_name=ha_client');
 my $dir = PostgreSQL::Test::Utils::tempdir('clients');
-my $client = dirname(__FILE__) . '/../lib/leaf_ha_client.pl';
 my @kids;
-
-sub start_clients
-{
-	my ($until) = @_;
-	my $i = 0;
-	for my $mode (qw(segment segment snowflake snowflake))
-	{
-		$i++;
-		my $pid = fork();
-		die "fork: $!" unless defined $pid;
-		if ($pid == 0)
-		{
-			exec($^X, $client, '--conninfo', $conninfo, '--mode', $mode,
-				'--tag', 'order', '--until', $until, '--pause-ms', 10,
-				'--out', "$dir/client$i.ids")
-			  or POSIX::_exit(127);
-		}
-		push @kids, $pid;
-	}
-	return;
-}
-
-# the clients' lines: ([start, end, tag, id, port] ...), ([start, end, state, msg] ...)
-sub read_clients
-{
-	my (@ids, @errs);
-	for my $f (glob "$dir/client*.ids")
-	{
-		open my $fh, '<', $f or die "$f: $!";
-		while (<$fh>)
-		{
-			chomp;
-			if (/^(\d+) (\d+) ERR (\S+) ?(.*)$/) { push @errs, [ $1, $2, $3, $4 ] }
-			elsif (/^(\d+) (\d+) (\S+) (\d+) (\d+)$/) { push @ids, [ $1, $2, $3, $4, $5 ] }
-		}
-		close $fh;
-	}
-	return (\@ids, \@errs);
-}
 
 sub worker_id_of { return ($_[0] >> 12) & 1023; }
 
@@ -145,13 +103,14 @@ sub first_after
 }
 
 my $run_until = time + 600;
-start_clients($run_until);
+@kids = LeafPatroni::start_ha_clients($dir, $conninfo, $run_until,
+	qw(segment segment snowflake snowflake));
 END { kill 'TERM', @kids if @kids; }
 
 # the clients reach the leader in both modes
 ok( $pc->wait_until(
 		sub {
-			my ($ids) = read_clients();
+			my ($ids) = LeafPatroni::read_ha_clients($dir);
 			my %tags = map { $_->[2] => 1 } @$ids;
 			return $tags{order} && $tags{'~sf'};
 		},
@@ -171,7 +130,7 @@ my $new_port = $pc->port($new);
 my %first;
 ok( $pc->wait_until(
 		sub {
-			my ($ids) = read_clients();
+			my ($ids) = LeafPatroni::read_ha_clients($dir);
 			$first{$_} //= first_after($ids, $_, $new_port, 1000 * $t_crash) for ('order', '~sf');
 			return $first{order} && $first{'~sf'};
 		},
@@ -206,7 +165,7 @@ is($pc->wait_leader(120, $new), $old, "$old leads again");
 my %first_sw;
 ok( $pc->wait_until(
 		sub {
-			my ($ids) = read_clients();
+			my ($ids) = LeafPatroni::read_ha_clients($dir);
 			$first_sw{$_} //= first_after($ids, $_, $pc->port($old), 1000 * $t_sw) for ('order', '~sf');
 			return $first_sw{order} && $first_sw{'~sf'};
 		},
@@ -227,7 +186,7 @@ waitpid($_, 0) for @kids;
 
 # ---------- checks ----------
 
-my ($ids, $errs) = read_clients();
+my ($ids, $errs) = LeafPatroni::read_ha_clients($dir);
 my %by_tag;
 push @{ $by_tag{ $_->[2] } }, $_->[3] for @$ids;
 for my $tag ('order', '~sf')

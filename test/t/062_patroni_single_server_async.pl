@@ -35,8 +35,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
-use File::Basename;
-use POSIX ();
 use FindBin;
 use lib "$FindBin::RealBin/../lib";
 use LeafTest;
@@ -79,39 +77,7 @@ is($lnode->safe_psql('postgres', 'SHOW synchronous_standby_names'), '',
 
 my $conninfo = $pc->conninfo('dbname=postgres user=postgres application_name=ha_client');
 my $dir = PostgreSQL::Test::Utils::tempdir('clients');
-my $client = dirname(__FILE__) . '/../lib/leaf_ha_client.pl';
-my @kids;
-for my $i (1 .. 2)
-{
-	my $pid = fork();
-	die "fork: $!" unless defined $pid;
-	if ($pid == 0)
-	{
-		exec($^X, $client, '--conninfo', $conninfo, '--mode', 'segment',
-			'--tag', 'order', '--until', time + 300, '--pause-ms', 10,
-			'--out', "$dir/client$i.ids")
-		  or POSIX::_exit(127);
-	}
-	push @kids, $pid;
-}
-
-# the clients' lines: ([start, end, tag, id, port] ...), ([start, end, state, msg] ...)
-sub read_clients
-{
-	my (@ids, @errs);
-	for my $f (glob "$dir/client*.ids")
-	{
-		open my $fh, '<', $f or die "$f: $!";
-		while (<$fh>)
-		{
-			chomp;
-			if (/^(\d+) (\d+) ERR (\S+) ?(.*)$/) { push @errs, [ $1, $2, $3, $4 ] }
-			elsif (/^(\d+) (\d+) (\S+) (\d+) (\d+)$/) { push @ids, [ $1, $2, $3, $4, $5 ] }
-		}
-		close $fh;
-	}
-	return (\@ids, \@errs);
-}
+my @kids = LeafPatroni::start_ha_clients($dir, $conninfo, time + 300, qw(segment segment));
 
 # the walsender held back, if any: killed at exit, even on failure
 my $walsender;
@@ -123,7 +89,7 @@ END
 
 ok( $pc->wait_until(
 		sub {
-			my ($ids) = read_clients();
+			my ($ids) = LeafPatroni::read_ha_clients($dir);
 			return @$ids >= 50;
 		},
 		60, 'IDs from the clients'),
@@ -178,7 +144,7 @@ my $nnode = $pc->node($new);
 my ($first_lf007, $first_new_id);
 $pc->wait_until(
 	sub {
-		my ($ids, $errs) = read_clients();
+		my ($ids, $errs) = LeafPatroni::read_ha_clients($dir);
 		($first_lf007) = sort { $a->[1] <=> $b->[1] }
 		  grep { $_->[2] eq 'LF007' } @$errs;
 		($first_new_id) = sort { $a->[1] <=> $b->[1] }
@@ -199,7 +165,7 @@ is( $nnode->safe_psql('postgres',
 		q[SELECT string_agg(state || ' ' || timeline, ', ' ORDER BY state) FROM leaf_alloc_source]),
 	'current 1, pending 2', 'leaf_alloc_source holds timeline 2 as pending');
 
-my ($ids, $errs) = read_clients();
+my ($ids, $errs) = LeafPatroni::read_ha_clients($dir);
 my @old_ids = ((map { $_->[3] } grep { $_->[4] != $new_port } @$ids), @burst);
 my @new_ids = map { $_->[3] } grep { $_->[4] == $new_port } @$ids;
 my $repeats_unconfirmed = LeafTest::count_repeats([ @old_ids, @new_ids ]);
@@ -224,7 +190,7 @@ is($crc, 0, "leaf_alloc_source_confirm() accepts the new timeline ($cout)") or d
 my $first_after;
 ok( $pc->wait_until(
 		sub {
-			my ($ids) = read_clients();
+			my ($ids) = LeafPatroni::read_ha_clients($dir);
 			($first_after) = sort { $a->[1] <=> $b->[1] }
 			  grep { $_->[4] == $new_port && $_->[0] >= 1000 * $t_confirm } @$ids;
 			return $first_after;
@@ -239,7 +205,7 @@ waitpid($_, 0) for @kids;
 
 # ---------- checks ----------
 
-($ids, $errs) = read_clients();
+($ids, $errs) = LeafPatroni::read_ha_clients($dir);
 my @all = ((map { $_->[3] } @$ids), @burst);
 my @after = map { $_->[3] } grep { $_->[4] == $new_port } @$ids;
 is(LeafTest::count_repeats(\@all), 0,

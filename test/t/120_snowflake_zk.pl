@@ -22,12 +22,6 @@ sub new_node
 	return $node;
 }
 
-sub status
-{
-	my ($node, $cols) = @_;
-	return $node->safe_psql('postgres', "SELECT $cols FROM leaf_snowflake_status");
-}
-
 sub wid_of_id
 {
 	my ($node) = @_;
@@ -45,17 +39,17 @@ my %seen = map { $_ => 1 } @wids;
 is(scalar(keys %seen), 3, 'three instances get three distinct worker IDs');
 for my $i (0 .. 2)
 {
-	is(status($nodes[$i], 'worker_id, worker_id_source, ready, zk_state'),
+	is(LeafZK::status($nodes[$i], 'worker_id, worker_id_source, ready, zk_state'),
 		"$wids[$i]|zookeeper|t|connected",
 		"node $i: status shows its ZooKeeper worker ID");
-	like(status($nodes[$i], 'zk_node'),
+	like(LeafZK::status($nodes[$i], 'zk_node'),
 		qr{^/leaf/zktest/forever/[^/]+:\d+-\d{10}$}, "node $i: forever node path");
 }
 
 # heartbeats go on
-my $hb1 = status($nodes[0], 'last_heartbeat');
+my $hb1 = LeafZK::status($nodes[0], 'last_heartbeat');
 sleep 1;
-my $hb2 = status($nodes[0], 'last_heartbeat');
+my $hb2 = LeafZK::status($nodes[0], 'last_heartbeat');
 isnt($hb2, $hb1, 'heartbeat advances');
 
 # restarts keep the worker ID
@@ -76,12 +70,12 @@ my $before = $nodes[0]->safe_psql('postgres', 'SELECT leaf_snowflake()');
 $zk->stop;
 $nodes[0]->restart;
 $nodes[0]->poll_query_until('postgres', 'SELECT worker_id IS NOT NULL FROM leaf_snowflake_status');
-is(status($nodes[0], 'worker_id, worker_id_source, ready'),
+is(LeafZK::status($nodes[0], 'worker_id, worker_id_source, ready'),
 	"$wids[0]|cache file|t", 'with ZooKeeper down, the cached worker ID is used');
 my $after = $nodes[0]->safe_psql('postgres', 'SELECT leaf_snowflake()');
 cmp_ok($after, '>', $before, 'and IDs go on increasing');
 is(wid_of_id($nodes[0]), $wids[0], 'IDs carry the cached worker ID');
-is(status($nodes[1], 'ready'), 't', 'a running node keeps serving while ZooKeeper is down');
+is(LeafZK::status($nodes[1], 'ready'), 't', 'a running node keeps serving while ZooKeeper is down');
 
 # ZooKeeper back: the node registers again
 $zk->start_node(1);

@@ -26,10 +26,7 @@ my $wid1 = $n1->safe_psql('postgres', 'SELECT worker_id FROM leaf_snowflake_stat
 
 # many transactions, so that n1's session has seen more than the restored
 # server will have for a while
-$zk->cli_script("create /burst\n" . ("set /burst x\n" x 400));
-my $hb = $n1->safe_psql('postgres', 'SELECT clock_timestamp()');
-$n1->poll_query_until('postgres',
-	"SELECT last_heartbeat > '$hb'::timestamptz + interval '600 ms' FROM leaf_snowflake_status");
+$zk->outrun_sessions($n1);
 
 $zk->stop_node(1);
 $zk->wipe_node(1);

@@ -34,43 +34,17 @@ my @nodes = map {
 } 1 .. 4;
 my ($n1, $n2, $n3, $n4) = @nodes;
 
-sub status
-{
-	my ($node, $cols) = @_;
-	return $node->safe_psql('postgres', "SELECT $cols FROM leaf_snowflake_status");
-}
-
 # n1..n3 register first (in any order), then n4, which gets worker ID 3
-for my $node ($n1, $n2, $n3)
-{
-	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
-}
-for my $node ($n1, $n2, $n3)
-{
-	$node->poll_query_until('postgres',
-		'SELECT worker_id IS NOT NULL FROM leaf_snowflake_status');
-}
-$n4->start;
-$n4->safe_psql('postgres', 'CREATE EXTENSION leaf');
-for my $node (@nodes)
-{
-	ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
-		$node->name . ' is ready');
-}
-is(status($n4, 'worker_id'), '3', 'n4 has worker ID 3');
-is(join(',', sort map { status($_, 'worker_id') } @nodes), '0,1,2,3',
+LeafZK::start_in_turn(@nodes);
+is(LeafZK::status($n4, 'worker_id'), '3', 'n4 has worker ID 3');
+is(join(',', sort map { LeafZK::status($_, 'worker_id') } @nodes), '0,1,2,3',
 	'the four nodes hold worker IDs 0 to 3');
 
 # many transactions, so that the old sessions have seen more than the
 # restored server will have for a while and are refused
-$zk->cli_script("create /burst\n" . ("set /burst x\n" x 400));
-my $hb = $n1->safe_psql('postgres', 'SELECT clock_timestamp()');
-$_->poll_query_until('postgres',
-	"SELECT last_heartbeat > '$hb'::timestamptz + interval '600 ms' FROM leaf_snowflake_status")
-  for @nodes;
+$zk->outrun_sessions(@nodes);
 
-my @old_wid = map { status($_, 'worker_id') } @nodes;
+my @old_wid = map { LeafZK::status($_, 'worker_id') } @nodes;
 
 # n4 is cut off from ZooKeeper, restarts, and serves with worker ID 3 from
 # its state file
@@ -79,7 +53,7 @@ $n4->restart;
 ok( $n4->poll_query_until('postgres',
 		q[SELECT ready AND worker_id_source = 'cache file' FROM leaf_snowflake_status]),
 	'n4 restarted without ZooKeeper and serves from its state file');
-is(status($n4, 'worker_id'), '3', 'with worker ID 3');
+is(LeafZK::status($n4, 'worker_id'), '3', 'with worker ID 3');
 
 # every node under load while ZooKeeper is stopped and comes back empty;
 # n4 reaches it as soon as it is back
@@ -93,23 +67,7 @@ my $t_up = time();
 note 'ZooKeeper is back, empty';
 
 # healed: registered anew since the wipe, connected, serving
-my %healed;
-my $deadline = time() + 90;
-while (keys(%healed) < @nodes && time() < $deadline)
-{
-	for my $i (0 .. $#nodes)
-	{
-		next if defined $healed{$i};
-		my $node = $nodes[$i];
-		next unless $node->log_contains(qr/registered \S+ as "\Q$root\E\/forever\//,
-			$offsets[$i]);
-		next unless status($node,
-			q[ready AND zk_state = 'connected' AND worker_id_source = 'zookeeper'])
-		  eq 't';
-		$healed{$i} = time() - $t_up;
-	}
-	usleep(200_000);
-}
+my %healed = %{ LeafZK::wait_registered_again($root, \@nodes, \@offsets, $t_up, 90) };
 my $load_result = LeafZK::stop_load($load, @nodes);
 
 for my $i (0 .. $#nodes)
@@ -121,13 +79,13 @@ for my $i (0 .. $#nodes)
 my $worst = LeafTest::max_of(map { $_ // 999 } @healed{ 0 .. $#nodes });
 note sprintf('slowest node serving again %.1f s after ZooKeeper was back', $worst);
 
-my @wids = map { status($_, 'worker_id') } @nodes;
+my @wids = map { LeafZK::status($_, 'worker_id') } @nodes;
 my %distinct = map { $_ => 1 } @wids;
 is(scalar(keys %distinct), 4, 'four distinct worker IDs (' . join(',', @wids) . ')');
 my $ls = $zk->cli('ls', "$root/forever");
 for my $node (@nodes)
 {
-	my $path = status($node, 'zk_node');
+	my $path = LeafZK::status($node, 'zk_node');
 	my ($name) = $path =~ m{/([^/]+)$};
 	like($ls, qr/\Q$name\E/, $node->name . " serves with a forever node that exists ($name)");
 }

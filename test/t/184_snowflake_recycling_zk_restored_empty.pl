@@ -30,32 +30,10 @@ my @nodes = map {
 } 1 .. 4;
 my ($n1, $n2, $n3, $n4) = @nodes;
 
-sub status
-{
-	my ($node, $cols) = @_;
-	return $node->safe_psql('postgres', "SELECT $cols FROM leaf_snowflake_status");
-}
-
 # n1..n3 register first (in any order), then n4, which gets worker ID 3
-for my $node ($n1, $n2, $n3)
-{
-	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
-}
-for my $node ($n1, $n2, $n3)
-{
-	$node->poll_query_until('postgres',
-		'SELECT worker_id IS NOT NULL FROM leaf_snowflake_status');
-}
-$n4->start;
-$n4->safe_psql('postgres', 'CREATE EXTENSION leaf');
-for my $node (@nodes)
-{
-	ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
-		$node->name . ' is ready');
-}
-is(status($n4, 'worker_id'), '3', 'n4 has worker ID 3');
-is(join(',', sort map { status($_, 'worker_id') } @nodes), '0,1,2,3',
+LeafZK::start_in_turn(@nodes);
+is(LeafZK::status($n4, 'worker_id'), '3', 'n4 has worker ID 3');
+is(join(',', sort map { LeafZK::status($_, 'worker_id') } @nodes), '0,1,2,3',
 	'the four nodes hold worker IDs 0 to 3');
 
 # first a short outage with ZooKeeper's data kept: the lease runs out and
@@ -73,11 +51,7 @@ ok($n1->log_contains(qr/the lease ran out: ZooKeeper has not recorded.*\n(?s:.*)
 
 # many transactions, so that the old sessions have seen more than the
 # restored server will have for a while and are refused
-$zk->cli_script("create /burst\n" . ("set /burst x\n" x 400));
-my $hb = $n1->safe_psql('postgres', 'SELECT clock_timestamp()');
-$_->poll_query_until('postgres',
-	"SELECT last_heartbeat > '$hb'::timestamptz + interval '600 ms' FROM leaf_snowflake_status")
-  for @nodes;
+$zk->outrun_sessions(@nodes);
 
 # n1..n3 under load from now on
 my $load = LeafZK::start_load(100, $n1, $n2, $n3);
@@ -88,8 +62,8 @@ $zk->stop_node(1);
 my $t_stop = time();
 $n4->restart;
 LeafZK::wait_decided($n4);
-is(status($n4, 'ready'), 'f', 'n4, restarted during the outage, does not serve');
-like(status($n4, 'not_ready_reason'), qr/leaf\.worker_id_reclaim_after forbids using the cached worker ID/,
+is(LeafZK::status($n4, 'ready'), 'f', 'n4, restarted during the outage, does not serve');
+like(LeafZK::status($n4, 'not_ready_reason'), qr/leaf\.worker_id_reclaim_after forbids using the cached worker ID/,
 	'and says why');
 push @$load, @{ LeafZK::start_load(100, $n4) };
 for my $node ($n1, $n2, $n3)
@@ -103,7 +77,7 @@ my %reason;
 my $until = time() + 5;
 while (time() < $until)
 {
-	$reason{$_} = status($nodes[$_], 'not_ready_reason') for 0 .. 2;
+	$reason{$_} = LeafZK::status($nodes[$_], 'not_ready_reason') for 0 .. 2;
 	last unless grep { $reason{$_} !~ /ZooKeeper/ } 0 .. 2;
 	usleep(100_000);
 }
@@ -123,23 +97,7 @@ my $t_up = time();
 note sprintf('ZooKeeper is back, empty, after an outage of %.1f s', $t_up - $t_stop);
 
 # healed: registered anew since the wipe, connected, serving
-my %healed;
-my $deadline = time() + 90;
-while (keys(%healed) < @nodes && time() < $deadline)
-{
-	for my $i (0 .. $#nodes)
-	{
-		next if defined $healed{$i};
-		my $node = $nodes[$i];
-		next unless $node->log_contains(qr/registered \S+ as "\Q$root\E\/forever\//,
-			$offsets[$i]);
-		next unless status($node,
-			q[ready AND zk_state = 'connected' AND worker_id_source = 'zookeeper'])
-		  eq 't';
-		$healed{$i} = time() - $t_up;
-	}
-	usleep(200_000);
-}
+my %healed = %{ LeafZK::wait_registered_again($root, \@nodes, \@offsets, $t_up, 90) };
 # a few more seconds of load on the healed nodes
 sleep 2;
 my $load_result = LeafZK::stop_load($load, @nodes);
@@ -161,7 +119,7 @@ my $worst = LeafTest::max_of(map { $_ // 999 } @healed{ 0 .. $#nodes });
 cmp_ok($worst, '<', 25,
 	sprintf('every node serves again within 25 s of ZooKeeper being back (slowest: %.1f s)', $worst));
 
-my @wids = map { status($_, 'worker_id') } @nodes;
+my @wids = map { LeafZK::status($_, 'worker_id') } @nodes;
 my %distinct = map { $_ => 1 } @wids;
 is(scalar(keys %distinct), 4, 'four distinct worker IDs (' . join(',', @wids) . ')');
 
