@@ -945,9 +945,9 @@ leaf_source_check_txn(LeafSourceCheck *c)
 				elog(ERROR, "could not update leaf_alloc_source");
 			if (rec_timeline != 0)
 				ereport(LOG,
-						(errmsg("leaf allocator accepted timeline %u of %s for database with OID %u, where segments were last loaded on timeline %u",
-								c->cur->timeline, cur_desc, MyDatabaseId,
-								rec_timeline),
+						(errmsg("leaf allocator accepted timeline %u of %s for database \"%s\", where segments were last loaded on timeline %u",
+								c->cur->timeline, cur_desc,
+								get_database_name(MyDatabaseId), rec_timeline),
 						 errdetail("\"leaf.alloc_failover\" is \"synchronous\": the promoted server is taken to have every allocation its former primary acknowledged.")));
 		}
 		if (!c->recorded)
