@@ -108,8 +108,14 @@ SELECT leaf_snowflake() > :ahead AS continues_above;
 CREATE ROLE leaf_sf_user;
 SET ROLE leaf_sf_user;
 SET leaf.test_clock_offset_ms = 1;
-SELECT leaf_snowflake() > 0 AS ordinary_users_may_generate;
+-- and taking IDs needs EXECUTE, as a sequence needs USAGE
+SELECT leaf_snowflake() > 0 AS ungranted_users_may_generate;
 RESET ROLE;
+GRANT EXECUTE ON FUNCTION leaf_snowflake() TO leaf_sf_user;
+SET ROLE leaf_sf_user;
+SELECT leaf_snowflake() > 0 AS granted_users_may_generate;
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION leaf_snowflake() FROM leaf_sf_user;
 DROP ROLE leaf_sf_user;
 
 -- settings that need a restart cannot be changed in a session

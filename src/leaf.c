@@ -180,6 +180,7 @@ _PG_init(void)
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = leaf_shmem_startup;
 	leaf_utility_init();
+	leaf_drop_guard_init();
 
 	leaf_preloaded = true;
 }

@@ -64,6 +64,7 @@
 #define ERRCODE_LEAF_PUBLIC_ID_NO_KEY	MAKE_SQLSTATE('L','F','0','0','8')
 #define ERRCODE_LEAF_PUBLIC_ID_KEY_INVALID MAKE_SQLSTATE('L','F','0','0','9')
 #define ERRCODE_LEAF_DROP_WITH_COUNTERS	MAKE_SQLSTATE('L','F','0','1','0')
+#define ERRCODE_LEAF_ALLOC_SHAPE		MAKE_SQLSTATE('L','F','0','1','1')
 #define ERRCODE_LEAF_CLOCK_BACKWARDS	MAKE_SQLSTATE('L','F','1','0','1')
 #define ERRCODE_LEAF_SNOWFLAKE_NOT_READY MAKE_SQLSTATE('L','F','1','0','2')
 #define ERRCODE_LEAF_TIMESTAMP_OVERFLOW	MAKE_SQLSTATE('L','F','1','0','3')
@@ -255,6 +256,19 @@ extern void leaf_remote_source(char *buf, size_t len);
 extern bool leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res);
 extern void leaf_report_source_changed(const char *tag, const char *detail) pg_attribute_noreturn();
 extern void leaf_report_promoted(const char *tag, const char *msg) pg_attribute_noreturn();
+
+/* ---------- leaf_alloc_shape.c ---------- */
+
+extern bool leaf_alloc_column_ok(const char *name, bool found, Oid typid,
+								 bool notnull, char *errbuf, size_t errlen);
+extern const char *leaf_alloc_column_values(void);
+extern bool leaf_alloc_persistence_ok(char relpersistence, char *errbuf,
+									  size_t errlen);
+extern bool leaf_alloc_shape_ok(Oid nsp, char *errbuf, size_t errlen);
+
+/* ---------- leaf_drop_guard.c ---------- */
+
+extern void leaf_drop_guard_init(void);
 
 /* ---------- leaf_utility.c ---------- */
 

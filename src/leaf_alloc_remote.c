@@ -105,6 +105,10 @@ typedef struct LeafSourceCheck
 								 * is not confirmed */
 	bool		have_tl;		/* out: leaf_alloc_source has a timeline
 								 * column (release 1.1) */
+	bool		fill_dboid;		/* out: the local source is recorded
+								 * without its database (before 1.2) */
+	bool		copied;			/* out: the local source is recorded for
+								 * another database: this one is a copy */
 	char		detail[LEAF_ERRMSG_LEN];	/* out: if not the same, or
 											 * promoted */
 } LeafSourceCheck;
@@ -377,6 +381,61 @@ leaf_shard_appname(char *buf, size_t len)
 }
 
 /*
+ * Is the remote leaf_alloc still of the shape the allocator reads (see
+ * leaf_alloc_shape.c)?  Asked once a connection; on a mismatch the
+ * connection is closed, so the next load asks again.
+ */
+static bool leaf_remote_shape_bad = false;	/* the last check failed */
+
+static bool
+leaf_remote_shape_ok(char *errbuf, size_t errlen)
+{
+	char		sql[sizeof(leaf_qual_table) + 512];
+	PGresult   *res;
+	bool		ok = true;
+	int			i;
+
+	snprintf(sql, sizeof(sql),
+			 "SELECT v.n, a.atttypid, a.attnotnull, c.relpersistence "
+			 "FROM (VALUES %s) AS v(n) "
+			 "CROSS JOIN pg_catalog.pg_class c "
+			 "LEFT JOIN pg_catalog.pg_attribute a "
+			 "ON a.attrelid OPERATOR(pg_catalog.=) c.oid "
+			 "AND a.attname OPERATOR(pg_catalog.=) v.n::pg_catalog.name "
+			 "AND NOT a.attisdropped "
+			 "WHERE c.oid OPERATOR(pg_catalog.=) '%s'::pg_catalog.regclass",
+			 leaf_alloc_column_values(), leaf_qual_table);
+	res = leaf_remote_exec(sql, 0, NULL, errbuf, errlen);
+	if (res == NULL)
+		return false;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) == 0)
+	{
+		leaf_remote_error("allocation database", res, errbuf, errlen);
+		ok = false;
+	}
+	for (i = 0; ok && i < PQntuples(res); i++)
+	{
+		char		persistence = PQgetvalue(res, i, 3)[0];
+		bool		found = !PQgetisnull(res, i, 1);
+
+		if (!leaf_alloc_persistence_ok(persistence, errbuf, errlen) ||
+			!leaf_alloc_column_ok(PQgetvalue(res, i, 0), found,
+								  found ? (Oid) strtoul(PQgetvalue(res, i, 1), NULL, 10) : InvalidOid,
+								  found && PQgetvalue(res, i, 2)[0] == 't',
+								  errbuf, errlen))
+		{
+			/* a failed query is retried like a connection; this is not */
+			leaf_remote_shape_bad = true;
+			ok = false;
+		}
+	}
+	PQclear(res);
+	if (!ok)
+		leaf_remote_disconnect();
+	return ok;
+}
+
+/*
  * Make sure there is a working connection; returns false with the reason
  * in errbuf.
  */
@@ -503,7 +562,7 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 	snprintf(leaf_remote_ident.address, sizeof(leaf_remote_ident.address),
 			 "%s:%s/%s", PQhost(leaf_conn), PQport(leaf_conn), PQdb(leaf_conn));
 	PQclear(res);
-	return true;
+	return leaf_remote_shape_ok(errbuf, errlen);
 }
 
 /*
@@ -646,8 +705,16 @@ leaf_remote_load_once(const LeafLoadJob *job, LeafLoadResult *res)
 												leaf_alloc_timeout_ms);
 	res->status = LEAF_LOAD_FAILED;
 	res->sqlstate = ERRCODE_CONNECTION_FAILURE;
+	leaf_remote_shape_bad = false;
 	if (!leaf_remote_connect(res->msg, sizeof(res->msg)))
+	{
+		if (leaf_remote_shape_bad)
+		{
+			res->status = LEAF_LOAD_FINAL;
+			res->sqlstate = ERRCODE_LEAF_ALLOC_SHAPE;
+		}
 		return;
+	}
 
 	/*
 	 * A server in recovery has no timeline of its own yet; if it were
@@ -769,8 +836,10 @@ leaf_same_source(const LeafSourceIdent *a, const LeafSourceIdent *b)
 {
 	if (a->remote != b->remote)
 		return false;
+	/* local: the same database (1.1 recorded none: taken as the same) */
 	if (!a->remote)
-		return true;
+		return !OidIsValid(a->dboid) || !OidIsValid(b->dboid) ||
+			a->dboid == b->dboid;
 	return a->sysid == b->sysid && a->dboid == b->dboid &&
 		a->extoid == b->extoid;
 }
@@ -779,7 +848,7 @@ static void
 leaf_describe_source(const LeafSourceIdent *id, char *buf, size_t len)
 {
 	if (!id->remote)
-		snprintf(buf, len, "the local leaf_alloc");
+		snprintf(buf, len, "the local leaf_alloc (database %u)", id->dboid);
 	else
 		snprintf(buf, len, "%s (system " INT64_FORMAT ", database %u, extension %u)",
 				 id->address, id->sysid, id->dboid, id->extoid);
@@ -860,6 +929,13 @@ leaf_source_check_txn(LeafSourceCheck *c)
 			rec.dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
 			rec.extoid = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
 		}
+		else
+		{
+			/* the database the counters belong to; NULL before 1.2 */
+			rec.dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
+			if (isnull)
+				rec.dboid = InvalidOid;
+		}
 		tl = SPI_getbinval(tup, desc, 7, &isnull);
 		if (!isnull)
 			rec.timeline = (uint32) DatumGetInt64(tl);
@@ -867,6 +943,9 @@ leaf_source_check_txn(LeafSourceCheck *c)
 		{
 			c->recorded = true;
 			c->same = leaf_same_source(&rec, c->cur);
+			c->fill_dboid = !rec.remote && !OidIsValid(rec.dboid) &&
+				!c->cur->remote;
+			c->copied = !rec.remote && !c->cur->remote && !c->same;
 			rec_timeline = rec.timeline;
 			d = SPI_getvalue(tup, desc, 6);
 			strlcpy(recorded_desc, d ? d : "?", sizeof(recorded_desc));
@@ -879,7 +958,11 @@ leaf_source_check_txn(LeafSourceCheck *c)
 		}
 	}
 
-	if (c->recorded && !c->same)
+	if (c->copied)
+		snprintf(c->detail, sizeof(c->detail),
+				 "The counters in leaf_alloc are those of %s, and this is database %u: a copy (CREATE DATABASE ... TEMPLATE, or a restored dump) would hand out the IDs of the original again.",
+				 recorded_desc, c->cur->dboid);
+	else if (c->recorded && !c->same)
 		snprintf(c->detail, sizeof(c->detail),
 				 "Segments came from %s; leaf.alloc_conninfo now leads to %s.",
 				 recorded_desc, cur_desc);
@@ -894,6 +977,17 @@ leaf_source_check_txn(LeafSourceCheck *c)
 	}
 
 	want_pending = (!c->same || c->promoted);
+	if (c->write && c->recorded && c->fill_dboid)
+	{
+		Oid			argtype = OIDOID;
+		Datum		value = ObjectIdGetDatum(c->cur->dboid);
+
+		if (SPI_execute_with_args(psprintf("UPDATE %s SET database_oid = $1 "
+										   "WHERE state OPERATOR(pg_catalog.=) 'current'", tbl),
+								  1, &argtype, &value, NULL,
+								  false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not update leaf_alloc_source");
+	}
 	if (c->write &&
 		(!c->recorded || (want_pending && !pending_same) ||
 		 (!want_pending && have_pending) ||
@@ -921,7 +1015,7 @@ leaf_source_check_txn(LeafSourceCheck *c)
 			values[5] = CStringGetTextDatum(cur_desc);
 			values[6] = Int64GetDatum((int64) c->cur->timeline);
 			if (!c->cur->remote)
-				nulls[2] = nulls[3] = nulls[4] = 'n';
+				nulls[2] = nulls[4] = 'n';
 			if (c->cur->timeline == 0)
 				nulls[6] = 'n';
 			if (SPI_execute_with_args(psprintf("INSERT INTO %s (state, kind, system_identifier, "
@@ -1056,6 +1150,7 @@ leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res)
 
 	memset(&local, 0, sizeof(local));
 	local.remote = false;
+	local.dboid = MyDatabaseId;
 	local.timeline = GetWALInsertionTimeLine();
 	return leaf_source_check(&local, job, res);
 }

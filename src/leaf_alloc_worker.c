@@ -406,6 +406,13 @@ leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
 		res->status = LEAF_LOAD_EXT_GONE;
 		return;
 	}
+	/* never read a column as a type it no longer has */
+	if (!leaf_alloc_shape_ok(nsp, res->msg, sizeof(res->msg)))
+	{
+		res->status = LEAF_LOAD_FINAL;
+		res->sqlstate = ERRCODE_LEAF_ALLOC_SHAPE;
+		return;
+	}
 	leaf_prepare_plans(nsp);
 
 	args[0] = CStringGetTextDatum(job->tag);
@@ -416,10 +423,18 @@ leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
 		res->status = LEAF_LOAD_TAG_GONE;
 		return;
 	}
+	/* the plan was made for the columns checked above; make sure */
+	if (SPI_gettypeid(SPI_tuptable->tupdesc, 1) != INT8OID ||
+		SPI_gettypeid(SPI_tuptable->tupdesc, 2) != INT4OID)
+		elog(ERROR, "leaf_alloc.max_id or leaf_alloc.step changed type during a load");
 	max_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 										 SPI_tuptable->tupdesc, 1, &isnull));
+	if (isnull)
+		elog(ERROR, "leaf_alloc.max_id of biz_tag \"%s\" is NULL", job->tag);
 	row_step = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 										   SPI_tuptable->tupdesc, 2, &isnull));
+	if (isnull)
+		elog(ERROR, "leaf_alloc.step of biz_tag \"%s\" is NULL", job->tag);
 
 	if (!leaf_plan_segment(job, max_id, row_step, res))
 		return;

@@ -690,6 +690,13 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 			leaf_report_source_changed(tag, msg);
 		if (sqlstate == ERRCODE_LEAF_ALLOC_PROMOTED)
 			leaf_report_promoted(tag, msg);
+		if (sqlstate == ERRCODE_LEAF_ALLOC_SHAPE)
+			ereport(ERROR,
+					(errcode(sqlstate),
+					 errmsg("refusing to allocate a segment for biz_tag \"%s\": %s",
+							tag, msg),
+					 errdetail("The allocator reads max_id as bigint and step as integer, both NOT NULL, from a logged table; anything else could repeat IDs."),
+					 errhint("Put leaf_alloc back as the extension created it (ALTER TABLE ... ALTER COLUMN ... TYPE, SET NOT NULL, SET LOGGED).")));
 		ereport(ERROR,
 				(errcode(sqlstate),
 				 errmsg("could not allocate a segment for biz_tag \"%s\"", tag),
@@ -1040,6 +1047,7 @@ leaf_segments(PG_FUNCTION_ARGS)
 		Datum		values[20];
 		bool		nulls[20];
 		char	   *dbname;
+		NameData	dbnamedata;
 		LeafSegment *cur;
 		LeafSegment *nxt;
 		int			j = 0;
@@ -1061,7 +1069,9 @@ leaf_segments(PG_FUNCTION_ARGS)
 		dbname = get_database_name(copy.dboid);
 		if (dbname == NULL)
 			continue;
-		values[j++] = CStringGetDatum(dbname);
+		/* a name column is NAMEDATALEN bytes, whatever the name's length */
+		namestrcpy(&dbnamedata, dbname);
+		values[j++] = NameGetDatum(&dbnamedata);
 		values[j++] = CStringGetTextDatum(copy.tag);
 		if (cur->max > cur->start)
 		{

@@ -886,6 +886,14 @@ leaf_snowflake_nextvals(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("number of snowflake IDs must not be negative")));
+	/* as for leaf_segment_nextvals: the IDs are materialised */
+	if (want > LEAF_MAX_NEXTVALS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("cannot take more than %d snowflake IDs in one call",
+						LEAF_MAX_NEXTVALS),
+				 errdetail("%d IDs were asked for.", want),
+				 errhint("Call leaf_snowflake_nextvals several times.")));
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
@@ -917,6 +925,7 @@ leaf_snowflake_nextvals(PG_FUNCTION_ARGS)
 								 &value, &isnull);
 		}
 		want -= todo;
+		CHECK_FOR_INTERRUPTS();
 	}
 
 	return (Datum) 0;

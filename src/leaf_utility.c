@@ -5,15 +5,15 @@
  *
  * An allocator worker stays connected to its database.  Left alone, it
  * would make DROP DATABASE, ALTER DATABASE ... RENAME and CREATE DATABASE
- * ... TEMPLATE fail with "database is being accessed by other users".
+ * (from the template it serves, template1 if none is named) fail with
+ * "database is being accessed by other users".
  * Before such a command (or ALTER DATABASE ... SET TABLESPACE) runs, the
  * worker of that database is asked to exit; a later call of
  * leaf_segment_nextval there starts a new one.  Once DROP DATABASE has
  * run, the database's tag slots are freed.  A worker stopped this way
  * exits with a LOG line, not with FATAL as after pg_terminate_backend.
  *
- * DROP EXTENSION leaf is refused while leaf_alloc or leaf_alloc_retired
- * has rows, unless leaf.allow_drop_with_counters is on.
+ * (Drops of leaf's tables of counters are checked in leaf_drop_guard.c.)
  *
  *-------------------------------------------------------------------------
  */
@@ -21,15 +21,17 @@
 
 #include <signal.h>
 
+#include "access/htup_details.h"
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/wait_event.h"
 
 #include "leaf.h"
@@ -110,6 +112,21 @@ leaf_owned_database(const char *dbname)
 	return InvalidOid;
 }
 
+/* Is the database marked as a template (datistemplate)? */
+static bool
+leaf_database_is_template(Oid dboid)
+{
+	HeapTuple	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
+	bool		istemplate = false;
+
+	if (HeapTupleIsValid(tup))
+	{
+		istemplate = ((Form_pg_database) GETSTRUCT(tup))->datistemplate;
+		ReleaseSysCache(tup);
+	}
+	return istemplate;
+}
+
 static void
 leaf_stop_worker_of(const char *dbname)
 {
@@ -117,70 +134,6 @@ leaf_stop_worker_of(const char *dbname)
 
 	if (OidIsValid(dboid))
 		leaf_stop_alloc_worker(dboid);
-}
-
-/* Rows of one of leaf's tables in schema nsp, or 0 if it is not there. */
-static int64
-leaf_count_rows(Oid nsp, const char *relname)
-{
-	int64		n = 0;
-	bool		isnull;
-
-	if (!OidIsValid(get_relname_relid(relname, nsp)))
-		return 0;
-	if (SPI_execute(psprintf("SELECT count(*) FROM %s.%s",
-							 quote_identifier(get_namespace_name(nsp)),
-							 quote_identifier(relname)), true, 0) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not count the rows of %s", relname);
-	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-									SPI_tuptable->tupdesc, 1, &isnull));
-	return n;
-}
-
-/*
- * DROP EXTENSION leaf drops leaf_alloc and leaf_alloc_retired, and with
- * them every counter of the database: a tag created again afterwards
- * would start over and hand out its IDs a second time.  Refuse it while
- * they have rows, unless leaf.allow_drop_with_counters is on.
- */
-static void
-leaf_check_drop_extension(DropStmt *stmt)
-{
-	ListCell   *lc;
-	bool		drops_leaf = false;
-	Oid			extoid;
-	Oid			nsp;
-	int64		tags;
-	int64		marks;
-
-	foreach(lc, stmt->objects)
-	{
-		Node	   *obj = (Node *) lfirst(lc);
-
-		if (IsA(obj, String) && strcmp(strVal(obj), "leaf") == 0)
-			drops_leaf = true;
-	}
-	if (!drops_leaf || leaf_allow_drop_with_counters)
-		return;
-	nsp = leaf_extension_namespace(&extoid);
-	if (!OidIsValid(extoid))
-		return;					/* not there: DROP says so, or IF EXISTS */
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	tags = leaf_count_rows(nsp, "leaf_alloc");
-	marks = leaf_count_rows(nsp, "leaf_alloc_retired");
-	SPI_finish();
-
-	if (tags > 0 || marks > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_LEAF_DROP_WITH_COUNTERS),
-				 errmsg("cannot drop extension leaf while leaf_alloc holds counters"),
-				 errdetail("Dropping the extension drops leaf_alloc (" INT64_FORMAT " rows) and leaf_alloc_retired (" INT64_FORMAT " rows), and a biz_tag created again afterwards would hand out its IDs again.",
-						   tags, marks),
-				 errhint("Save them first, for example with pg_dump -t '%s.leaf_alloc*' --data-only; then SET leaf.allow_drop_with_counters = on in this session and drop the extension again.",
-						 get_namespace_name(nsp))));
 }
 
 static void
@@ -192,10 +145,7 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	Node	   *parsetree = pstmt->utilityStmt;
 	Oid			dropped = InvalidOid;
 
-	if (IsA(parsetree, DropStmt) &&
-		((DropStmt *) parsetree)->removeType == OBJECT_EXTENSION)
-		leaf_check_drop_extension((DropStmt *) parsetree);
-	else if (IsA(parsetree, DropdbStmt))
+	if (IsA(parsetree, DropdbStmt))
 	{
 		dropped = leaf_owned_database(((DropdbStmt *) parsetree)->dbname);
 		if (OidIsValid(dropped))
@@ -220,14 +170,28 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	else if (IsA(parsetree, CreatedbStmt))
 	{
 		ListCell   *lc;
+		const char *template = "template1";	/* as CREATE DATABASE's */
+		Oid			dboid;
 
 		foreach(lc, ((CreatedbStmt *) parsetree)->options)
 		{
 			DefElem    *opt = (DefElem *) lfirst(lc);
 
 			if (strcmp(opt->defname, "template") == 0 && opt->arg != NULL)
-				leaf_stop_worker_of(defGetString(opt));
+				template = defGetString(opt);
 		}
+
+		/*
+		 * Whoever may copy the template may have its allocator stopped:
+		 * its owner, or anyone with CREATEDB if it is a template.  Else an
+		 * allocator that any caller can start there would make CREATE
+		 * DATABASE fail for everyone.
+		 */
+		dboid = leaf_seg != NULL ? get_database_oid(template, true) : InvalidOid;
+		if (OidIsValid(dboid) &&
+			(leaf_database_is_template(dboid) ||
+			 pg_database_ownercheck(dboid, GetUserId())))
+			leaf_stop_alloc_worker(dboid);
 	}
 
 	if (prev_ProcessUtility)

@@ -3,7 +3,8 @@
 
 # leaf_alloc is an extension configuration table: its rows survive
 # pg_dump and restore, and a restored tag goes on above every ID handed
-# out before the dump.
+# out before the dump, once a superuser has confirmed that the restored
+# database is not a copy beside a running original.
 
 use strict;
 use warnings;
@@ -46,6 +47,17 @@ is( $node->safe_psql('dst',
 	'the rows of leaf_alloc survive pg_dump and restore');
 is($node->safe_psql('dst', 'SELECT count(*) FROM orders'),
 	250, 'and so does the table that uses the tag');
+
+# The restore is another database with the same counters: were the
+# original to go on, both would hand out the same IDs.  So it is refused
+# (LF006) until a superuser confirms it, as for a change of allocation
+# database.
+my ($refused, $why) = LeafTest::sqlstate($node, 'dst',
+	q{INSERT INTO orders (note) VALUES ('before the confirmation')});
+is($refused, 'LF006', 'the restored database is refused as a copy until confirmed');
+like($why, qr/a copy \(CREATE DATABASE \.\.\. TEMPLATE, or a restored dump\)/, 'and the detail says why');
+like($node->safe_psql('dst', 'SELECT leaf_alloc_source_confirm()'),
+	qr/^the local leaf_alloc \(database \d+\)$/, 'a superuser confirms it');
 
 # the restored database hands out IDs above everything handed out before
 $node->safe_psql('dst', q{INSERT INTO orders (note) VALUES ('after restore')});

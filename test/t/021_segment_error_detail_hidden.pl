@@ -22,7 +22,8 @@ my $node = LeafTest::new_node('detail');
 $node->safe_psql(
 	'postgres', q{
 SELECT leaf_segment_create('held', step => 10);
-CREATE ROLE app LOGIN;});
+CREATE ROLE app LOGIN;
+GRANT EXECUTE ON FUNCTION leaf_segment_nextval(text) TO app;});
 
 my $holder = LeafTest::start_psql_script($node, 'postgres',
 	"BEGIN;\nSELECT 'locked' FROM leaf_alloc WHERE biz_tag = 'held' FOR UPDATE;\n"

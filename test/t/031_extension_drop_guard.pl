@@ -25,15 +25,21 @@ $node->safe_psql('postgres', q[
 	SELECT leaf_segment_nextval('kept');
 	CREATE TABLE t (id bigint DEFAULT leaf_segment_nextval('kept'));]);
 
-for my $sql ('DROP EXTENSION leaf', 'DROP EXTENSION leaf CASCADE',
-	'DROP EXTENSION IF EXISTS pg_nope, leaf CASCADE')
+# without CASCADE, the column default that depends on leaf stops it first
+($state, $err) = LeafTest::sqlstate($node, 'postgres', 'DROP EXTENSION leaf');
+is($state, '2BP01', 'refused without CASCADE: a column default depends on it');
+for my $sql ('DROP EXTENSION leaf CASCADE',
+	'DROP EXTENSION IF EXISTS pg_nope, leaf CASCADE',
+	'DROP SCHEMA public CASCADE')
 {
 	($state, $err) = LeafTest::sqlstate($node, 'postgres', $sql);
 	is($state, 'LF010', "refused with counters: $sql");
 }
+($state, $err) = LeafTest::sqlstate($node, 'postgres', 'DROP EXTENSION leaf CASCADE');
 like($err, qr/cannot drop extension leaf while leaf_alloc holds counters/, 'the message says why');
 like($err, qr/leaf_alloc \(1 rows\) and leaf_alloc_retired \(0 rows\)/, 'the detail counts the rows');
-like($err, qr/HINT:.*pg_dump.*SET leaf\.allow_drop_with_counters = on/, 'the hint says to save them, then how to confirm');
+like($err, qr/HINT:.*save the counters in the same transaction.*SET LOCAL leaf\.allow_drop_with_counters = on/,
+	'the hint says to save them in the transaction of the drop, and how to confirm');
 is($node->safe_psql('postgres', q[SELECT max_id > 1 FROM leaf_alloc WHERE biz_tag = 'kept']),
 	't', 'the counter is still there');
 

@@ -23,7 +23,8 @@ leaf.heartbeat_interval = '500ms'
 leaf.wait_timeout = '1s'
 ]);
 $node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf; CREATE ROLE app LOGIN');
+$node->safe_psql('postgres', 'CREATE EXTENSION leaf; CREATE ROLE app LOGIN;
+	GRANT EXECUTE ON FUNCTION leaf_snowflake() TO app');
 
 my ($state, $err) = LeafTest::sqlstate($node, 'postgres',
 	'SET ROLE app; SELECT node_address FROM leaf_snowflake_status()');
@@ -32,7 +33,7 @@ is($state, '42501', 'an ordinary role may not call leaf_snowflake_status()');
 	'SET ROLE app; SELECT * FROM leaf_snowflake_status');
 is($state, '42501', 'nor read the view');
 ($state) = LeafTest::sqlstate($node, 'postgres', 'SET ROLE app; SELECT leaf_snowflake()');
-is($state, undef, 'but may generate IDs');
+is($state, undef, 'but may generate IDs, once granted EXECUTE');
 
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'ready');
 

@@ -1,0 +1,234 @@
+--
+-- security: every attack on leaf's SQL surface, made as the role that
+-- would try it (a database owner, a CREATEDB role, a role that may only
+-- connect), and the refusal it gets
+--
+\set VERBOSITY default
+SELECT current_user AS superuser \gset
+CREATE ROLE leaf_sec_owner LOGIN;			-- owns a database, nothing more
+CREATE ROLE leaf_sec_creator LOGIN CREATEDB;
+CREATE ROLE leaf_sec_plain LOGIN;			-- may connect, nothing more
+CREATE ROLE leaf_sec_app LOGIN;				-- granted what an application needs
+CREATE DATABASE leaf_sec OWNER leaf_sec_owner;
+\c leaf_sec :superuser
+CREATE EXTENSION leaf;
+SELECT leaf_segment_create('order', step => 10);
+SELECT leaf_segment_nextval('order');
+CREATE FUNCTION public.make_superuser() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE format('ALTER ROLE %I SUPERUSER', session_user);
+	RETURN NEW;
+END
+$$;
+
+--
+-- 1. A database owner: on PostgreSQL 15 it owns schema public, where leaf
+-- is.  It moves leaf's schema aside and puts a table of its own, with a
+-- trigger that makes it superuser, where leaf_alloc_retired was.
+--
+\c leaf_sec leaf_sec_owner
+ALTER SCHEMA public RENAME TO leaf_home;
+CREATE SCHEMA public;
+CREATE TABLE public.leaf_alloc_retired (biz_tag varchar(128) PRIMARY KEY,
+	max_id bigint, retired_at timestamptz DEFAULT now());
+CREATE TRIGGER escalate BEFORE INSERT ON public.leaf_alloc_retired
+	FOR EACH ROW EXECUTE FUNCTION leaf_home.make_superuser();
+-- leaf's SECURITY DEFINER trigger functions cannot be put on its own table
+CREATE TEMP TABLE bait (biz_tag varchar(128), max_id bigint);
+INSERT INTO bait VALUES ('order', 9223372036854775000);
+CREATE TRIGGER bait BEFORE DELETE ON bait
+	FOR EACH ROW EXECUTE FUNCTION leaf_home.leaf_alloc_retire();
+CREATE TRIGGER bait BEFORE INSERT ON bait
+	FOR EACH ROW EXECUTE FUNCTION leaf_home.leaf_alloc_admit();
+CREATE TRIGGER bait BEFORE UPDATE ON bait
+	FOR EACH ROW EXECUTE FUNCTION leaf_home.leaf_alloc_guard();
+-- nor can the owner drop the counters, with the schema or the extension
+DROP SCHEMA leaf_home CASCADE;
+DROP EXTENSION leaf CASCADE;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'leaf_sec_owner';
+
+--
+-- Even attached by a superuser, they fire on leaf_alloc only.
+--
+\c leaf_sec :superuser
+CREATE TABLE public.bait (biz_tag varchar(128), max_id bigint);
+INSERT INTO public.bait VALUES ('order', 9223372036854775000);
+CREATE TRIGGER bait BEFORE DELETE ON public.bait
+	FOR EACH ROW EXECUTE FUNCTION leaf_home.leaf_alloc_retire();
+DELETE FROM public.bait;
+DROP TRIGGER bait ON public.bait;
+CREATE TRIGGER bait BEFORE INSERT ON public.bait
+	FOR EACH ROW EXECUTE FUNCTION leaf_home.leaf_alloc_admit();
+INSERT INTO public.bait VALUES ('order', 1);
+DROP TABLE public.bait;
+
+--
+-- After the rename, leaf works on in its schema: the mark of a deleted tag
+-- goes into leaf's own leaf_alloc_retired (the owner's table stays empty,
+-- and its trigger never runs), and the tag comes back above it.
+--
+SELECT leaf_home.leaf_segment_nextval('order');
+DELETE FROM leaf_home.leaf_alloc WHERE biz_tag = 'order';
+SELECT biz_tag, max_id FROM leaf_home.leaf_alloc_retired;
+SELECT count(*) AS rows_in_the_owners_table FROM public.leaf_alloc_retired;
+SELECT leaf_home.leaf_segment_create('order', step => 10);
+SELECT max_id FROM leaf_home.leaf_alloc WHERE biz_tag = 'order';
+-- (the rest of the segment cached before the DELETE is served first)
+SELECT leaf_home.leaf_segment_nextval('order');
+SELECT rolsuper FROM pg_roles WHERE rolname = 'leaf_sec_owner';
+UPDATE leaf_home.leaf_alloc SET max_id = 1 WHERE biz_tag = 'order';
+SELECT leaf_home.leaf_alloc_source_confirm();
+DROP SCHEMA public CASCADE;
+ALTER SCHEMA leaf_home RENAME TO public;
+
+--
+-- 2. A role that may only connect: it may take no IDs, compute no public
+-- IDs, lock or write no counters, and read no view.
+--
+\c leaf_sec leaf_sec_plain
+SELECT leaf_segment_nextval('order');
+SELECT count(*) FROM leaf_segment_nextvals('order', 1000000);
+SELECT leaf_snowflake();
+SELECT count(*) FROM leaf_snowflake_nextvals(1000);
+SELECT leaf_public_id(1);
+SELECT leaf_private_id(1);
+SELECT leaf_public_id_text(1);
+SELECT leaf_private_id_text('00000000000');
+CREATE TEMP TABLE bait (biz_tag varchar(128), max_id bigint);
+CREATE TRIGGER bait BEFORE INSERT ON bait
+	FOR EACH ROW EXECUTE FUNCTION leaf_alloc_admit();
+CREATE TRIGGER bait BEFORE DELETE ON bait
+	FOR EACH ROW EXECUTE FUNCTION leaf_alloc_retire();
+BEGIN;
+LOCK TABLE leaf_alloc IN ACCESS SHARE MODE;
+ROLLBACK;
+BEGIN;
+LOCK TABLE leaf_alloc_retired IN ACCESS SHARE MODE;
+ROLLBACK;
+SELECT leaf_segment_create('plain');
+INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('plain', 1, 10);
+UPDATE leaf_alloc SET max_id = 9223372036854775000;
+DELETE FROM leaf_alloc;
+SELECT * FROM leaf_alloc_retired;
+SELECT * FROM leaf_alloc_source;
+SELECT leaf_alloc_source_confirm();
+SELECT count(*) FROM leaf_segments;
+SELECT count(*) FROM leaf_snowflake_status;
+-- what stays open to everyone: it reads nothing and takes nothing
+SELECT worker_id, sequence FROM leaf_snowflake_decode((1::bigint << 22) | (5 << 12) | 7);
+SELECT leaf_check_tag('fine');
+
+--
+-- 3. An application role, granted EXECUTE: it takes IDs, through a column
+-- default too; a role with INSERT on the table but no grant does not.
+--
+\c leaf_sec :superuser
+GRANT EXECUTE ON FUNCTION leaf_segment_nextval(text) TO leaf_sec_app;
+GRANT EXECUTE ON FUNCTION leaf_snowflake() TO leaf_sec_app;
+CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT leaf_segment_nextval('order'),
+	sf bigint NOT NULL DEFAULT leaf_snowflake(), note text);
+GRANT INSERT, SELECT ON orders TO leaf_sec_app, leaf_sec_plain;
+\c leaf_sec leaf_sec_app
+INSERT INTO orders (note) VALUES ('by the application');
+SELECT id, sf > 0 AS snowflake FROM orders WHERE note = 'by the application';
+SELECT count(*) FROM leaf_segment_nextvals('order', 10);
+\c leaf_sec leaf_sec_plain
+INSERT INTO orders (note) VALUES ('by a role without the grant');
+
+--
+-- 4. A CREATEDB role, and a template with leaf in it (as template1 may
+-- be): the database it creates is its own, and schema public with it.
+--
+\c leaf_sec :superuser
+CREATE DATABASE leaf_sec_template;
+\c leaf_sec_template :superuser
+CREATE EXTENSION leaf;
+SELECT leaf_segment_create('order', step => 10);
+SELECT leaf_segment_nextval('order');
+ALTER DATABASE leaf_sec_template IS_TEMPLATE true;
+\c leaf_sec leaf_sec_creator
+CREATE DATABASE leaf_sec_mine TEMPLATE leaf_sec_template;
+\c leaf_sec_mine leaf_sec_creator
+ALTER SCHEMA public RENAME TO leaf_home;
+CREATE SCHEMA public;
+CREATE TEMP TABLE bait (biz_tag varchar(128), max_id bigint);
+CREATE TRIGGER bait BEFORE DELETE ON bait
+	FOR EACH ROW EXECUTE FUNCTION leaf_home.leaf_alloc_retire();
+CREATE TRIGGER bait BEFORE INSERT ON bait
+	FOR EACH ROW EXECUTE FUNCTION leaf_home.leaf_alloc_admit();
+DROP SCHEMA leaf_home CASCADE;
+DROP OWNED BY leaf_sec_creator CASCADE;
+SELECT count(*) FROM leaf_home.leaf_alloc;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'leaf_sec_creator';
+
+--
+-- 5. A copy of a database that has handed out IDs shares its counters:
+-- it is refused (LF006) until a superuser confirms it.  The copy made
+-- from the template above never loaded a segment of its own.
+--
+\c leaf_sec_mine :superuser
+\set VERBOSITY terse
+SELECT leaf_home.leaf_segment_nextval('order');
+\set VERBOSITY default
+SELECT state, kind FROM leaf_home.leaf_alloc_source ORDER BY state;
+SELECT leaf_home.leaf_alloc_source_confirm() LIKE 'the local leaf_alloc (database %)' AS confirmed;
+SELECT leaf_home.leaf_segment_nextval('order');
+-- the original goes on, unaffected
+\c leaf_sec_template :superuser
+SELECT leaf_segment_nextval('order');
+SELECT state, kind, database_oid = (SELECT oid FROM pg_database WHERE datname = current_database()) AS this_database
+  FROM leaf_alloc_source;
+
+--
+-- 6. Superusers by accident: a counter table changed under the allocator
+-- is refused (LF011), never read as another type.
+--
+\c leaf_sec :superuser
+SELECT leaf_segment_create('shape', step => 10);
+ALTER TABLE leaf_alloc ALTER COLUMN max_id TYPE numeric;
+SELECT leaf_segment_nextval('shape');
+ALTER TABLE leaf_alloc ALTER COLUMN max_id TYPE bigint;
+SELECT leaf_segment_nextval('shape');
+ALTER TABLE leaf_alloc ALTER COLUMN step DROP NOT NULL;
+SELECT leaf_segment_create('shape2', step => 10);
+SELECT leaf_segment_nextval('shape2');
+ALTER TABLE leaf_alloc ALTER COLUMN step SET NOT NULL;
+ALTER TABLE leaf_alloc SET UNLOGGED;
+SELECT leaf_segment_nextval('shape2');
+ALTER TABLE leaf_alloc SET LOGGED;
+SELECT leaf_segment_nextval('shape2');
+
+-- batch functions are bounded
+SELECT count(*) FROM leaf_snowflake_nextvals(1000001);
+
+--
+-- The superuser's own drops are guarded too, unless it says so.
+--
+DROP EXTENSION leaf CASCADE;
+BEGIN;
+SET LOCAL leaf.allow_drop_with_counters = on;
+DROP EXTENSION leaf CASCADE;
+ROLLBACK;
+SELECT extname FROM pg_extension WHERE extname = 'leaf';
+
+-- DROP OWNED BY the role that created the extension
+CREATE ROLE leaf_sec_super SUPERUSER LOGIN;
+CREATE DATABASE leaf_sec_scratch;
+\c leaf_sec_scratch leaf_sec_super
+CREATE EXTENSION leaf;
+SELECT leaf_segment_create('order');
+DROP OWNED BY leaf_sec_super;
+SELECT extname FROM pg_extension WHERE extname = 'leaf';
+
+\c contrib_regression :superuser
+DROP DATABASE leaf_sec_scratch;
+DROP ROLE leaf_sec_super;
+DROP DATABASE leaf_sec;
+DROP DATABASE leaf_sec_mine;
+ALTER DATABASE leaf_sec_template IS_TEMPLATE false;
+DROP DATABASE leaf_sec_template;
+DROP ROLE leaf_sec_owner;
+DROP ROLE leaf_sec_creator;
+DROP ROLE leaf_sec_plain;
+DROP ROLE leaf_sec_app;
