@@ -68,16 +68,21 @@ DROP TABLE public.bait;
 -- goes into leaf's own leaf_alloc_retired (the owner's table stays empty,
 -- and its trigger never runs), and the tag comes back above it.
 --
-SELECT leaf_home.leaf_segment_nextval('order');
+SELECT leaf_home.leaf_segment_nextval('order') AS before_delete \gset
 DELETE FROM leaf_home.leaf_alloc WHERE biz_tag = 'order';
-SELECT biz_tag, max_id FROM leaf_home.leaf_alloc_retired;
+SELECT biz_tag, max_id > :before_delete AS above_every_id_handed_out
+  FROM leaf_home.leaf_alloc_retired;
 SELECT count(*) AS rows_in_the_owners_table FROM public.leaf_alloc_retired;
+SET client_min_messages = warning;	-- the NOTICE names the mark
 SELECT leaf_home.leaf_segment_create('order', step => 10);
-SELECT max_id FROM leaf_home.leaf_alloc WHERE biz_tag = 'order';
--- (the rest of the segment cached before the DELETE is served first)
-SELECT leaf_home.leaf_segment_nextval('order');
+RESET client_min_messages;
+SELECT a.max_id = r.max_id AS starts_at_its_mark
+  FROM leaf_home.leaf_alloc a JOIN leaf_home.leaf_alloc_retired r USING (biz_tag);
+SELECT leaf_home.leaf_segment_nextval('order') > :before_delete AS above_every_earlier_id;
 SELECT rolsuper FROM pg_roles WHERE rolname = 'leaf_sec_owner';
+\set VERBOSITY terse
 UPDATE leaf_home.leaf_alloc SET max_id = 1 WHERE biz_tag = 'order';
+\set VERBOSITY default
 SELECT leaf_home.leaf_alloc_source_confirm();
 DROP SCHEMA public CASCADE;
 ALTER SCHEMA leaf_home RENAME TO public;
@@ -131,7 +136,8 @@ CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT leaf_segment_nextval('order')
 GRANT INSERT, SELECT ON orders TO leaf_sec_app, leaf_sec_plain;
 \c leaf_sec leaf_sec_app
 INSERT INTO orders (note) VALUES ('by the application');
-SELECT id, sf > 0 AS snowflake FROM orders WHERE note = 'by the application';
+SELECT id > :before_delete AS segment_id, sf > 0 AS snowflake_id
+  FROM orders WHERE note = 'by the application';
 SELECT count(*) FROM leaf_segment_nextvals('order', 10);
 \c leaf_sec leaf_sec_plain
 INSERT INTO orders (note) VALUES ('by a role without the grant');
@@ -172,6 +178,8 @@ SELECT rolsuper FROM pg_roles WHERE rolname = 'leaf_sec_creator';
 SELECT leaf_home.leaf_segment_nextval('order');
 \set VERBOSITY default
 SELECT state, kind FROM leaf_home.leaf_alloc_source ORDER BY state;
+-- counters of its own, then the confirmation
+UPDATE leaf_home.leaf_alloc SET max_id = 1000000;
 SELECT leaf_home.leaf_alloc_source_confirm() LIKE 'the local leaf_alloc (database %)' AS confirmed;
 SELECT leaf_home.leaf_segment_nextval('order');
 -- the original goes on, unaffected
