@@ -99,6 +99,14 @@ SELECT leaf_segment_create('nearly', 100, 9223372036854775707);
 SELECT max(id), count(*) FROM leaf_segment_nextvals('nearly', 100) id;
 SELECT leaf_segment_nextval('nearly');
 SELECT max_id FROM leaf_alloc WHERE biz_tag = 'nearly';
+-- near the end, a dynamic step that has grown past what is left (400 of
+-- 300) gives way to the rest: every ID up to 2^63 - 2 is handed out
+SELECT leaf_segment_create('end', 100, 9223372036854775107);
+SELECT count(*), count(DISTINCT id), max(id)
+  FROM (SELECT leaf_segment_nextval('end') AS id FROM generate_series(1, 700)) s;
+\set VERBOSITY terse
+SELECT leaf_segment_nextval('end');
+\set VERBOSITY default
 
 -- TRUNCATE would forget every max_id: refused
 TRUNCATE leaf_alloc;

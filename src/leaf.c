@@ -29,6 +29,7 @@ void		_PG_init(void);
 int			leaf_max_tags = 1024;
 int			leaf_max_databases = 8;
 int			leaf_wait_timeout_ms = 5000;
+int			leaf_alloc_idle_timeout_ms = 60 * 1000;
 int			leaf_preload_percent = 10;
 int			leaf_segment_duration_ms = 15 * 60 * 1000;
 int			leaf_tag_refresh_ms = 10 * 1000;
@@ -116,6 +117,15 @@ _PG_init(void)
 							"twice as long halves it.",
 							&leaf_segment_duration_ms,
 							15 * 60 * 1000, 1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.alloc_idle_timeout",
+							"Sets how long an allocator worker with nothing to load stays before it exits.",
+							"The next load asked for in its database starts it again. 0 keeps allocators running.",
+							&leaf_alloc_idle_timeout_ms,
+							60 * 1000, 0, INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -74,6 +74,7 @@
 extern int	leaf_max_tags;
 extern int	leaf_max_databases;
 extern int	leaf_wait_timeout_ms;
+extern int	leaf_alloc_idle_timeout_ms;
 extern int	leaf_preload_percent;
 extern int	leaf_segment_duration_ms;
 extern int	leaf_tag_refresh_ms;

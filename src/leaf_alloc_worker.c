@@ -308,6 +308,15 @@ leaf_plan_segment(const LeafLoadJob *job, int64 max_id, int32 row_step,
 
 	res->step = leaf_dynamic_step(job, row_step, GetCurrentTimestamp());
 	size = Max(res->step, job->want);
+
+	/*
+	 * Near the end of the bigint range the dynamic step may be more than
+	 * is left: the last segment is what is left, down to the table's step
+	 * (or what the caller asked for).
+	 */
+	if (max_id >= 0 && max_id > PG_INT64_MAX - size &&
+		PG_INT64_MAX - max_id >= Max(row_step, job->want))
+		size = PG_INT64_MAX - max_id;
 	if (max_id > PG_INT64_MAX - size)
 	{
 		res->status = LEAF_LOAD_FINAL;
@@ -331,6 +340,7 @@ leaf_plan_segment(const LeafLoadJob *job, int64 max_id, int32 row_step,
  * again if the extension moves to another schema.
  */
 static SPIPlanPtr leaf_select_plan = NULL;
+static SPIPlanPtr leaf_exists_plan = NULL;
 static SPIPlanPtr leaf_update_plan = NULL;
 static Oid	leaf_plans_nsp = InvalidOid;
 
@@ -340,28 +350,40 @@ leaf_prepare_plans(Oid nsp)
 	Oid			argtypes[2] = {TEXTOID, INT8OID};
 	const char *qual = quote_identifier(get_namespace_name(nsp));
 	SPIPlanPtr	sel;
+	SPIPlanPtr	exists;
 	SPIPlanPtr	upd;
 
 	if (leaf_select_plan != NULL && leaf_plans_nsp == nsp)
 		return;
 
+	/*
+	 * SKIP LOCKED: a row that a caller's transaction holds must not hold up
+	 * the loads of the other tags behind it (the tag is retried later).
+	 */
 	sel = SPI_prepare(psprintf("SELECT max_id, step FROM %s.leaf_alloc "
 							   "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar "
-							   "FOR UPDATE", qual), 1, argtypes);
+							   "FOR UPDATE SKIP LOCKED", qual), 1, argtypes);
+	exists = SPI_prepare(psprintf("SELECT 1 FROM %s.leaf_alloc "
+								  "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
+								  qual), 1, argtypes);
 	upd = SPI_prepare(psprintf("UPDATE %s.leaf_alloc SET max_id = $2 "
 							   "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
 							   qual), 2, argtypes);
-	if (sel == NULL || upd == NULL)
+	if (sel == NULL || exists == NULL || upd == NULL)
 		elog(ERROR, "could not prepare the statements of a load: %s",
 			 SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(sel) != 0 || SPI_keepplan(upd) != 0)
+	if (SPI_keepplan(sel) != 0 || SPI_keepplan(exists) != 0 ||
+		SPI_keepplan(upd) != 0)
 		elog(ERROR, "could not keep the statements of a load");
 
 	if (leaf_select_plan != NULL)
 		SPI_freeplan(leaf_select_plan);
+	if (leaf_exists_plan != NULL)
+		SPI_freeplan(leaf_exists_plan);
 	if (leaf_update_plan != NULL)
 		SPI_freeplan(leaf_update_plan);
 	leaf_select_plan = sel;
+	leaf_exists_plan = exists;
 	leaf_update_plan = upd;
 	leaf_plans_nsp = nsp;
 }
@@ -420,7 +442,19 @@ leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
 		elog(ERROR, "could not read leaf_alloc");
 	if (SPI_processed == 0)
 	{
-		res->status = LEAF_LOAD_TAG_GONE;
+		/* gone, or locked by another transaction? */
+		if (SPI_execute_plan(leaf_exists_plan, args, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not read leaf_alloc");
+		if (SPI_processed == 0)
+		{
+			res->status = LEAF_LOAD_TAG_GONE;
+			return;
+		}
+		res->status = LEAF_LOAD_FAILED;
+		res->sqlstate = ERRCODE_LOCK_NOT_AVAILABLE;
+		snprintf(res->msg, sizeof(res->msg),
+				 "the row of biz_tag \"%s\" in leaf_alloc is locked by another transaction",
+				 job->tag);
 		return;
 	}
 	/* the plan was made for the columns checked above; make sure */
@@ -727,6 +761,47 @@ leaf_publish(const LeafLoadJob *job, const LeafLoadResult *res)
 }
 
 /*
+ * An allocator with nothing to load for leaf.alloc_idle_timeout gives its
+ * background worker process back, so that idle databases do not use up
+ * max_worker_processes; the next load asked for starts a new one
+ * (leaf_wake_worker).  The cached segments stay in shared memory and are
+ * served meanwhile.  The worker slot is given up under the exclusive
+ * lock, after a last look for loads asked for: a caller that asks later
+ * takes the lock after us, finds no worker, and launches one.  Returns
+ * false if a load was asked for after all.
+ */
+static bool
+leaf_worker_give_up_slot(void)
+{
+	bool		pending = false;
+	LeafWorkerSlot *w;
+	int			i;
+
+	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
+	for (i = 0; i < leaf_slots_in_use() && !pending; i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->generation != 0 && slot->dboid == leaf_worker_dboid &&
+			slot->loading && !slot->next_ready)
+			pending = true;
+		SpinLockRelease(&slot->mutex);
+	}
+	w = pending ? NULL : leaf_worker_slot_for(leaf_worker_dboid);
+	if (w != NULL && w->pid == MyProcPid)
+	{
+		SpinLockAcquire(&leaf_seg->mutex);
+		w->pid = 0;
+		w->latch = NULL;
+		SpinLockRelease(&leaf_seg->mutex);
+		w->dboid = InvalidOid;
+	}
+	LWLockRelease(leaf_seg->lock);
+	return !pending;
+}
+
+/*
  * Free every slot of this database, or only those of an older
  * incarnation of the extension if extoid is valid.
  */
@@ -754,6 +829,9 @@ leaf_free_own_slots(Oid extoid)
  * Do the loads callers asked for.  Returns the time in ms until a failed
  * load is due for a retry, or -1.
  */
+/* when this worker last had a load to do */
+static TimestampTz leaf_last_busy = 0;
+
 static long
 leaf_do_loads(void)
 {
@@ -805,6 +883,7 @@ leaf_do_loads(void)
 		}
 		if (njobs == 0)
 			break;
+		leaf_last_busy = now;
 
 		for (i = 0; i < njobs; i++)
 		{
@@ -852,6 +931,8 @@ leaf_do_loads(void)
 		}
 	}
 	pfree(jobs);
+	if (next_retry >= 0)
+		leaf_last_busy = GetCurrentTimestamp();	/* a retry is due */
 	return next_retry;
 }
 
@@ -1042,6 +1123,14 @@ leaf_alloc_worker_main(Datum main_arg)
 	 * (synchronous_commit is forced for each load: see leaf_alloc_local.)
 	 */
 	SetConfigOption("lock_timeout", "1000", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * Loads write in the worker's own transactions, never in a caller's:
+	 * a database (or role) with default_transaction_read_only still gets
+	 * IDs, as callers in read-only transactions always have.
+	 */
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET,
+					PGC_S_OVERRIDE);
 	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET,
 					PGC_S_OVERRIDE);
@@ -1052,6 +1141,7 @@ leaf_alloc_worker_main(Datum main_arg)
 	leaf_report_source();
 
 	next_refresh = 0;
+	leaf_last_busy = GetCurrentTimestamp();
 	for (;;)
 	{
 		long		timeout;
@@ -1085,6 +1175,24 @@ leaf_alloc_worker_main(Datum main_arg)
 		}
 		if (timeout < 0 || timeout > leaf_tag_refresh_ms)
 			timeout = leaf_tag_refresh_ms;
+
+		if (leaf_alloc_idle_timeout_ms > 0)
+		{
+			long		idle_left;
+
+			now = GetCurrentTimestamp();
+			idle_left = leaf_alloc_idle_timeout_ms -
+				TimestampDifferenceMilliseconds(leaf_last_busy, now);
+			if (idle_left <= 0 && leaf_worker_give_up_slot())
+			{
+				ereport(DEBUG1,
+						(errmsg("leaf allocator exiting for database \"%s\": nothing to load for %d ms",
+								leaf_worker_dbname, leaf_alloc_idle_timeout_ms)));
+				proc_exit(0);
+			}
+			if (idle_left > 0 && idle_left < timeout)
+				timeout = idle_left;
+		}
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

@@ -41,9 +41,11 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -369,6 +371,7 @@ leaf_tag_exists(Oid nsp, const char *tag)
 {
 	Oid			save_userid;
 	int			save_sec_context;
+	int			guc_nestlevel;
 	bool		exists = false;
 	char	   *sql;
 	Oid			argtypes[1] = {TEXTOID};
@@ -378,6 +381,23 @@ leaf_tag_exists(Oid nsp, const char *tag)
 				   "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
 				   quote_identifier(get_namespace_name(nsp)));
 	args[0] = CStringGetTextDatum(tag);
+
+	/*
+	 * A caller waits for a tag no longer than leaf.wait_timeout, even on
+	 * a lock on leaf_alloc (ALTER TABLE, LOCK TABLE): for this query,
+	 * lock_timeout is at most that.  The setting goes back when the query
+	 * is done, or with the (sub)transaction on an error.
+	 */
+	guc_nestlevel = NewGUCNestLevel();
+	if (LockTimeout == 0 || LockTimeout > leaf_wait_timeout_ms)
+	{
+		char		timeout[32];
+
+		snprintf(timeout, sizeof(timeout), "%d", leaf_wait_timeout_ms);
+		(void) set_config_option("lock_timeout", timeout, PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+								 false);
+	}
 
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
@@ -397,6 +417,7 @@ leaf_tag_exists(Oid nsp, const char *tag)
 		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 	PG_END_TRY();
+	AtEOXact_GUC(true, guc_nestlevel);
 
 	return exists;
 }

@@ -318,6 +318,13 @@ $node->safe_psql($db, q{
 	GRANT SELECT ON orders TO app;
 });
 my ($rc, $out);
+# the functions need EXECUTE (not granted to PUBLIC since 1.2)
+($rc, $out, $err) = $node->psql($db, 'SELECT leaf_public_id(1)',
+	connstr => $node->connstr($db) . ' user=app');
+like($err, qr/permission denied for function leaf_public_id/,
+	'a role without the grant cannot compute public IDs');
+$node->safe_psql($db,
+	'GRANT EXECUTE ON FUNCTION leaf_public_id(bigint, text), leaf_private_id(bigint, text) TO app');
 ($rc, $out, $err) = $node->psql($db, 'SHOW leaf.public_id_key_file',
 	connstr => $node->connstr($db) . ' user=app');
 like($err, qr/must be superuser or have privileges of pg_read_all_settings/,
