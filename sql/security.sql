@@ -43,6 +43,10 @@ CREATE TRIGGER bait BEFORE INSERT ON bait
 	FOR EACH ROW EXECUTE FUNCTION leaf_home.leaf_alloc_admit();
 CREATE TRIGGER bait BEFORE UPDATE ON bait
 	FOR EACH ROW EXECUTE FUNCTION leaf_home.leaf_alloc_guard();
+-- (with leaf_alloc_retire attached, this DELETE would write its row into
+-- the owner's table, as the extension's owner, and fire the trigger there)
+DELETE FROM bait;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'leaf_sec_owner';
 -- nor can the owner drop the counters, with the schema or the extension
 DROP SCHEMA leaf_home CASCADE;
 DROP EXTENSION leaf CASCADE;
