@@ -84,6 +84,7 @@
 typedef struct LeafSfCache
 {
 	bool		valid;
+	bool		damaged;		/* there, but unreadable or not valid */
 	bool		foreign;		/* written by another data directory */
 	char		bound_to[LEAF_SF_ID_LEN];	/* "" in files of version 1 */
 	int			worker_id;
@@ -327,9 +328,12 @@ leaf_cache_read(LeafSfCache *cache)
 	if (f == NULL)
 	{
 		if (errno != ENOENT)
+		{
+			cache->damaged = true;
 			ereport(LOG,
 					(errcode_for_file_access(),
 					 errmsg("could not open file \"%s\": %m", LEAF_SF_STATE_FILE)));
+		}
 		return;
 	}
 
@@ -380,6 +384,7 @@ leaf_cache_read(LeafSfCache *cache)
 		cache->valid = true;
 	else
 	{
+		cache->damaged = true;
 		ereport(LOG,
 				(errmsg("ignoring invalid snowflake state file \"%s\"",
 						LEAF_SF_STATE_FILE)));
@@ -1438,6 +1443,18 @@ leaf_snowflake_worker_main(Datum main_arg)
 		if (leaf_sf_worker_id < 0 || leaf_sf_worker_id > LEAF_SF_MAX_WORKER_ID)
 			leaf_not_ready("leaf.worker_id is %d, but must be between 0 and %d (or -1 to use ZooKeeper)",
 						   leaf_sf_worker_id, LEAF_SF_MAX_WORKER_ID);
+		else if (leaf_cache.damaged)
+		{
+			/*
+			 * Not the same as no file: the marks it held are lost, and the
+			 * clock may be behind the last ID issued (a crash, then a clock
+			 * set back).  ZooKeeper keeps marks of its own; a worker ID set
+			 * by hand has only this file.
+			 */
+			leaf_not_ready("\"%s\" is damaged, so the last timestamp issued with worker ID %d is not known; once this node has been stopped for longer than %d ms and its clock is right (or leaf.worker_id is set to a worker ID no node ever used), move the file away and restart the snowflake worker",
+						   LEAF_SF_STATE_FILE, leaf_sf_worker_id,
+						   2 * leaf_sf_heartbeat_ms + 1000);
+		}
 		else if (leaf_cache.foreign && leaf_mark_of(leaf_sf_worker_id) > 0)
 		{
 			/* a copy must not serve with the original's worker ID */
