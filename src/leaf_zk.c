@@ -419,6 +419,75 @@ leaf_cache_read(LeafSfCache *cache)
 }
 
 /*
+ * A state file that cannot be replaced (a read-only or full directory) is
+ * retried at every heartbeat, and whenever a caller finds the lease run
+ * out: its errors are logged once a minute, not each time.
+ */
+static TimestampTz leaf_write_failure_logged = 0;
+static int64 leaf_write_failures = 0;
+
+static bool
+leaf_cache_write_failed(int elevel)
+{
+	leaf_write_failures++;
+	if (elevel >= LOG)
+		leaf_write_failure_logged = GetCurrentTimestamp();
+	return false;
+}
+
+/* Write data as the state file, durably; see leaf_cache_write(). */
+static bool
+leaf_cache_write_file(const char *data, int len)
+{
+	int			fd;
+	int			elevel = LOG;
+
+	if (leaf_write_failure_logged != 0 &&
+		!TimestampDifferenceExceeds(leaf_write_failure_logged,
+									GetCurrentTimestamp(), 60 * 1000))
+		elevel = DEBUG1;
+
+	fd = OpenTransientFile(LEAF_SF_STATE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0)
+	{
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", LEAF_SF_STATE_TMP)));
+		return leaf_cache_write_failed(elevel);
+	}
+	errno = 0;
+	if (write(fd, data, len) != len)
+	{
+		if (errno == 0)
+			errno = ENOSPC;
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", LEAF_SF_STATE_TMP)));
+		CloseTransientFile(fd);
+		return leaf_cache_write_failed(elevel);
+	}
+	if (pg_fsync(fd) != 0)
+	{
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not fsync file \"%s\": %m", LEAF_SF_STATE_TMP)));
+		CloseTransientFile(fd);
+		return leaf_cache_write_failed(elevel);
+	}
+	if (CloseTransientFile(fd) != 0)
+		return leaf_cache_write_failed(elevel);
+	if (durable_rename(LEAF_SF_STATE_TMP, LEAF_SF_STATE_FILE, elevel) != 0)
+		return leaf_cache_write_failed(elevel);
+	if (leaf_write_failures > 0)
+		ereport(LOG,
+				(errmsg("wrote \"%s\" again, after " INT64_FORMAT " failed attempts",
+						LEAF_SF_STATE_FILE, leaf_write_failures)));
+	leaf_write_failures = 0;
+	leaf_write_failure_logged = 0;
+	return true;
+}
+
+/*
  * Write the cache file durably: temporary file, fsync, rename, fsync of
  * the directory.  Returns false (after logging) on failure.
  */
@@ -427,7 +496,6 @@ leaf_cache_write(int worker_id, const char *source, int64 hwm_ms)
 {
 	StringInfoData buf;
 	int			len;
-	int			fd;
 	int			i;
 
 	if (worker_id < 0 || worker_id > LEAF_SF_MAX_WORKER_ID)
@@ -459,36 +527,7 @@ leaf_cache_write(int worker_id, const char *source, int64 hwm_ms)
 	}
 	len = buf.len;
 
-	fd = OpenTransientFile(LEAF_SF_STATE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
-	if (fd < 0)
-	{
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", LEAF_SF_STATE_TMP)));
-		return false;
-	}
-	errno = 0;
-	if (write(fd, buf.data, len) != len)
-	{
-		if (errno == 0)
-			errno = ENOSPC;
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", LEAF_SF_STATE_TMP)));
-		CloseTransientFile(fd);
-		return false;
-	}
-	if (pg_fsync(fd) != 0)
-	{
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("could not fsync file \"%s\": %m", LEAF_SF_STATE_TMP)));
-		CloseTransientFile(fd);
-		return false;
-	}
-	if (CloseTransientFile(fd) != 0)
-		return false;
-	if (durable_rename(LEAF_SF_STATE_TMP, LEAF_SF_STATE_FILE, LOG) != 0)
+	if (!leaf_cache_write_file(buf.data, len))
 		return false;
 	pfree(buf.data);
 
