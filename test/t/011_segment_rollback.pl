@@ -150,7 +150,8 @@ like(
 	$err,
 	qr/timed out waiting for a segment of biz_tag "locked"/,
 	'the error names the tag');
-like($err, qr/lock timeout/, 'the error says why the allocation failed');
+like($err, qr/the row of biz_tag "locked" in leaf_alloc is locked by another transaction/,
+	'the error says why the allocation failed');
 cmp_ok($elapsed, '>=', 2, sprintf('it waited leaf.wait_timeout (%.2f s)', $elapsed));
 cmp_ok($elapsed, '<', 10, 'and did not hang');
 note sprintf('fresh tag, row locked by the caller: error after %.2f s', $elapsed);
@@ -161,7 +162,7 @@ like(
 	$node->safe_psql(
 		'postgres',
 		"SELECT last_error FROM leaf_segments WHERE biz_tag = 'locked'"),
-	qr/lock timeout/,
+	qr/is locked by another transaction/,
 	'leaf_segments shows the last allocation error');
 
 # a tag in use: the buffers drain, then the wait ends in LF003

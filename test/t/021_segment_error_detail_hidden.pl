@@ -41,11 +41,11 @@ my ($state) = $err =~ /ERROR:\s+([0-9A-Z]{5}):/;
 is($state, 'LF003', 'a plain user times out with LF003');
 like($err, qr/DETAIL:\s+The last allocation failed; the server log/,
 	'and gets the generic DETAIL');
-unlike($err, qr/lock timeout/, 'which does not carry the reason');
+unlike($err, qr/is locked by another transaction/, 'which does not carry the reason');
 ok( LeafTest::wait_until(
 		sub {
 			slurp_file($node->logfile, $log_offset) =~
-			  /DETAIL:\s+The last allocation failed: canceling statement due to lock timeout/;
+			  /DETAIL:\s+The last allocation failed: the row of biz_tag "held" in leaf_alloc is locked by another transaction/;
 		},
 		'the reason in the server log'),
 	'the server log has the full reason for that error');
@@ -53,12 +53,12 @@ ok( LeafTest::wait_until(
 ($state, $err) = LeafTest::sqlstate($node, 'postgres',
 	"SET leaf.wait_timeout = '3s'; SELECT leaf_segment_nextval('held')");
 is($state, 'LF003', 'a superuser times out with LF003');
-like($err, qr/DETAIL:\s+The last allocation failed: canceling statement due to lock timeout/,
+like($err, qr/DETAIL:\s+The last allocation failed: the row of biz_tag "held" in leaf_alloc is locked by another transaction/,
 	'and sees the reason in the DETAIL');
 like(
 	$node->safe_psql(
 		'postgres', "SELECT last_error FROM leaf_segments WHERE biz_tag = 'held'"),
-	qr/lock timeout/,
+	qr/is locked by another transaction/,
 	'leaf_segments shows the reason');
 
 $holder->{run}->kill_kill;
