@@ -21,6 +21,7 @@
 
 #include <signal.h>
 
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "executor/spi.h"
@@ -105,7 +106,7 @@ leaf_owned_database(const char *dbname)
 	if (dbname == NULL || leaf_seg == NULL)
 		return InvalidOid;
 	dboid = get_database_oid(dbname, true);
-	if (OidIsValid(dboid) && pg_database_ownercheck(dboid, GetUserId()))
+	if (OidIsValid(dboid) && object_ownercheck(DatabaseRelationId, dboid, GetUserId()))
 		return dboid;
 	return InvalidOid;
 }
