@@ -40,6 +40,9 @@
 #                      default_tests below)
 #   LEAF_MAJORS_LOGS   where each major's log goes (default: a new
 #                      directory under /tmp)
+#   LEAF_MAJORS_CFLAGS more compiler flags for the chroot builds, such as
+#                      -DUSE_ASSERT_CHECKING (leaf's and the headers'
+#                      assertions, against a server built without them)
 #   LEAF_MAJORS_HOST   "no" to test the host's own major in a chroot as
 #                      well, which leaves the host's PostgreSQL installation
 #                      as it is (default "yes": on the host)
@@ -270,9 +273,10 @@ test_major() {
 
 	local pgc=/usr/lib/postgresql/$major/bin/pg_config
 	local mk="make -s PG_CONFIG=$pgc with_llvm=no"
+	local cflags=${LEAF_MAJORS_CFLAGS:-}
 	t0=$SECONDS
-	say "$major: building with -Werror"
-	if ! in_chroot "$root" "su postgres -s /bin/bash -c 'cd $dir && { $mk clean >/dev/null 2>&1 || true; } && $mk PG_CFLAGS=-Werror' && cd $dir && $mk install >/dev/null"; then
+	say "$major: building with -Werror $cflags"
+	if ! in_chroot "$root" "su postgres -s /bin/bash -c 'cd $dir && { $mk clean >/dev/null 2>&1 || true; } && $mk PG_CFLAGS=\"-Werror $cflags\"' && cd $dir && $mk install >/dev/null"; then
 		say "$major: BUILD FAILED"
 		return 1
 	fi
