@@ -59,9 +59,9 @@
 #if PG_VERSION_NUM < 190000
 
 /*
- * 19: ShmemInitHash() takes one size, the number of entries, which it
- * allocates at once (storage/shmem.h).  Before, an initial and a largest
- * size; leaf gave the same for both.
+ * 19: ShmemInitHash() takes one size, the number of entries
+ * (storage/shmem.h); before, an initial and a largest size, which leaf
+ * gave the same.
  */
 #define ShmemInitHash(name, nelems, infoP, hash_flags) \
 	ShmemInitHash((name), (nelems), (nelems), (infoP), (hash_flags))
