@@ -233,7 +233,8 @@ EOF
 # major that has one.  pgTAP is SQL only, and its install script differs
 # between majors only for those older than 11.
 pgtap_fallback() {
-	local root=$1 major=$2 ext=/usr/share/postgresql/$major/extension
+	local root=$1 major=$2
+	local ext=/usr/share/postgresql/$major/extension
 	[ -f "$root$ext/pgtap.control" ] && return 0
 	in_chroot "$root" "
 		set -e
@@ -332,8 +333,10 @@ failed_files() {
 		# exit status, a parse error)
 		sed -n '/^Test Summary Report/,/^Files=/s/^\(test\/t\/[^ ]*\.pl\) .*/\1/p' "$log"
 		sed -n 's/^\(test\/t\/[^ ]*\.pl\) \.* skipped.*/\1/p' "$log"
-		grep -q 'BUILD FAILED' "$log" && echo build
+		if grep -q 'BUILD FAILED' "$log"; then echo build; fi
+		if grep -q '^majors.sh: ' "$log"; then echo prepare; fi
 	} | sort -u | tr '\n' ' '
+	return 0
 }
 
 # ---------------------------------------------------------------------
@@ -387,17 +390,34 @@ rm -f "$logs"/*.rc
 say "logs in $logs"
 t_all=$SECONDS
 
-# Every chroot is prepared at once, in the background: downloading and
-# unpacking overlaps with the tests that run meanwhile.
-if [ "$cmd" = all ]; then
+# The chroots are prepared in the background, in the order of the majors
+# and $jobs at a time (more at once only share the same network and disk,
+# and the first majors would wait longer): downloading and unpacking
+# overlaps with the tests that run meanwhile.
+prepare_all() {
+	local m started=() p n
 	for m in $majors; do
 		is_host "$m" && continue
+		while :; do
+			n=0
+			for p in "${started[@]}"; do
+				kill -0 "$p" 2>/dev/null && n=$((n + 1))
+			done
+			[ "$n" -lt "$jobs" ] && break
+			sleep 2
+		done
 		{
 			rc=0
 			prepare "$m" >"$logs/$m.prepare.log" 2>&1 || rc=$?
 			echo $rc >"$logs/$m.prepare.rc"
 		} &
+		started+=($!)
 	done
+	wait
+}
+if [ "$cmd" = all ]; then
+	rm -f "$logs"/*.prepare.rc
+	prepare_all &
 fi
 
 # one_major MAJOR: test one major, on the host or in its chroot
@@ -451,7 +471,7 @@ for m in $majors; do
 	fi
 done
 for m in $majors; do
-	grep -h -E '^== .*(took|done in)' "$logs/$m.prepare.log" "$logs/$m.log" 2>/dev/null || true
+	grep -h -E '^== .*(took|done in)' "$logs/$m.log" 2>/dev/null || true
 done
 say "the whole run took $((SECONDS - t_all)) s"
 if [ ${#failed[@]} -gt 0 ]; then
