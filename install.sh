@@ -1,24 +1,67 @@
 #!/usr/bin/env bash
 #
-# install.sh: set up leaf on a Debian 12 machine (run as root).
+# install.sh: set up leaf on a Debian machine (run as root).
 #
 #   ./install.sh          install what is needed, build and install leaf,
-#                         start a local PostgreSQL 15 with leaf preloaded
+#                         start a local PostgreSQL with leaf preloaded
 #                         (data directory .pgdata/ in this checkout) and
 #                         show IDs coming out
 #   ./install.sh test     install what is needed, build with -Werror and
 #                         run the whole test suite (pg_regress, pgTAP, TAP)
 #   ./install.sh stop     stop the local PostgreSQL started by ./install.sh
 #
+# The PostgreSQL major is Debian's own (15 on Debian 12, 17 on Debian 13,
+# 18 on unstable), or the one of PG_CONFIG
+# (/usr/lib/postgresql/NN/bin/pg_config), or LEAF_PG_MAJOR.
+#
 # Environment: LEAF_PORT (default 5499) for the local server: a later run
 # with another LEAF_PORT moves the server to that port (and restarts it);
 # a run without LEAF_PORT keeps the port it has.  LEAF_TEST_DIR for where
 # the tests build and run (default: a new directory under /tmp).
+# LEAF_TESTS for only some of the TAP files (paths or globs, such as
+# 'test/t/01*.pl'); pg_regress runs always.
+#
+# LEAF_MAJORS="15 17 18 19" ./install.sh test runs the tests against each
+# of those majors instead: the host's own here, the others in Debian
+# chroots (see test/majors.sh, which does it).
 #
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-pgbin=/usr/lib/postgresql/15/bin
+
+# pg_major: the PostgreSQL major to build and test against
+pg_major() {
+	local codename=
+	if [ -n "${LEAF_PG_MAJOR:-}" ]; then
+		echo "$LEAF_PG_MAJOR"
+		return
+	fi
+	if [ -n "${PG_CONFIG:-}" ]; then
+		if command -v "$PG_CONFIG" >/dev/null; then
+			"$PG_CONFIG" --version | sed -n 's/^PostgreSQL \([0-9][0-9]*\).*/\1/p'
+		else
+			echo "$PG_CONFIG" | sed -n 's|.*/postgresql/\([0-9][0-9]*\)/bin/pg_config$|\1|p'
+		fi
+		return
+	fi
+	[ -r /etc/os-release ] && codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+	case "$codename" in
+		bookworm) echo 15 ;;
+		trixie) echo 17 ;;
+		forky | sid) echo 18 ;;
+		*) ls /usr/lib/postgresql 2>/dev/null | sort -n | tail -n 1 ;;
+	esac
+}
+
+pgmajor=$(pg_major)
+case "$pgmajor" in
+	'' | *[!0-9]*)
+		echo "install.sh: cannot tell which PostgreSQL to use: set PG_CONFIG or LEAF_PG_MAJOR" >&2
+		exit 2
+		;;
+esac
+pgbin=/usr/lib/postgresql/$pgmajor/bin
+pg_config=${PG_CONFIG:-$pgbin/pg_config}
 port=${LEAF_PORT:-5499}
 case "$port" in
 	'' | *[!0-9]*)
@@ -38,10 +81,10 @@ need_root() {
 }
 
 install_packages() {
-	local pkgs=(build-essential postgresql-15 postgresql-server-dev-15
+	local pkgs=(build-essential "postgresql-$pgmajor" "postgresql-server-dev-$pgmajor"
 		libzookeeper-mt-dev libpq-dev libssl-dev)
 	if [ "$1" = test ]; then
-		pkgs+=(postgresql-15-pgtap libipc-run-perl libdbd-pg-perl zookeeper faketime
+		pkgs+=("postgresql-$pgmajor-pgtap" libipc-run-perl libdbd-pg-perl zookeeper faketime
 			default-jre-headless patroni python3-kazoo)
 	fi
 	say "installing packages: ${pkgs[*]}"
@@ -61,14 +104,15 @@ as_postgres() {
 # build_and_install DIR: build as the owner of DIR, install as root
 build_and_install() {
 	local dir=$1
-	local build="make -s clean >/dev/null 2>&1 || true; make -s PG_CFLAGS=-Werror with_llvm=no"
+	local mk="make -s PG_CONFIG=$pg_config with_llvm=no"
+	local build="$mk clean >/dev/null 2>&1 || true; $mk PG_CFLAGS=-Werror"
 	say "building leaf in $dir"
 	if [ "$(stat -c %U "$dir")" = postgres ]; then
 		as_postgres "$dir" "$build"
 	else
 		(cd "$dir" && bash -c "$build")
 	fi
-	(cd "$dir" && make -s install with_llvm=no >/dev/null)
+	(cd "$dir" && $mk install >/dev/null)
 }
 
 # port_in_use PORT: is something listening on 127.0.0.1:PORT?
@@ -103,8 +147,13 @@ run_tests() {
 	chown -R postgres:postgres "$dir"
 	build_and_install "$dir"
 
-	say "running the tests in $dir"
-	as_postgres "$dir" "make installcheck with_llvm=no" || rc=$?
+	local prove=
+	if [ -n "${LEAF_TESTS:-}" ]; then
+		prove="PROVE_TESTS='$(cd "$dir" && eval "echo $LEAF_TESTS")'"
+	fi
+	say "running the tests in $dir (PostgreSQL $pgmajor)"
+	# PG_TEST_PORT_DIR: shared with test runs beside this one (test/majors.sh)
+	as_postgres "$dir" "${PG_TEST_PORT_DIR:+PG_TEST_PORT_DIR=$PG_TEST_PORT_DIR }make installcheck PG_CONFIG=$pg_config with_llvm=no $prove" || rc=$?
 	if [ $rc != 0 ]; then
 		say "tests failed (exit $rc)"
 		[ -f "$dir/regression.diffs" ] && cat "$dir/regression.diffs"
@@ -205,6 +254,9 @@ case "$mode" in
 		;;
 	test)
 		need_root
+		if [ -n "${LEAF_MAJORS:-}" ]; then
+			exec "$here/test/majors.sh" all $LEAF_MAJORS
+		fi
 		install_packages test
 		run_tests
 		;;

@@ -203,8 +203,8 @@ _PG_init(void)
 static List *
 leaf_start_values(void)
 {
-	struct config_generic **vars = get_guc_variables();
-	int			n = GetNumConfigOptions();
+	int			n;
+	struct config_generic **vars = get_guc_variables(&n);
 	List	   *result = NIL;
 	int			i;
 

@@ -21,6 +21,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "leaf_compat.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
@@ -243,7 +244,7 @@ extern bool leaf_plan_segment(const LeafLoadJob *job, int64 max_id,
 extern bool leaf_in_transaction(void (*fn) (void *arg), void *arg,
 								const char *activity, int *sqlstate,
 								char *errbuf, size_t errlen);
-extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg) pg_attribute_noreturn();
+pg_noreturn extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg);
 extern bool leaf_alloc_worker_stopping(void);
 extern void leaf_launch_alloc_worker(Oid dboid);
 
@@ -255,8 +256,8 @@ extern bool leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen);
 extern void leaf_remote_disconnect(void);
 extern void leaf_remote_source(char *buf, size_t len);
 extern bool leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res);
-extern void leaf_report_source_changed(const char *tag, const char *detail) pg_attribute_noreturn();
-extern void leaf_report_promoted(const char *tag, const char *msg) pg_attribute_noreturn();
+pg_noreturn extern void leaf_report_source_changed(const char *tag, const char *detail);
+pg_noreturn extern void leaf_report_promoted(const char *tag, const char *msg);
 
 /* ---------- leaf_alloc_shape.c ---------- */
 

@@ -100,7 +100,7 @@ leaf_worker_sigterm(SIGNAL_ARGS)
 		SetLatch(MyLatch);
 	}
 	else
-		die(postgres_signal_arg);
+		die(LEAF_SIGNAL_ARGS);
 
 	errno = save_errno;
 }

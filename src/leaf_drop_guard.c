@@ -46,7 +46,7 @@ leaf_visible_rows(Oid relid)
 		return 0;
 	rel = table_open(relid, AccessShareLock);
 	snap = RegisterSnapshot(GetLatestSnapshot());
-	scan = table_beginscan(rel, snap, 0, NULL);
+	scan = table_beginscan(rel, snap, 0, NULL, 0);
 	slot = table_slot_create(rel, NULL);
 	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 		n++;

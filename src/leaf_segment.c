@@ -170,8 +170,7 @@ leaf_segment_shmem_startup(void)
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(LeafTagKey);
 	info.entrysize = sizeof(LeafTagEntry);
-	leaf_tag_hash = ShmemInitHash("leaf tag hash",
-								  leaf_max_tags, leaf_max_tags,
+	leaf_tag_hash = ShmemInitHash("leaf tag hash", leaf_max_tags,
 								  &info, HASH_ELEM | HASH_BLOBS);
 }
 

@@ -51,6 +51,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 #include "utils/wait_event.h"
 
 #include "leaf.h"
@@ -124,8 +125,9 @@ static LeafSfShared *leaf_sf = NULL;
 
 /*
  * IDs handed out since the server started, counted per process (indexed
- * by pgprocno, so that each counter is written only by its own process
- * and needs no locked instruction) and summed by leaf_snowflake_status.
+ * by the process's number, its index in ProcGlobal->allProcs, so that
+ * each counter is written only by its own process and needs no locked
+ * instruction) and summed by leaf_snowflake_status.
  * A process reusing a PGPROC adds to what its predecessor counted.  Each
  * counter has a cache line of its own.
  */
@@ -146,9 +148,10 @@ leaf_sf_issued_slots(void)
 static inline void
 leaf_sf_count_issued(int n)
 {
-	if (likely(MyProc != NULL && MyProc->pgprocno < leaf_sf_issued_slots()))
+	if (likely(MyProc != NULL &&
+			   GetNumberFromPGProc(MyProc) < leaf_sf_issued_slots()))
 	{
-		pg_atomic_uint64 *c = &leaf_sf_issued[MyProc->pgprocno].n;
+		pg_atomic_uint64 *c = &leaf_sf_issued[GetNumberFromPGProc(MyProc)].n;
 
 		pg_atomic_write_u64(c, pg_atomic_read_u64(c) + (uint64) n);
 	}

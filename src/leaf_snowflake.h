@@ -33,7 +33,7 @@ extern int	leaf_sf_max_backward_ms;
 extern int	leaf_sf_max_clock_drift_ms;
 extern int	leaf_sf_reclaim_after_ms;
 
-extern PGDLLEXPORT void leaf_snowflake_worker_main(Datum main_arg) pg_attribute_noreturn();
+pg_noreturn extern PGDLLEXPORT void leaf_snowflake_worker_main(Datum main_arg);
 extern int64 leaf_sf_clock_ms(void);
 extern int64 leaf_sf_attach_worker(void);
 extern void leaf_sf_detach_worker(void);

@@ -107,7 +107,7 @@ leaf_owned_database(const char *dbname)
 	if (dbname == NULL || leaf_seg == NULL)
 		return InvalidOid;
 	dboid = get_database_oid(dbname, true);
-	if (OidIsValid(dboid) && pg_database_ownercheck(dboid, GetUserId()))
+	if (OidIsValid(dboid) && object_ownercheck(DatabaseRelationId, dboid, GetUserId()))
 		return dboid;
 	return InvalidOid;
 }
@@ -190,7 +190,7 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		dboid = leaf_seg != NULL ? get_database_oid(template, true) : InvalidOid;
 		if (OidIsValid(dboid) &&
 			(leaf_database_is_template(dboid) ||
-			 pg_database_ownercheck(dboid, GetUserId())))
+			 object_ownercheck(DatabaseRelationId, dboid, GetUserId())))
 			leaf_stop_alloc_worker(dboid);
 	}
 

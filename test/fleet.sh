@@ -31,7 +31,8 @@
 # on +5+k.
 #
 # Run as root (servers then run as user postgres) or as postgres.
-# PostgreSQL comes from FLEET_PGBIN (default /usr/lib/postgresql/15/bin);
+# PostgreSQL comes from FLEET_PGBIN (default /usr/lib/postgresql/NN/bin of
+# the newest major installed);
 # leaf must be installed there (make install).  Patroni mode needs
 # Debian's patroni and python3-kazoo.  Every server listens on 127.0.0.1
 # and on a socket in DIR/sock; socket logins use peer authentication,
@@ -39,7 +40,7 @@
 #
 set -euo pipefail
 
-pgbin=${FLEET_PGBIN:-/usr/lib/postgresql/15/bin}
+pgbin=${FLEET_PGBIN:-/usr/lib/postgresql/$(ls /usr/lib/postgresql 2>/dev/null | sort -n | tail -n 1)/bin}
 zk_classpath=/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar
 
 usage() {
@@ -444,7 +445,7 @@ start_alloc_patroni() {
 do_start() {
 	local p i pw data conninfo d
 
-	[ -x "$pgbin/postgres" ] || die "PostgreSQL 15 is not installed in $pgbin"
+	[ -x "$pgbin/postgres" ] || die "PostgreSQL is not installed in $pgbin (set FLEET_PGBIN)"
 	[ -f "$("$pgbin/pg_config" --pkglibdir)/leaf.so" ] ||
 		die "leaf is not installed; run make && make install first"
 

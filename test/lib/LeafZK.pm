@@ -377,39 +377,50 @@ sub proxy
 	croak "fork failed: $!" unless defined $pid;
 	if ($pid == 0)
 	{
-		my $sel = IO::Select->new($listen);
-		my %peer;
-		while (1)
-		{
-			for my $fh ($sel->can_read(1))
-			{
-				if ($fh == $listen)
-				{
-					my $c = $listen->accept or next;
-					my $u = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
-						PeerPort => $target, Proto => 'tcp');
-					if (!$u) { close $c; next; }
-					$peer{$c} = $u;
-					$peer{$u} = $c;
-					$sel->add($c, $u);
-					next;
-				}
-				my $n = sysread($fh, my $buf, 65536);
-				my $o = $peer{$fh};
-				if (!$n || !defined syswrite($o, $buf))
-				{
-					$sel->remove($fh, $o);
-					delete @peer{ $fh, $o };
-					close $fh;
-					close $o;
-				}
-			}
-		}
+		# The child never goes back into the test: an error in it must not
+		# run the test's END blocks, which would stop the test's nodes.
+		eval { proxy_loop($listen, $target) };
+		POSIX::_exit(1);
 	}
 	close $listen;
 	my $p = { pid => $pid, port => $port, hosts => "127.0.0.1:$port" };
 	push @all_proxies, $p;
 	return $p;
+}
+
+# The proxy's child: passes bytes both ways until it is killed.
+sub proxy_loop
+{
+	my ($listen, $target) = @_;
+	my $sel = IO::Select->new($listen);
+	my %peer;
+	while (1)
+	{
+		for my $fh ($sel->can_read(1))
+		{
+			if ($fh == $listen)
+			{
+				my $c = $listen->accept or next;
+				my $u = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+					PeerPort => $target, Proto => 'tcp');
+				if (!$u) { close $c; next; }
+				$peer{$c} = $u;
+				$peer{$u} = $c;
+				$sel->add($c, $u);
+				next;
+			}
+			# both ends were readable and the other one closed the pair
+			my $o = $peer{$fh} or next;
+			my $n = sysread($fh, my $buf, 65536);
+			if (!$n || !defined syswrite($o, $buf))
+			{
+				$sel->remove($fh, $o);
+				delete @peer{ $fh, $o };
+				close $fh;
+				close $o;
+			}
+		}
+	}
 }
 
 sub freeze_proxy { my ($self, $p) = @_; kill 'STOP', $p->{pid}; return; }

@@ -123,11 +123,13 @@ is($went_down, 0,
 cmp_ok(LeafTest::max_of(@ids), '<', $maxes[-1],
 	'every ID lies below leaf_alloc.max_id');
 
-# and it cannot be moved down by hand either
+# and it cannot be moved down by hand either.  The allocator may load the
+# next segment in the background meanwhile, which moves max_id up only.
+my $before = max_id('tiny');
 my ($state, $err) = LeafTest::sqlstate($node, 'postgres',
 	"UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'tiny'");
 is($state, 'LF005', 'lowering max_id by hand fails with LF005');
-is(max_id('tiny'), $maxes[-1], 'max_id is unchanged');
+cmp_ok(max_id('tiny'), '>=', $before, "max_id did not go down (was $before)");
 
 ############################################################################
 # the caller holds the row lock of its own tag

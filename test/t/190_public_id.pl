@@ -327,7 +327,10 @@ $node->safe_psql($db,
 	'GRANT EXECUTE ON FUNCTION leaf_public_id(bigint, text), leaf_private_id(bigint, text) TO app');
 ($rc, $out, $err) = $node->psql($db, 'SHOW leaf.public_id_key_file',
 	connstr => $node->connstr($db) . ' user=app');
-like($err, qr/must be superuser or have privileges of pg_read_all_settings/,
+# 15: "must be superuser or have privileges of pg_read_all_settings ...";
+# 16 and later: "permission denied to examine ...", the role in the DETAIL
+like($err,
+	qr/(must be superuser|permission denied to examine).*pg_read_all_settings/s,
 	'another role cannot SHOW the key file setting');
 is($node->safe_psql($db,
 		"SELECT count(*) FROM pg_settings WHERE name = 'leaf.public_id_key_file'",

@@ -1,0 +1,482 @@
+#!/usr/bin/env bash
+#
+# test/majors.sh: build leaf with -Werror and run its tests against other
+# PostgreSQL major versions, each in a Debian chroot.  Run as root on a
+# Debian machine that reaches Debian's archive.
+#
+#   test/majors.sh [MAJOR...]          prepare the chroots, then build and
+#                                      test in each (the default)
+#   test/majors.sh prepare [MAJOR...]  only create the chroots and install
+#                                      the packages into them
+#   test/majors.sh build [MAJOR...]    only build with -Werror (after prepare)
+#   test/majors.sh run [MAJOR...]      only build and test (after prepare)
+#   test/majors.sh shell MAJOR         a root shell in MAJOR's chroot, with
+#                                      its mounts (gone again on exit)
+#
+# Majors and where their packages come from:
+#
+#   15  Debian 12 (bookworm)
+#   17  Debian 13 (trixie)
+#   18  Debian unstable (sid)
+#   19  Debian experimental, over unstable
+#
+# The major of the host's own release (15 on Debian 12) is tested on the
+# host, by ./install.sh test; the others in a chroot each.  Debian's
+# archive has no PostgreSQL 16 in any suite (bookworm has 15, trixie 17,
+# sid 18, experimental 19), so 16 cannot be tested this way.
+#
+# LEAF_MAJORS="15 17 18 19" ./install.sh test runs this script (all).
+#
+# Environment:
+#   LEAF_MAJORS        majors when none are named (default: 17 18 19)
+#                      in the order they start
+#   LEAF_CHROOTS       where the chroots are kept between runs (default
+#                      /var/cache/leaf/chroots); one directory per suite
+#   LEAF_MAJORS_JOBS   how many majors build and test at once (default 2)
+#   LEAF_TESTS_<NN>    the TAP files for major NN, as paths or globs
+#                      relative to the checkout, or "all"; the default is
+#                      all of them for 15 and 17 and the segment, snowflake,
+#                      upgrade and chaos files for 18 and 19 (see
+#                      default_tests below)
+#   LEAF_MAJORS_LOGS   where each major's log goes (default: a new
+#                      directory under /tmp)
+#   LEAF_MAJORS_CFLAGS more compiler flags for the chroot builds, such as
+#                      -DUSE_ASSERT_CHECKING (leaf's and the headers'
+#                      assertions, against a server built without them)
+#   LEAF_MAJORS_HOST   "no" to test the host's own major in a chroot as
+#                      well, which leaves the host's PostgreSQL installation
+#                      as it is (default "yes": on the host)
+#
+# Each major's chroot gets /proc, /dev, /dev/pts, a tmpfs on /dev/shm (for
+# PostgreSQL's POSIX shared memory) and the TAP tests' port lock
+# directory, shared by all runs so that tests running side by side do not
+# hand out the same port.  Everything is unmounted again when the run
+# ends, failed or not.  The exit status is non-zero if any major failed,
+# and the last lines name the majors and test files that failed.
+#
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+chroots=${LEAF_CHROOTS:-/var/cache/leaf/chroots}
+jobs=${LEAF_MAJORS_JOBS:-2}
+mirror=http://deb.debian.org/debian
+portdir=/tmp/leaf-portlock
+
+say() { printf '== %s: %s\n' "$(date +%H:%M:%S)" "$*"; }
+die() {
+	echo "majors.sh: $*" >&2
+	exit 2
+}
+
+# suite_of MAJOR: the Debian suite (and chroot name) for a major
+suite_of() {
+	case "$1" in
+		17) echo trixie ;;
+		18) echo sid ;;
+		19) echo experimental ;;
+		15) echo bookworm ;;
+		16) die "Debian's archive has no PostgreSQL 16" ;;
+		*) die "no Debian suite known for PostgreSQL $1" ;;
+	esac
+}
+
+# is_host MAJOR: is MAJOR the host's own (its suite the host's release)?
+# Then it is tested on the host, by ./install.sh test.
+is_host() {
+	local codename=
+	[ "${LEAF_MAJORS_HOST:-yes}" = no ] && return 1
+	[ -r /etc/os-release ] && codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+	[ "$(suite_of "$1")" = "$codename" ]
+}
+
+# default_tests MAJOR: the TAP files run by default for a major.  17 gets
+# the whole suite; 18 and 19 the segment (01x-03x, including the upgrade
+# test 024), snowflake and public ID (1xx) files and the chaos run, which
+# keeps the matrix within the time of one CI run on two cores.  (15, the
+# host's, gets the whole suite as well.)
+default_tests() {
+	case "$1" in
+		15 | 17) echo all ;;
+		*) echo 'test/t/0[1-4]*.pl test/t/1*.pl test/t/900_chaos_fleet.pl' ;;
+	esac
+}
+
+# ---------------------------------------------------------------------
+# Mounts
+# ---------------------------------------------------------------------
+
+# mount_chroot ROOT: the mounts a test run needs; umount_chroot undoes them
+mount_chroot() {
+	local root=$1
+	mkdir -p "$root/proc" "$root/dev" "$root$portdir" "$portdir"
+	chmod 1777 "$portdir"
+	mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
+	mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
+	mountpoint -q "$root/dev/pts" || mount --bind /dev/pts "$root/dev/pts"
+	# the host's /dev/shm is not shared: a tmpfs of the chroot's own
+	mountpoint -q "$root/dev/shm" || mount -t tmpfs -o mode=1777 shm "$root/dev/shm"
+	mountpoint -q "$root$portdir" || mount --bind "$portdir" "$root$portdir"
+}
+
+# Processes left running inside ROOT (a ZooKeeper or PostgreSQL of a test
+# that was interrupted): their root directory is the chroot.
+chroot_pids() {
+	local root p
+	root=$(readlink -f "$1")
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && echo "${p#/proc/}"
+	done
+	return 0
+}
+
+umount_chroot() {
+	local root=$1 m pids
+	pids=$(chroot_pids "$root")
+	if [ -n "$pids" ]; then
+		# shellcheck disable=SC2086
+		kill -TERM $pids 2>/dev/null || true
+		sleep 2
+		pids=$(chroot_pids "$root")
+		# shellcheck disable=SC2086
+		[ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+	fi
+	for m in "$portdir" /dev/shm /dev/pts /dev /proc; do
+		if mountpoint -q "$root$m"; then
+			umount "$root$m" 2>/dev/null || umount -l "$root$m"
+		fi
+	done
+}
+
+# in_chroot ROOT CMD: run a shell command as root inside the chroot
+in_chroot() {
+	local root=$1
+	shift
+	LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive \
+		chroot "$root" /bin/bash -c "$*"
+}
+
+# ---------------------------------------------------------------------
+# Preparing a chroot
+# ---------------------------------------------------------------------
+
+# prepare MAJOR: create (or bring up to date) the major's chroot and
+# install what leaf's build and tests need.  A chroot whose packages were
+# installed before is only checked with apt-get install (quick).
+prepare() {
+	local major=$1 suite root base t0
+	suite=$(suite_of "$major")
+	root=$chroots/$suite
+	base=$suite
+	[ "$suite" = experimental ] && base=sid
+	t0=$SECONDS
+
+	mkdir -p "$chroots"
+	if [ ! -x "$root/usr/bin/apt-get" ]; then
+		command -v debootstrap >/dev/null ||
+			{ apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
+		say "$major: debootstrap $base into $root"
+		rm -rf "$root.new"
+		debootstrap --variant=minbase "$base" "$root.new" "$mirror" >"$root.debootstrap.log" 2>&1 ||
+			{ tail -n 20 "$root.debootstrap.log" >&2; die "debootstrap $base failed"; }
+		mv "$root.new" "$root"
+		say "$major: debootstrap took $((SECONDS - t0)) s"
+	fi
+
+	# unstable and experimental are not signed with an expiry in mind: a
+	# mirror snapshot is past its Valid-Until long before it is replaced
+	if [ "$base" = sid ]; then
+		echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99leaf-valid-until"
+	fi
+	if [ "$suite" = experimental ]; then
+		echo "deb $mirror experimental main" >"$root/etc/apt/sources.list.d/experimental.list"
+		# experimental's PostgreSQL and what it needs of the same source
+		# (libpq); everything else stays as unstable has it
+		cat >"$root/etc/apt/preferences.d/leaf-experimental" <<'EOF'
+Package: postgresql* libpq* libecpg* libpgtypes*
+Pin: release a=experimental
+Pin-Priority: 500
+EOF
+	fi
+	# no daemons started by package scripts, no default cluster
+	printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+	chmod 755 "$root/usr/sbin/policy-rc.d"
+	mkdir -p "$root/etc/postgresql-common/createcluster.d"
+	echo 'create_main_cluster = false' >"$root/etc/postgresql-common/createcluster.d/leaf.conf"
+	cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+
+	local pkgs="build-essential postgresql-$major postgresql-server-dev-$major
+		libzookeeper-mt-dev libpq-dev libssl-dev
+		libipc-run-perl libdbd-pg-perl zookeeper default-jre-headless faketime
+		patroni python3-kazoo"
+	mount_chroot "$root"
+	# shellcheck disable=SC2064
+	trap "umount_chroot '$root'" EXIT
+	say "$major: installing packages in $root"
+	t0=$SECONDS
+	# pgTAP comes later: a new major may not have a package of it yet
+	in_chroot "$root" "apt-get update -qq && apt-get install -y -qq --no-install-recommends $(echo $pkgs) &&
+		{ apt-cache show postgresql-$major-pgtap >/dev/null 2>&1 || exit 0; } &&
+		apt-get install -y -qq --no-install-recommends postgresql-$major-pgtap" \
+		>"$root.apt.log" 2>&1 ||
+		{ tail -n 30 "$root.apt.log" >&2; die "installing packages into $root failed"; }
+	in_chroot "$root" "test -x /usr/lib/postgresql/$major/bin/postgres" ||
+		die "$root has no PostgreSQL $major after installing it"
+	pgtap_fallback "$root" "$major" >>"$root.apt.log" 2>&1 ||
+		{ tail -n 30 "$root.apt.log" >&2; die "no pgTAP for PostgreSQL $major in $root"; }
+	say "$major: packages took $((SECONDS - t0)) s"
+	umount_chroot "$root"
+	trap - EXIT
+}
+
+# pgtap_fallback ROOT MAJOR: a major without a pgTAP package of its own
+# (experimental's 19 has none yet) gets the extension files of the newest
+# major that has one.  pgTAP is SQL only, and its install script differs
+# between majors only for those older than 11.
+pgtap_fallback() {
+	local root=$1 major=$2
+	local ext=/usr/share/postgresql/$major/extension
+	[ -f "$root$ext/pgtap.control" ] && return 0
+	in_chroot "$root" "
+		set -e
+		pkg=\$(apt-cache pkgnames postgresql- | grep -E '^postgresql-[0-9]+-pgtap\$' | sort -V | tail -n 1)
+		[ -n \"\$pkg\" ]
+		from=\$(echo \$pkg | sed 's/postgresql-\\([0-9]*\\)-pgtap/\\1/')
+		tmp=\$(mktemp -d)
+		cd \$tmp && apt-get download -q \$pkg && dpkg-deb -x ./*.deb x
+		cp x/usr/share/postgresql/\$from/extension/pgtap* $ext/
+		echo \"pgTAP for $major: the extension files of \$pkg\"
+		rm -rf \$tmp"
+}
+
+# ---------------------------------------------------------------------
+# Building and testing in a chroot
+# ---------------------------------------------------------------------
+
+# test_major MAJOR LOG: copy the checkout into the chroot, build it with
+# -Werror and run pg_regress and the major's TAP files as user postgres
+test_major() {
+	local major=$1 suite root dir tests rc=0 t0 var
+	suite=$(suite_of "$major")
+	root=$chroots/$suite
+	[ -x "$root/usr/lib/postgresql/$major/bin/postgres" ] ||
+		die "no PostgreSQL $major in $root: run test/majors.sh prepare $major"
+	var=LEAF_TESTS_$major
+	tests=${!var:-$(default_tests "$major")}
+	dir=/tmp/leaf-test-$major
+
+	mount_chroot "$root"
+	# shellcheck disable=SC2064
+	trap "umount_chroot '$root'" EXIT
+	rm -rf "${root:?}$dir"
+	mkdir -p "$root$dir"
+	(cd "$here" && tar --exclude=./.git --exclude=./.pgdata -cf - .) | (cd "$root$dir" && tar -xf -)
+	in_chroot "$root" "chown -R postgres:postgres $dir"
+
+	local pgc=/usr/lib/postgresql/$major/bin/pg_config
+	local mk="make -s PG_CONFIG=$pgc with_llvm=no"
+	local cflags=${LEAF_MAJORS_CFLAGS:-}
+	t0=$SECONDS
+	say "$major: building with -Werror $cflags"
+	if ! in_chroot "$root" "su postgres -s /bin/bash -c 'cd $dir && { $mk clean >/dev/null 2>&1 || true; } && $mk PG_CFLAGS=\"-Werror $cflags\"' && cd $dir && $mk install >/dev/null"; then
+		say "$major: BUILD FAILED"
+		return 1
+	fi
+	say "$major: build took $((SECONDS - t0)) s"
+	if [ "$cmd" = build ]; then
+		umount_chroot "$root"
+		trap - EXIT
+		return 0
+	fi
+
+	local prove=
+	if [ "$tests" != all ]; then
+		# expand the globs in the copy, as make would
+		prove="PROVE_TESTS='$(cd "$root$dir" && eval "echo $tests")'"
+	fi
+	t0=$SECONDS
+	say "$major: make installcheck ${prove:-(all TAP files)}"
+	set +e
+	in_chroot "$root" "su postgres -s /bin/bash -c \"cd $dir && PG_TEST_PORT_DIR=$portdir $mk installcheck $prove\"" 2>&1 |
+		tee "$root$dir/installcheck.out"
+	rc=${PIPESTATUS[0]}
+	# no leaf TAP file skips itself: one that prove reports as skipped
+	# died in a way that hid its failure
+	if [ $rc = 0 ] && grep -q '^test/t/.*\.pl \.* skipped' "$root$dir/installcheck.out"; then
+		say "$major: a TAP file was skipped as a whole"
+		rc=1
+	fi
+	set -e
+	say "$major: tests took $((SECONDS - t0)) s, exit $rc"
+	if [ $rc != 0 ]; then
+		[ -f "$root$dir/regression.diffs" ] && cat "$root$dir/regression.diffs"
+		for f in "$root$dir"/tmp_check/log/regress_log_*; do
+			[ -f "$f" ] || continue
+			if grep -q '^not ok' "$f"; then
+				say "$f"
+				tail -n 60 "$f"
+			fi
+		done
+	fi
+	umount_chroot "$root"
+	trap - EXIT
+	return $rc
+}
+
+# failed_files MAJOR LOG: the pg_regress and TAP files that failed
+failed_files() {
+	local log=$1
+	{
+		# pg_regress of 16 and later, then of 15
+		sed -n 's/^not ok [0-9]* *- *\([a-z_0-9]*\) .*/sql\/\1.sql/p' "$log"
+		sed -n 's/^test \([a-z_0-9]*\) *\.\.\. FAILED.*/sql\/\1.sql/p' "$log"
+		# every file in prove's summary failed somehow (a failed test, an
+		# exit status, a parse error)
+		sed -n '/^Test Summary Report/,/^Files=/s/^\(test\/t\/[^ ]*\.pl\) .*/\1/p' "$log"
+		sed -n 's/^\(test\/t\/[^ ]*\.pl\) \.* skipped.*/\1/p' "$log"
+		if grep -q 'BUILD FAILED' "$log"; then echo build; fi
+		if grep -q '^majors.sh: ' "$log"; then echo prepare; fi
+	} | sort -u | tr '\n' ' '
+	return 0
+}
+
+# ---------------------------------------------------------------------
+
+cmd=all
+case "${1:-}" in
+	prepare | build | run | all | shell)
+		cmd=$1
+		shift
+		;;
+esac
+[ "$(id -u)" = 0 ] || die "run this as root (debootstrap, chroot, mount)"
+majors=${*:-${LEAF_MAJORS:-17 18 19}}
+for m in $majors; do suite_of "$m" >/dev/null; done
+
+# However the run ends: nothing left running or mounted in the chroots
+cleanup() {
+	local m
+	trap - EXIT INT TERM
+	for m in $majors; do
+		is_host "$m" || umount_chroot "$chroots/$(suite_of "$m")"
+	done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+case "$cmd" in
+	shell)
+		is_host "$majors" && die "$majors is the host's own PostgreSQL"
+		root=$chroots/$(suite_of "$majors")
+		mount_chroot "$root"
+		# shellcheck disable=SC2064
+		trap "umount_chroot '$root'" EXIT
+		chroot "$root" /bin/bash -l || true
+		exit 0
+		;;
+	prepare)
+		rc=0
+		for m in $majors; do
+			is_host "$m" || prepare "$m" &
+		done
+		while [ -n "$(jobs -rp)" ]; do wait -n || rc=1; done
+		exit $rc
+		;;
+esac
+
+logs=${LEAF_MAJORS_LOGS:-$(mktemp -d /tmp/leaf-majors.XXXXXX)}
+mkdir -p "$logs" "$portdir"
+chmod 1777 "$portdir"
+rm -f "$logs"/*.rc
+say "logs in $logs"
+t_all=$SECONDS
+
+# The chroots are prepared in the background, in the order of the majors
+# and $jobs at a time (more at once only share the same network and disk,
+# and the first majors would wait longer): downloading and unpacking
+# overlaps with the tests that run meanwhile.
+prepare_all() {
+	local m started=() p n
+	for m in $majors; do
+		is_host "$m" && continue
+		while :; do
+			n=0
+			for p in "${started[@]}"; do
+				kill -0 "$p" 2>/dev/null && n=$((n + 1))
+			done
+			[ "$n" -lt "$jobs" ] && break
+			sleep 2
+		done
+		{
+			rc=0
+			prepare "$m" >"$logs/$m.prepare.log" 2>&1 || rc=$?
+			echo $rc >"$logs/$m.prepare.rc"
+		} &
+		started+=($!)
+	done
+	wait
+}
+if [ "$cmd" = all ]; then
+	rm -f "$logs"/*.prepare.rc
+	prepare_all &
+fi
+
+# one_major MAJOR: test one major, on the host or in its chroot
+one_major() {
+	local m=$1 t0=$SECONDS rc=0 var=LEAF_TESTS_$1
+	if is_host "$m"; then
+		say "$m: on this machine (./install.sh test)"
+		local tests=${!var:-$(default_tests "$m")}
+		[ "$tests" = all ] && tests=
+		LEAF_MAJORS='' LEAF_PG_MAJOR=$m LEAF_TESTS=$tests PG_TEST_PORT_DIR=$portdir \
+			"$here/install.sh" test || rc=$?
+	else
+		if [ "$cmd" = all ]; then
+			while [ ! -f "$logs/$m.prepare.rc" ]; do sleep 2; done
+			cat "$logs/$m.prepare.log"
+			rc=$(cat "$logs/$m.prepare.rc")
+		fi
+		[ "$rc" = 0 ] && { (test_major "$m") || rc=$?; }
+	fi
+	say "$m: done in $((SECONDS - t0)) s, exit $rc"
+	return "$rc"
+}
+
+# the majors in the order given, at most $jobs at once
+pids=()
+running() {
+	local n=0 p
+	for p in "${pids[@]}"; do
+		kill -0 "$p" 2>/dev/null && n=$((n + 1))
+	done
+	echo $n
+}
+for m in $majors; do
+	while [ "$(running)" -ge "$jobs" ]; do sleep 5; done
+	{
+		rc=0
+		one_major "$m" >"$logs/$m.log" 2>&1 || rc=$?
+		echo $rc >"$logs/$m.rc"
+	} &
+	pids+=($!)
+	say "$m: started (log $logs/$m.log)"
+done
+wait
+
+failed=()
+for m in $majors; do
+	if [ "$(cat "$logs/$m.rc" 2>/dev/null)" = 0 ]; then
+		say "$m: passed"
+	else
+		failed+=("$m: $(failed_files "$logs/$m.log")")
+	fi
+done
+for m in $majors; do
+	grep -h -E '^== .*(took|done in)' "$logs/$m.log" 2>/dev/null || true
+done
+say "the whole run took $((SECONDS - t_all)) s"
+if [ ${#failed[@]} -gt 0 ]; then
+	say "FAILED"
+	printf '  PostgreSQL %s\n' "${failed[@]}"
+	exit 1
+fi
+say "all passed: $majors"
