@@ -21,9 +21,10 @@
 # LEAF_TESTS for only some of the TAP files (paths or globs, such as
 # 'test/t/01*.pl'); pg_regress runs always.
 #
-# LEAF_MAJORS="15 17 18 19" ./install.sh test runs the tests against each
-# of those majors instead: the host's own here, the others in Debian
-# chroots (see test/majors.sh, which does it).
+# ./install.sh test runs the tests against every supported major (15, 17,
+# 18 and 19): the host's own here, the others in Debian chroots (see
+# test/majors.sh, which does it).  LEAF_MAJORS="15 17" names some of them;
+# LEAF_MAJORS= (empty) tests the host's own only.
 #
 set -euo pipefail
 
@@ -254,8 +255,11 @@ case "$mode" in
 		;;
 	test)
 		need_root
-		if [ -n "${LEAF_MAJORS:-}" ]; then
-			exec "$here/test/majors.sh" all $LEAF_MAJORS
+		# every supported major unless told otherwise; LEAF_MAJORS= (empty)
+		# is this machine's own only
+		majors=${LEAF_MAJORS-15 17 18 19}
+		if [ -n "$majors" ] && [ "$majors" != "$pgmajor" ]; then
+			exec "$here/test/majors.sh" all $majors
 		fi
 		install_packages test
 		run_tests

@@ -474,6 +474,8 @@ for m in $majors; do
 	grep -h -E '^== .*(took|done in)' "$logs/$m.log" 2>/dev/null || true
 done
 say "the whole run took $((SECONDS - t_all)) s"
+nmajors=$(echo $majors | wc -w)
+echo "majors: $((nmajors - ${#failed[@]})) passed, ${#failed[@]} failed"
 if [ ${#failed[@]} -gt 0 ]; then
 	say "FAILED"
 	printf '  PostgreSQL %s\n' "${failed[@]}"
