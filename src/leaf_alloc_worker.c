@@ -221,14 +221,16 @@ leaf_launch_alloc_worker(Oid dboid)
 	}
 }
 
+/*
+ * Give this worker's slot in the registry back, if it still holds it.
+ * Caller holds leaf_seg->lock exclusively.
+ */
 static void
-leaf_worker_detach(int code, Datum arg)
+leaf_release_worker_slot(void)
 {
 	LeafWorkerSlot *w;
 
-	leaf_my_slot = NULL;
-	LWLockReleaseAll();
-	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
+	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
 	w = leaf_worker_slot_for(leaf_worker_dboid);
 	if (w != NULL && w->pid == MyProcPid)
 	{
@@ -238,6 +240,26 @@ leaf_worker_detach(int code, Datum arg)
 		SpinLockRelease(&leaf_seg->mutex);
 		w->dboid = InvalidOid;
 	}
+}
+
+/*
+ * Does a tag slot wait for a load by this worker?  Caller holds the
+ * slot's mutex.
+ */
+static inline bool
+leaf_slot_wants_load(const LeafTagSlot *slot)
+{
+	return slot->generation != 0 && slot->dboid == leaf_worker_dboid &&
+		slot->loading && !slot->next_ready;
+}
+
+static void
+leaf_worker_detach(int code, Datum arg)
+{
+	leaf_my_slot = NULL;
+	LWLockReleaseAll();
+	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
+	leaf_release_worker_slot();
 	LWLockRelease(leaf_seg->lock);
 }
 
@@ -774,7 +796,6 @@ static bool
 leaf_worker_give_up_slot(void)
 {
 	bool		pending = false;
-	LeafWorkerSlot *w;
 	int			i;
 
 	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
@@ -783,20 +804,11 @@ leaf_worker_give_up_slot(void)
 		LeafTagSlot *slot = &leaf_seg->slots[i];
 
 		SpinLockAcquire(&slot->mutex);
-		if (slot->generation != 0 && slot->dboid == leaf_worker_dboid &&
-			slot->loading && !slot->next_ready)
-			pending = true;
+		pending = leaf_slot_wants_load(slot);
 		SpinLockRelease(&slot->mutex);
 	}
-	w = pending ? NULL : leaf_worker_slot_for(leaf_worker_dboid);
-	if (w != NULL && w->pid == MyProcPid)
-	{
-		SpinLockAcquire(&leaf_seg->mutex);
-		w->pid = 0;
-		w->latch = NULL;
-		SpinLockRelease(&leaf_seg->mutex);
-		w->dboid = InvalidOid;
-	}
+	if (!pending)
+		leaf_release_worker_slot();
 	LWLockRelease(leaf_seg->lock);
 	return !pending;
 }
@@ -825,13 +837,13 @@ leaf_free_own_slots(Oid extoid)
 	}
 }
 
+/* when this worker last had a load to do (or one due for a retry) */
+static TimestampTz leaf_last_busy = 0;
+
 /*
  * Do the loads callers asked for.  Returns the time in ms until a failed
  * load is due for a retry, or -1.
  */
-/* when this worker last had a load to do */
-static TimestampTz leaf_last_busy = 0;
-
 static long
 leaf_do_loads(void)
 {
@@ -854,8 +866,7 @@ leaf_do_loads(void)
 			LeafLoadJob *job = &jobs[njobs];
 
 			SpinLockAcquire(&slot->mutex);
-			if (slot->generation != 0 && slot->dboid == leaf_worker_dboid &&
-				slot->loading && !slot->next_ready)
+			if (leaf_slot_wants_load(slot))
 			{
 				if (slot->retry_at > now)
 				{
