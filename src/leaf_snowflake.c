@@ -117,6 +117,8 @@ typedef struct LeafSfShared
 	int64		not_before_ms;	/* clock must pass this before serving */
 	int			npeers;			/* running peers at the last clock check */
 	int64		peer_offset_ms; /* our clock minus the peers' average */
+	bool		new_id_requested;	/* leaf_snowflake_new_worker_id() was
+									 * called, the worker has not acted */
 	pid_t		worker_pid;		/* snowflake worker, 0 if none */
 	Latch	   *worker_latch;	/* its latch, NULL if none */
 } LeafSfShared;
@@ -235,7 +237,7 @@ leaf_snowflake_init(void)
 							   "Sets the ZooKeeper path under which snowflake nodes register.",
 							   NULL,
 							   &leaf_sf_zk_root,
-							   "/leaf/default",
+							   "",
 							   PGC_POSTMASTER,
 							   0,
 							   NULL, NULL, NULL);
@@ -527,12 +529,13 @@ leaf_sf_last_issued_ms(void)
 
 /*
  * Start generating with the given worker ID.  No ID will carry a
- * timestamp at or below floor_ms, nor below anything handed out before.
+ * timestamp at or below floor_ms, nor (unless new_id) below anything
+ * handed out before.
  * The caller has set the lease already.  Returns false, without serving,
  * for a worker ID out of range.
  */
 bool
-leaf_sf_start_serving(int worker_id, int64 floor_ms)
+leaf_sf_start_serving(int worker_id, int64 floor_ms, bool new_id)
 {
 	uint64		old;
 	int64		floor_ts = floor_ms - leaf_sf_epoch_ms;
@@ -562,7 +565,12 @@ leaf_sf_start_serving(int worker_id, int64 floor_ms)
 	{
 		int64		ts = (int64) ((old & ~LEAF_SF_FENCE) >> 22);
 
-		if (ts < floor_ts)
+		/*
+		 * A worker ID taken on request (the clock was far ahead, then set
+		 * right) starts at its own floor: its IDs cannot equal those of the
+		 * worker ID before, but they are lower.
+		 */
+		if (ts < floor_ts || new_id)
 			ts = floor_ts;
 		newval = ((uint64) ts << 22) | ((uint64) worker_id << 12) | LEAF_SF_SEQ_MASK;
 		if (pg_atomic_compare_exchange_u64(&leaf_sf->last_id, &old, newval))
@@ -826,7 +834,8 @@ leaf_sf_reserve(int want, int *count)
 							offset),
 					 backward_waited ?
 					 errdetail("The clock was still behind the last ID after waiting.") :
-					 errdetail("leaf.max_backward_ms is %d ms.", leaf_sf_max_backward_ms)));
+					 errdetail("leaf.max_backward_ms is %d ms.", leaf_sf_max_backward_ms),
+					 errhint("Calls succeed again once the clock is past the last ID issued.  If the clock was set back for good, leaf_snowflake_new_worker_id() makes a node with a worker ID from ZooKeeper serve at once with a new one.")));
 		}
 
 		if (unlikely(leaf_sf_test_reserve_pause_ms > 0) && !paused)
@@ -855,6 +864,7 @@ PG_FUNCTION_INFO_V1(leaf_snowflake);
 PG_FUNCTION_INFO_V1(leaf_snowflake_nextvals);
 PG_FUNCTION_INFO_V1(leaf_snowflake_decode);
 PG_FUNCTION_INFO_V1(leaf_snowflake_status);
+PG_FUNCTION_INFO_V1(leaf_snowflake_new_worker_id);
 
 /*
  * leaf_snowflake() returns bigint
@@ -1031,6 +1041,20 @@ leaf_snowflake_status(PG_FUNCTION_ARGS)
 	else if ((last_id & LEAF_SF_FENCE) != 0 ||
 			 (pg_atomic_read_u32(&leaf_sf->serving) & LEAF_SF_SERVING_FLAG) == 0)
 		why = "the snowflake worker is restarting the generator";
+	else if (leaf_sf_now_ms() - leaf_sf_epoch_ms < 0 ||
+			 leaf_sf_now_ms() - leaf_sf_epoch_ms > LEAF_SF_MAX_TS)
+		why = "the clock is outside the 41-bit range of timestamps since leaf.snowflake_epoch: calls fail with LF103";
+	else if ((int64) ((last_id & ~LEAF_SF_FENCE) >> 22) + leaf_sf_epoch_ms >
+			 leaf_sf_now_ms() + leaf_sf_max_backward_ms)
+	{
+		int64		behind = (int64) ((last_id & ~LEAF_SF_FENCE) >> 22) +
+			leaf_sf_epoch_ms - leaf_sf_now_ms();
+
+		snprintf(lease_reason, sizeof(lease_reason),
+				 "the clock is " INT64_FORMAT " ms behind the last ID issued, more than leaf.max_backward_ms (%d ms): calls fail with LF101 until it catches up, or until a new worker ID is taken (leaf_snowflake_new_worker_id())",
+				 behind, leaf_sf_max_backward_ms);
+		why = lease_reason;
+	}
 	else if (leaf_sf_now_ms() > lease)
 	{
 		/* the worker's reason, if it has found out why */
@@ -1091,4 +1115,63 @@ leaf_snowflake_status(PG_FUNCTION_ARGS)
 
 	Assert(i == ncols);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* Called by the worker: was a new worker ID requested?  Clears it. */
+bool
+leaf_sf_new_id_requested(void)
+{
+	bool		requested;
+
+	SpinLockAcquire(&leaf_sf->mutex);
+	requested = leaf_sf->new_id_requested;
+	leaf_sf->new_id_requested = false;
+	SpinLockRelease(&leaf_sf->mutex);
+	return requested;
+}
+
+/*
+ * leaf_snowflake_new_worker_id(): give up the worker ID from ZooKeeper and
+ * register a new one.  The way out when the clock ran far ahead and was
+ * set right: the old worker ID cannot serve until the clock passes its
+ * mark again, a new one can at once.  The old forever node stays, marked
+ * abandoned, with its mark; recycling takes it once its mark has passed.
+ * Execution is revoked from PUBLIC.
+ */
+Datum
+leaf_snowflake_new_worker_id(PG_FUNCTION_ARGS)
+{
+	char		source[16];
+	pid_t		pid;
+
+	leaf_require_preload();
+	if (leaf_sf_worker_id != -1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("leaf.worker_id is set by hand (%d): a new worker ID comes only from ZooKeeper",
+						leaf_sf_worker_id),
+				 errhint("Set leaf.worker_id to a worker ID that no node ever used, and restart the server.")));
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot take a new worker ID during recovery")));
+
+	SpinLockAcquire(&leaf_sf->mutex);
+	strlcpy(source, leaf_sf->source, sizeof(source));
+	pid = leaf_sf->worker_pid;
+	if (strcmp(source, "zookeeper") == 0 && pid != 0)
+		leaf_sf->new_id_requested = true;
+	SpinLockRelease(&leaf_sf->mutex);
+
+	if (pid == 0 || strcmp(source, "zookeeper") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the snowflake worker is not registered in ZooKeeper"),
+				 errdetail("The worker ID is from \"%s\"; a new one can only be had from ZooKeeper.",
+						   source[0] ? source : "nowhere yet"),
+				 errhint("See leaf_snowflake_status.")));
+	leaf_sf_wake_worker();
+	ereport(LOG,
+			(errmsg("a new snowflake worker ID was requested")));
+	PG_RETURN_VOID();
 }

@@ -45,7 +45,8 @@ extern void leaf_sf_report_identity(int worker_id, const char *source,
 extern void leaf_sf_report_heartbeat(int64 ms);
 extern void leaf_sf_report_peers(int npeers, int64 offset_ms);
 extern void leaf_sf_report_not_before(int64 ms);
-extern bool leaf_sf_start_serving(int worker_id, int64 floor_ms);
+extern bool leaf_sf_start_serving(int worker_id, int64 floor_ms, bool new_id);
+extern bool leaf_sf_new_id_requested(void);
 extern void leaf_sf_set_lease(int64 lease_ms);
 extern int64 leaf_sf_get_lease(void);
 extern int64 leaf_sf_last_issued_ms(void);

@@ -13,7 +13,7 @@
  *	  $PGDATA/leaf_snowflake.state;
  *	- checks the clock before serving: it must be past the high-water mark
  *	  recorded for this node (in ZooKeeper and in the cache file), and
- *	  within leaf.max_clock_drift_ms of the running peers' average;
+ *	  within leaf.max_clock_drift_ms of the running peers' median;
  *	- every leaf.heartbeat_interval records a new high-water mark (now plus
  *	  a margin) in the cache file and in the forever node, and only then
  *	  lets the generator use timestamps up to it (the "lease", see
@@ -26,7 +26,7 @@
  * stamps the write with its own clock (mtime).  "ts - mtime" is thus the
  * writer's offset from ZooKeeper's clock at that moment.  A starting node
  * measures its own offset the same way, with a write to <root>/clock, and
- * compares it with the average offset of the nodes that hold an ephemeral
+ * compares it with the median offset of the nodes that hold an ephemeral
  * node.  The ZooKeeper clock (the leader's, in an ensemble) cancels out.
  *
  * The ZooKeeper C client runs its own threads.  Only the synchronous API
@@ -92,6 +92,10 @@ typedef struct LeafSfCache
 	char		node_address[LEAF_SF_ADDR_LEN];
 	char		zk_root[LEAF_ZK_PATH_LEN];
 	char		zk_node[LEAF_ZK_PATH_LEN];
+	char		claimed_in[LEAF_ZK_PATH_LEN];	/* root where worker_id, set
+												 * by hand, was claimed */
+	int			declared;		/* recyclable ("bounded") as last declared
+								 * in ZooKeeper: 1, 0, or -1 if unknown */
 	int64		session_id;		/* ZooKeeper session that registered */
 	int64		hwm_ms;			/* mark of worker_id, see marks[] */
 	int64		written_ms;		/* when the file was written */
@@ -113,6 +117,12 @@ typedef enum LeafZkResult
 static zhandle_t *leaf_zh = NULL;
 static char leaf_addr[LEAF_SF_ADDR_LEN];
 static char leaf_reason[LEAF_SF_REASON_LEN];
+static char leaf_root[LEAF_ZK_PATH_LEN];	/* leaf.zk_root, or the root the
+											 * state file records */
+static bool leaf_claimed = false;	/* the hand-set worker ID is claimed
+									 * in ZooKeeper by this run */
+static char leaf_claimed_in[LEAF_ZK_PATH_LEN];	/* root where it was claimed
+												 * (this run or before), or "" */
 static LeafSfCache leaf_cache;
 static char leaf_identity[LEAF_SF_ID_LEN];	/* this data directory */
 static int64 leaf_session_id = 0;	/* session our ephemeral node is from */
@@ -133,6 +143,8 @@ static bool leaf_zk_retried = false;	/* a new session was tried before
 										 * using the cache file */
 static int64 leaf_unconnected_since = 0;	/* session not connected since */
 static int64 leaf_file_hwm = 0; /* last high-water mark the file holds */
+static bool leaf_new_id = false;	/* the worker ID was given up on request:
+									 * the next one starts at its own floor */
 static bool leaf_lease_out = false; /* serving, but the lease ran out */
 static int64 leaf_lease_out_since = 0;	/* when that was noticed */
 
@@ -323,6 +335,7 @@ leaf_cache_read(LeafSfCache *cache)
 
 	memset(cache, 0, sizeof(*cache));
 	cache->worker_id = -1;
+	cache->declared = -1;
 
 	f = AllocateFile(LEAF_SF_STATE_FILE, "r");
 	if (f == NULL)
@@ -357,6 +370,10 @@ leaf_cache_read(LeafSfCache *cache)
 			strlcpy(cache->zk_root, val, sizeof(cache->zk_root));
 		else if (strcmp(line, "zk_node") == 0)
 			strlcpy(cache->zk_node, val, sizeof(cache->zk_node));
+		else if (strcmp(line, "claimed_in") == 0)
+			strlcpy(cache->claimed_in, val, sizeof(cache->claimed_in));
+		else if (strcmp(line, "recyclable") == 0)
+			cache->declared = atoi(val) != 0;
 		else if (strcmp(line, "high_water_ms") == 0)
 			cache->hwm_ms = strtoll(val, NULL, 10);
 		else if (strcmp(line, "written_ms") == 0)
@@ -488,6 +505,21 @@ leaf_cache_write_file(const char *data, int len)
 }
 
 /*
+ * May another node take this node's worker ID over while it is down?
+ * Yes if ZooKeeper holds "bounded" for our forever node, or if recycling
+ * is on here, so that the next heartbeat will say so.  The state file
+ * records the answer: whether the file may stand in for ZooKeeper at the
+ * next start depends on what this node declared, not on the setting of
+ * that day.
+ */
+static bool
+leaf_recyclable(void)
+{
+	return leaf_sf_worker_id == -1 &&
+		(leaf_zk_bounded || leaf_sf_reclaim_after_ms > 0);
+}
+
+/*
  * Write the cache file durably: temporary file, fsync, rename, fsync of
  * the directory.  Returns false (after logging) on failure.
  */
@@ -511,12 +543,16 @@ leaf_cache_write(int worker_id, const char *source, int64 hwm_ms)
 					 "zk_root %s\n"
 					 "zk_node %s\n"
 					 "session %llx\n"
+					 "recyclable %d\n"
+					 "claimed_in %s\n"
 					 "epoch_ms " INT64_FORMAT "\n"
 					 "high_water_ms " INT64_FORMAT "\n"
 					 "written_ms " INT64_FORMAT "\n",
 					 leaf_identity, worker_id, source, leaf_addr,
-					 leaf_sf_zk_root ? leaf_sf_zk_root : "",
+					 leaf_root,
 					 leaf_node_path, (unsigned long long) leaf_session_id,
+					 leaf_recyclable() ? 1 : 0,
+					 strcmp(source, "setting") == 0 ? leaf_claimed_in : "",
 					 leaf_sf_epoch_ms, hwm_ms, leaf_sf_clock_ms());
 	for (i = 0; i <= LEAF_SF_MAX_WORKER_ID; i++)
 	{
@@ -715,27 +751,31 @@ static int
 leaf_zk_ensure_tree(void)
 {
 	char		path[LEAF_ZK_PATH_LEN];
-	const char *p = leaf_sf_zk_root;
+	const char *p = leaf_root;
 	int			rc;
 
 	while ((p = strchr(p + 1, '/')) != NULL)
 	{
-		snprintf(path, sizeof(path), "%.*s", (int) (p - leaf_sf_zk_root),
-				 leaf_sf_zk_root);
+		snprintf(path, sizeof(path), "%.*s", (int) (p - leaf_root),
+				 leaf_root);
 		if ((rc = leaf_zk_ensure(path)) != ZOK)
 			return rc;
 	}
-	if ((rc = leaf_zk_ensure(leaf_sf_zk_root)) != ZOK)
+	if ((rc = leaf_zk_ensure(leaf_root)) != ZOK)
 		return rc;
-	snprintf(path, sizeof(path), "%s/forever", leaf_sf_zk_root);
+	snprintf(path, sizeof(path), "%s/forever", leaf_root);
 	if ((rc = leaf_zk_ensure(path)) != ZOK)
 		return rc;
-	snprintf(path, sizeof(path), "%s/temporary", leaf_sf_zk_root);
+	snprintf(path, sizeof(path), "%s/temporary", leaf_root);
 	if ((rc = leaf_zk_ensure(path)) != ZOK)
 		return rc;
-	snprintf(path, sizeof(path), "%s/clock", leaf_sf_zk_root);
+	snprintf(path, sizeof(path), "%s/claimed", leaf_root);
+	if ((rc = leaf_zk_ensure(path)) != ZOK)
+		return rc;
+	snprintf(path, sizeof(path), "%s/clock", leaf_root);
 	return leaf_zk_ensure(path);
 }
+
 
 /*
  * Data of a forever node: owner address, time of the write, high-water
@@ -798,6 +838,33 @@ leaf_zk_get(const char *path, char *buf, int size, struct Stat *stat)
 	return rc;
 }
 
+/* Path of the claim of a worker ID set by hand (leaf.worker_id). */
+static void
+leaf_claim_path(char *buf, size_t size, int worker_id)
+{
+	snprintf(buf, size, "%s/claimed/%010d", leaf_root, worker_id);
+}
+
+/*
+ * Who claims worker ID wid by hand, as "address (data directory id)" in
+ * out; false if nobody does.
+ */
+static bool
+leaf_claim_owner(int wid, char *out, size_t size)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	char		data[LEAF_ZK_DATA_LEN];
+	char		addr[LEAF_SF_ADDR_LEN];
+	struct Stat st;
+
+	leaf_claim_path(path, sizeof(path), wid);
+	if (leaf_zk_get(path, data, sizeof(data), &st) != ZOK)
+		return false;
+	leaf_json_str(data, "addr", addr, sizeof(addr));
+	snprintf(out, size, "%s", addr[0] ? addr : "an unknown node");
+	return true;
+}
+
 /* A child of forever, as read at registration. */
 typedef struct LeafZkNode
 {
@@ -812,6 +879,30 @@ typedef struct LeafZkNode
 	bool		bounded;		/* owner keeps its lease within hwm */
 	bool		live;			/* some ephemeral node names it */
 } LeafZkNode;
+
+/*
+ * Is the ephemeral node at path, held by a session this process does not
+ * know, left over by an earlier session of this data directory?  That is
+ * so if it names a forever node whose data directory is ours: an
+ * immediate restart leaves its node behind for the session timeout, and
+ * the state file may not have recorded that session yet.  Another node
+ * with our address has another data directory.
+ */
+static bool
+leaf_zk_ephemeral_ours(const char *path, LeafZkNode *nodes, int nnodes)
+{
+	char		data[LEAF_ZK_DATA_LEN];
+	struct Stat st;
+	int			i;
+
+	if (leaf_zk_get(path, data, sizeof(data), &st) != ZOK || data[0] == '\0')
+		return false;
+	for (i = 0; i < nnodes; i++)
+		if (strcmp(nodes[i].name, data) == 0)
+			return nodes[i].id[0] != '\0' &&
+				strcmp(nodes[i].id, leaf_identity) == 0;
+	return false;
+}
 
 static LeafZkResult
 leaf_zk_fail_rc(const char *what, int rc)
@@ -834,7 +925,7 @@ leaf_zk_probe_clock(int64 *offset, int64 *zk_now)
 	int64		after;
 	int			rc;
 
-	snprintf(path, sizeof(path), "%s/clock", leaf_sf_zk_root);
+	snprintf(path, sizeof(path), "%s/clock", leaf_root);
 	before = leaf_sf_clock_ms();
 	rc = zoo_set2(leaf_zh, path, leaf_addr, strlen(leaf_addr), -1, &st);
 	after = leaf_sf_clock_ms();
@@ -846,18 +937,37 @@ leaf_zk_probe_clock(int64 *offset, int64 *zk_now)
 }
 
 /*
- * Compare our clock with the running peers' average.  Peers are the
+ * Compare our clock with the running peers' clocks.  Peers are the
  * ephemeral nodes under temporary/ other than ours; each names its forever
- * node, whose last heartbeat gives the peer's offset from ZooKeeper.
+ * node, whose last heartbeat gives the peer's offset from ZooKeeper.  The
+ * yardstick is the median offset, so that one peer with a wrong clock
+ * neither blocks correct nodes nor lets a wrong one in; peers far from the
+ * median are named in the log.
  */
+static int
+leaf_cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
 static LeafZkResult
 leaf_zk_check_peers(int64 my_offset, struct String_vector *temp)
 {
-	int64		sum = 0;
+	int64	   *offsets;
+	char	  **names;
+	int64	   *sorted;
 	int			npeers = 0;
 	int			i;
+	int64		median;
 	int64		diff;
+	LeafZkResult result = LEAF_ZK_OK;
 
+	offsets = palloc(sizeof(int64) * Max(temp->count, 1));
+	sorted = palloc(sizeof(int64) * Max(temp->count, 1));
+	names = palloc(sizeof(char *) * Max(temp->count, 1));
 	for (i = 0; i < temp->count; i++)
 	{
 		char		path[LEAF_ZK_PATH_LEN];
@@ -868,38 +978,63 @@ leaf_zk_check_peers(int64 my_offset, struct String_vector *temp)
 
 		if (strcmp(temp->data[i], leaf_addr) == 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/temporary/%s", leaf_sf_zk_root,
+		snprintf(path, sizeof(path), "%s/temporary/%s", leaf_root,
 				 temp->data[i]);
 		if (leaf_zk_get(path, data, sizeof(data), &st) != ZOK || data[0] == '\0')
 			continue;
-		snprintf(fpath, sizeof(fpath), "%s/forever/%s", leaf_sf_zk_root, data);
+		snprintf(fpath, sizeof(fpath), "%s/forever/%s", leaf_root, data);
 		if (leaf_zk_get(fpath, data, sizeof(data), &st) != ZOK)
 			continue;
 		ts = leaf_json_int(data, "ts");
 		if (ts <= 0)
 			continue;
-		sum += ts - st.mtime;
+		offsets[npeers] = ts - st.mtime;
+		names[npeers] = temp->data[i];
 		npeers++;
 	}
 
 	if (npeers == 0)
 	{
 		leaf_sf_report_peers(0, 0);
-		return LEAF_ZK_OK;
+		goto done;
 	}
-	diff = my_offset - sum / npeers;
+	memcpy(sorted, offsets, sizeof(int64) * npeers);
+	qsort(sorted, npeers, sizeof(int64), leaf_cmp_int64);
+	median = (npeers % 2 == 1) ? sorted[npeers / 2] :
+		sorted[npeers / 2 - 1] + (sorted[npeers / 2] - sorted[npeers / 2 - 1]) / 2;
+
+	if (leaf_sf_max_clock_drift_ms > 0)
+	{
+		for (i = 0; i < npeers; i++)
+		{
+			int64		d = offsets[i] - median;
+
+			if (d >= leaf_sf_max_clock_drift_ms || -d >= leaf_sf_max_clock_drift_ms)
+				ereport(WARNING,
+						(errmsg("the clock of running peer %s differs from the median of %d running peers by " INT64_FORMAT " ms, more than leaf.max_clock_drift_ms (%d ms)",
+								names[i], npeers, d, leaf_sf_max_clock_drift_ms),
+						 errhint("Check that node's clock; its IDs carry it.")));
+		}
+	}
+
+	diff = my_offset - median;
 	leaf_sf_report_peers(npeers, diff);
 	if (leaf_sf_max_clock_drift_ms > 0 &&
 		(diff >= leaf_sf_max_clock_drift_ms || -diff >= leaf_sf_max_clock_drift_ms))
 	{
-		leaf_not_ready("clock differs from the average of %d running peers by " INT64_FORMAT " ms, leaf.max_clock_drift_ms is %d",
+		leaf_not_ready("clock differs from the median of %d running peers by " INT64_FORMAT " ms, leaf.max_clock_drift_ms is %d",
 					   npeers, diff, leaf_sf_max_clock_drift_ms);
-		return LEAF_ZK_RETRY;
+		result = LEAF_ZK_RETRY;
+		goto done;
 	}
 	ereport(LOG,
-			(errmsg("leaf snowflake clock is within " INT64_FORMAT " ms of the average of %d running peers",
+			(errmsg("leaf snowflake clock is within " INT64_FORMAT " ms of the median of %d running peers",
 					diff, npeers)));
-	return LEAF_ZK_OK;
+done:
+	pfree(offsets);
+	pfree(sorted);
+	pfree(names);
+	return result;
 }
 
 /*
@@ -917,10 +1052,15 @@ leaf_zk_register(bool check_peers)
 	LeafZkNode *nodes = NULL;
 	LeafZkNode *mine = NULL;
 	LeafZkNode *mine_high = NULL;
+	struct String_vector claims = {0, NULL};
+	bool	   *claimed = NULL;
+	char	  **temp_names = NULL;
+	char		claimer[LEAF_SF_ADDR_LEN];
 	int64		my_offset = 0;
 	int64		zk_now = 0;
 	int			rc;
 	int			i;
+	int			j;
 	int			len;
 	LeafZkResult result = LEAF_ZK_RETRY;
 
@@ -929,15 +1069,48 @@ leaf_zk_register(bool check_peers)
 	if ((rc = leaf_zk_probe_clock(&my_offset, &zk_now)) != ZOK)
 		return leaf_zk_fail_rc("clock probe", rc);
 
-	snprintf(path, sizeof(path), "%s/temporary", leaf_sf_zk_root);
+	snprintf(path, sizeof(path), "%s/temporary", leaf_root);
 	if ((rc = zoo_get_children(leaf_zh, path, 0, &temp)) != ZOK)
 		return leaf_zk_fail_rc("list running nodes", rc);
 
-	snprintf(path, sizeof(path), "%s/forever", leaf_sf_zk_root);
+	snprintf(path, sizeof(path), "%s/forever", leaf_root);
 	if ((rc = zoo_get_children(leaf_zh, path, 0, &children)) != ZOK)
 	{
 		deallocate_String_vector(&temp);
 		return leaf_zk_fail_rc("list registered nodes", rc);
+	}
+
+	/* worker IDs set by hand and claimed here (none in older trees) */
+	claimed = palloc0(sizeof(bool) * (LEAF_SF_MAX_WORKER_ID + 1));
+	snprintf(path, sizeof(path), "%s/claimed", leaf_root);
+	rc = zoo_get_children(leaf_zh, path, 0, &claims);
+	if (rc != ZOK && rc != ZNONODE)
+	{
+		result = leaf_zk_fail_rc("list claimed worker IDs", rc);
+		goto done;
+	}
+	for (i = 0; i < claims.count; i++)
+	{
+		long		c = strtol(claims.data[i], NULL, 10);
+
+		if (c >= 0 && c <= LEAF_SF_MAX_WORKER_ID)
+			claimed[c] = true;
+	}
+
+	/* the forever node each running peer names, read once */
+	temp_names = palloc0(sizeof(char *) * Max(temp.count, 1));
+	for (j = 0; j < temp.count; j++)
+	{
+		char		tpath[LEAF_ZK_PATH_LEN];
+		char		tdata[LEAF_ZK_DATA_LEN];
+		struct Stat st;
+
+		if (ShutdownRequestPending)
+			goto done;
+		snprintf(tpath, sizeof(tpath), "%s/temporary/%s", leaf_root,
+				 temp.data[j]);
+		if (leaf_zk_get(tpath, tdata, sizeof(tdata), &st) == ZOK)
+			temp_names[j] = pstrdup(tdata);
 	}
 
 	nodes = palloc0(sizeof(LeafZkNode) * Max(children.count, 1));
@@ -946,11 +1119,12 @@ leaf_zk_register(bool check_peers)
 		LeafZkNode *n = &nodes[i];
 		const char *dash = strrchr(children.data[i], '-');
 		struct Stat st;
-		int			j;
 
+		if (ShutdownRequestPending)
+			goto done;
 		strlcpy(n->name, children.data[i], sizeof(n->name));
 		n->seq = dash ? strtol(dash + 1, NULL, 10) : -1;
-		snprintf(path, sizeof(path), "%s/forever/%s", leaf_sf_zk_root, n->name);
+		snprintf(path, sizeof(path), "%s/forever/%s", leaf_root, n->name);
 		rc = leaf_zk_get(path, data, sizeof(data), &st);
 		if (rc == ZNONODE)
 		{
@@ -976,17 +1150,9 @@ leaf_zk_register(bool check_peers)
 		n->version = st.version;
 
 		for (j = 0; j < temp.count; j++)
-		{
-			char		tpath[LEAF_ZK_PATH_LEN];
-			char		tdata[LEAF_ZK_DATA_LEN];
-
-			snprintf(tpath, sizeof(tpath), "%s/temporary/%s", leaf_sf_zk_root,
-					 temp.data[j]);
-			if (leaf_zk_get(tpath, tdata, sizeof(tdata), &st) == ZOK &&
-				strcmp(tdata, n->name) == 0 &&
+			if (temp_names[j] != NULL && strcmp(temp_names[j], n->name) == 0 &&
 				strcmp(temp.data[j], leaf_addr) != 0)
 				n->live = true;
-		}
 
 		if (n->seq >= 0 && strcmp(n->owner, leaf_addr) == 0 &&
 			n->id[0] != '\0' && strcmp(n->id, leaf_identity) != 0)
@@ -1016,27 +1182,74 @@ leaf_zk_register(bool check_peers)
 		goto done;
 	}
 
-	/* take over the oldest dead worker ID, if allowed */
+	/*
+	 * Our node's worker ID claimed by hand by another node: a node that
+	 * never served with it (created by a registration that did not finish)
+	 * gives it up, for a new one below; one that did cannot.
+	 */
+	if (mine != NULL && claimed[mine->seq])
+	{
+		if (mine->ts == 0 && mine->hwm == 0)
+		{
+			snprintf(path, sizeof(path), "%s/forever/%s", leaf_root, mine->name);
+			rc = zoo_delete(leaf_zh, path, mine->version);
+			if (rc != ZOK && rc != ZNONODE)
+			{
+				result = leaf_zk_fail_rc("give up a claimed worker ID", rc);
+				goto done;
+			}
+			mine->seq = -1;
+			mine = NULL;
+		}
+		else
+		{
+			if (!leaf_claim_owner((int) mine->seq, claimer, sizeof(claimer)))
+				strlcpy(claimer, "a node", sizeof(claimer));
+			leaf_not_ready("worker ID %ld of %s (%s/forever/%s) is also claimed by %s, which has leaf.worker_id = %ld; two nodes must never serve with one worker ID: set leaf.worker_id there to an ID no node of %s uses, then delete %s/claimed/%010ld",
+						   mine->seq, leaf_addr, leaf_root, mine->name, claimer,
+						   mine->seq, leaf_root, leaf_root, mine->seq);
+			result = LEAF_ZK_FAIL;
+			goto done;
+		}
+	}
+
+	/*
+	 * Take over the oldest dead worker ID, if allowed.  A worker ID whose
+	 * mark is ahead of ZooKeeper's clock (its holder's clock ran ahead)
+	 * could serve only once the clock passes the mark: it is taken only
+	 * when the tree may have no new worker ID left to give.
+	 */
 	if (mine == NULL && leaf_sf_reclaim_after_ms > 0)
 	{
 		LeafZkNode *best = NULL;
+		bool		best_future = false;
+		bool		room = children.count <= LEAF_SF_MAX_WORKER_ID;
 
 		for (i = 0; i < children.count; i++)
 		{
 			LeafZkNode *n = &nodes[i];
+			bool		future;
 
 			if (n->seq < 0 || n->seq > LEAF_SF_MAX_WORKER_ID || n->live ||
 				!n->bounded || strcmp(n->owner, leaf_addr) == 0 ||
+				claimed[n->seq] ||
 				n->mtime > zk_now - leaf_sf_reclaim_after_ms)
 				continue;
-			if (best == NULL || n->mtime < best->mtime)
+			future = n->hwm > zk_now + leaf_margin_ms();
+			if (future && room)
+				continue;
+			if (best == NULL || (best_future && !future) ||
+				(best_future == future && n->mtime < best->mtime))
+			{
 				best = n;
+				best_future = future;
+			}
 		}
 		if (best != NULL)
 		{
 			struct Stat st;
 
-			snprintf(path, sizeof(path), "%s/forever/%s", leaf_sf_zk_root,
+			snprintf(path, sizeof(path), "%s/forever/%s", leaf_root,
 					 best->name);
 			len = leaf_zk_format(data, sizeof(data), leaf_sf_clock_ms(),
 								 best->hwm, true);
@@ -1060,7 +1273,7 @@ leaf_zk_register(bool check_peers)
 	{
 		leaf_wid = (int) mine->seq;
 		snprintf(leaf_node_path, sizeof(leaf_node_path), "%s/forever/%s",
-				 leaf_sf_zk_root, mine->name);
+				 leaf_root, mine->name);
 		leaf_node_version = mine->version;
 		leaf_node_hwm = mine->hwm;
 		leaf_zk_bounded = mine->bounded;
@@ -1086,19 +1299,57 @@ leaf_zk_register(bool check_peers)
 		const char *dash;
 		long		seq;
 
-		snprintf(path, sizeof(path), "%s/forever/%s-", leaf_sf_zk_root, leaf_addr);
-		len = leaf_zk_format(data, sizeof(data), 0, 0,
-							 leaf_sf_reclaim_after_ms > 0);
-		rc = zoo_create(leaf_zh, path, data, len, leaf_zk_acl(),
-						ZOO_PERSISTENT_SEQUENTIAL, created, sizeof(created));
-		if (rc != ZOK)
+		int			skipped;
+
+		/*
+		 * ZooKeeper numbers the nodes; a number claimed by a node with
+		 * leaf.worker_id is skipped.  The claim is checked after the
+		 * create: a node claiming by hand checks for our node after its
+		 * claim, so one of the two sees the other.
+		 */
+		for (skipped = 0;; skipped++)
 		{
-			/* after a connection loss the node may exist: list again first */
-			result = leaf_zk_fail_rc("create forever node", rc);
-			goto done;
+			struct Stat st;
+			char		cpath[LEAF_ZK_PATH_LEN];
+
+			snprintf(path, sizeof(path), "%s/forever/%s-", leaf_root, leaf_addr);
+			len = leaf_zk_format(data, sizeof(data), 0, 0,
+								 leaf_sf_reclaim_after_ms > 0);
+			rc = zoo_create(leaf_zh, path, data, len, leaf_zk_acl(),
+							ZOO_PERSISTENT_SEQUENTIAL, created, sizeof(created));
+			if (rc != ZOK)
+			{
+				/* after a connection loss the node may exist: list again first */
+				result = leaf_zk_fail_rc("create forever node", rc);
+				goto done;
+			}
+			dash = strrchr(created, '-');
+			seq = dash ? strtol(dash + 1, NULL, 10) : -1;
+			if (seq < 0 || seq > LEAF_SF_MAX_WORKER_ID || skipped > LEAF_SF_MAX_WORKER_ID)
+				break;
+			leaf_claim_path(cpath, sizeof(cpath), (int) seq);
+			rc = zoo_exists(leaf_zh, cpath, 0, &st);
+			if (rc == ZNONODE)
+				break;
+			if (rc != ZOK)
+			{
+				result = leaf_zk_fail_rc("check claimed worker IDs", rc);
+				goto done;
+			}
+			if (!leaf_claim_owner((int) seq, claimer, sizeof(claimer)))
+				strlcpy(claimer, "a node", sizeof(claimer));
+			ereport(LOG,
+					(errmsg("leaf snowflake worker skips worker ID %ld: %s claims it with leaf.worker_id",
+							seq, claimer)));
+			rc = zoo_delete(leaf_zh, created, 0);
+			if (rc != ZOK && rc != ZNONODE)
+			{
+				result = leaf_zk_fail_rc("give up a claimed worker ID", rc);
+				goto done;
+			}
+			if (ShutdownRequestPending)
+				goto done;
 		}
-		dash = strrchr(created, '-');
-		seq = dash ? strtol(dash + 1, NULL, 10) : -1;
 		ereport(LOG,
 				(errmsg("leaf snowflake worker registered %s as \"%s\"",
 						leaf_addr, created)));
@@ -1118,15 +1369,17 @@ leaf_zk_register(bool check_peers)
 	}
 
 	/* our lease: ephemeral temporary/<address>, naming our forever node */
-	snprintf(path, sizeof(path), "%s/temporary/%s", leaf_sf_zk_root, leaf_addr);
+	snprintf(path, sizeof(path), "%s/temporary/%s", leaf_root, leaf_addr);
 	{
 		const char *name = strrchr(leaf_node_path, '/') + 1;
 		struct Stat st;
 
 		int64		my_session = zoo_client_id(leaf_zh)->client_id;
+		bool		made;
 
 		rc = zoo_create(leaf_zh, path, name, strlen(name), leaf_zk_acl(),
 						ZOO_EPHEMERAL, NULL, 0);
+		made = (rc == ZOK);
 		if (rc == ZNODEEXISTS &&
 			(rc = zoo_exists(leaf_zh, path, 0, &st)) == ZOK &&
 			st.ephemeralOwner != my_session)
@@ -1134,7 +1387,8 @@ leaf_zk_register(bool check_peers)
 			if (st.ephemeralOwner != 0 &&
 				(st.ephemeralOwner == leaf_session_id ||
 				 (st.ephemeralOwner == leaf_cache.session_id &&
-				  !leaf_cache.foreign)))
+				  !leaf_cache.foreign) ||
+				 leaf_zk_ephemeral_ours(path, nodes, children.count)))
 			{
 				/*
 				 * Left over by this node's earlier session, as recorded in
@@ -1162,6 +1416,9 @@ leaf_zk_register(bool check_peers)
 		}
 		if (rc == ZNODEEXISTS)
 			rc = ZOK;
+		/* ours already (this session): make it name our node now */
+		if (rc == ZOK && !made)
+			rc = zoo_set(leaf_zh, path, name, strlen(name), -1);
 		if (rc != ZOK)
 		{
 			result = leaf_zk_fail_rc("create ephemeral node", rc);
@@ -1174,10 +1431,164 @@ leaf_zk_register(bool check_peers)
 	result = LEAF_ZK_OK;
 
 done:
+	if (temp_names)
+	{
+		for (j = 0; j < temp.count; j++)
+			if (temp_names[j])
+				pfree(temp_names[j]);
+		pfree(temp_names);
+	}
 	deallocate_String_vector(&children);
 	deallocate_String_vector(&temp);
-	pfree(nodes);
+	deallocate_String_vector(&claims);
+	if (nodes)
+		pfree(nodes);
+	if (claimed)
+		pfree(claimed);
 	return result;
+}
+
+/*
+ * Give our forever node up, on request (leaf_snowflake_new_worker_id()).
+ * It keeps the highest timestamp this node may have used with it, is
+ * bounded by that, and no longer names our address: recycling takes it
+ * over once that mark has passed, and our next registration creates a
+ * new node.  The generator has stopped already.
+ */
+static bool
+leaf_zk_abandon(void)
+{
+	char		data[LEAF_ZK_DATA_LEN];
+	struct Stat st;
+	int64		hwm = Max(leaf_sf_get_lease(), leaf_zk_hwm);
+	int			len;
+	int			rc;
+
+	/* whatever this or an earlier run may have used with it */
+	hwm = Max(hwm, leaf_file_hwm);
+	hwm = Max(hwm, leaf_node_hwm);
+	hwm = Max(hwm, leaf_mark_of(leaf_wid));
+	hwm = Max(hwm, leaf_sf_last_issued_ms() + 1);
+	len = snprintf(data, sizeof(data),
+				   "{\"addr\":\"abandoned by %s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT
+				   ",\"ep\":" INT64_FORMAT ",\"id\":\"\",\"bounded\":1}",
+				   leaf_addr, leaf_sf_clock_ms(), hwm, leaf_sf_epoch_ms);
+	rc = zoo_set2(leaf_zh, leaf_node_path, data, len, leaf_node_version, &st);
+	if (rc != ZOK)
+	{
+		ereport(LOG,
+				(errmsg("could not give up worker ID %d in ZooKeeper: %s",
+						leaf_wid, zerror(rc))));
+		return false;
+	}
+	ereport(LOG,
+			(errmsg("leaf snowflake worker gave up worker ID %d on request (%s keeps its mark, " INT64_FORMAT " ms from now), registering a new one",
+					leaf_wid, leaf_node_path, hwm - leaf_sf_clock_ms())));
+	return true;
+}
+
+/*
+ * Claim worker ID wid, set by hand, under our root, so that ZooKeeper's
+ * numbering skips it and a second node setting it by hand is refused.
+ * The order makes a race with a node that ZooKeeper is numbering safe:
+ * look for a forever node with our number, claim, look again.  (That
+ * node looks for the claim after it is created.)
+ */
+static LeafZkResult
+leaf_zk_claim(int wid)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	char		data[LEAF_ZK_DATA_LEN];
+	char		owner[LEAF_SF_ADDR_LEN];
+	char		id[LEAF_SF_ID_LEN];
+	struct Stat st;
+	bool		created = false;
+	int			pass;
+	int			rc;
+	int			len;
+
+	if ((rc = leaf_zk_ensure_tree()) != ZOK)
+		return leaf_zk_fail_rc("create parent nodes", rc);
+
+	for (pass = 0; pass < 2; pass++)
+	{
+		struct String_vector children = {0, NULL};
+		int			i;
+
+		snprintf(path, sizeof(path), "%s/forever", leaf_root);
+		if ((rc = zoo_get_children(leaf_zh, path, 0, &children)) != ZOK)
+			return leaf_zk_fail_rc("list registered nodes", rc);
+		for (i = 0; i < children.count; i++)
+		{
+			const char *dash = strrchr(children.data[i], '-');
+
+			if (dash == NULL || strtol(dash + 1, NULL, 10) != wid)
+				continue;
+			snprintf(owner, sizeof(owner), "%.*s",
+					 (int) (dash - children.data[i]), children.data[i]);
+			leaf_not_ready("leaf.worker_id is %d, but ZooKeeper gave worker ID %d to %s (%s/forever/%s): two nodes must never serve with one worker ID; set leaf.worker_id to an ID that no node under %s uses",
+						   wid, wid, owner, leaf_root, children.data[i], leaf_root);
+			deallocate_String_vector(&children);
+			if (created)
+			{
+				/* we lost the race: give the claim up again */
+				leaf_claim_path(path, sizeof(path), wid);
+				(void) zoo_delete(leaf_zh, path, -1);
+				return LEAF_ZK_RETRY;
+			}
+			return LEAF_ZK_FAIL;
+		}
+		deallocate_String_vector(&children);
+		if (pass == 1)
+			break;
+
+		leaf_claim_path(path, sizeof(path), wid);
+		rc = leaf_zk_get(path, data, sizeof(data), &st);
+		if (rc == ZNONODE)
+		{
+			len = leaf_zk_format(data, sizeof(data), leaf_sf_clock_ms(), 0, false);
+			rc = zoo_create(leaf_zh, path, data, len, leaf_zk_acl(),
+							ZOO_PERSISTENT, NULL, 0);
+			if (rc == ZNODEEXISTS)
+				return LEAF_ZK_RETRY;	/* someone else at the same moment */
+			if (rc != ZOK)
+				return leaf_zk_fail_rc("claim worker ID", rc);
+			created = true;
+			continue;
+		}
+		if (rc != ZOK)
+			return leaf_zk_fail_rc("read claimed worker ID", rc);
+
+		/*
+		 * Claimed already: ours if this data directory wrote it, or if our
+		 * address wrote it and the state file says we claimed it (the data
+		 * directory of a node upgraded with pg_upgrade is a new one).
+		 */
+		leaf_json_str(data, "addr", owner, sizeof(owner));
+		leaf_json_str(data, "id", id, sizeof(id));
+		if (!(strcmp(id, leaf_identity) == 0 ||
+			  (strcmp(owner, leaf_addr) == 0 &&
+			   strcmp(leaf_claimed_in, leaf_root) == 0)))
+		{
+			leaf_not_ready("leaf.worker_id is %d, but %s (data directory %s) claims worker ID %d by hand as well (%s): two nodes must never serve with one worker ID; give each node its own leaf.worker_id, or, if %s will never serve again, delete %s",
+						   wid, owner[0] ? owner : "another node", id[0] ? id : "unknown",
+						   wid, path, owner[0] ? owner : "that node", path);
+			return LEAF_ZK_FAIL;
+		}
+		/* ours: say which data directory holds it now */
+		len = leaf_zk_format(data, sizeof(data), leaf_sf_clock_ms(), 0, false);
+		rc = zoo_set(leaf_zh, path, data, len, st.version);
+		if (rc != ZOK)
+			return leaf_zk_fail_rc("claim worker ID", rc);
+	}
+
+	if (strcmp(leaf_claimed_in, leaf_root) != 0 || created)
+		ereport(LOG,
+				(errmsg("leaf snowflake worker claimed worker ID %d (leaf.worker_id) in ZooKeeper as \"%s/claimed/%010d\"",
+						wid, leaf_root, wid)));
+	strlcpy(leaf_claimed_in, leaf_root, sizeof(leaf_claimed_in));
+	leaf_claimed = true;
+	return LEAF_ZK_OK;
 }
 
 /*
@@ -1394,8 +1805,9 @@ leaf_try_serve(int64 floor_ms, bool use_zk, const char *source, bool fresh)
 		leaf_not_ready("could not record the high-water mark of issued timestamps");
 		return false;
 	}
-	if (!leaf_sf_start_serving(leaf_wid, floor_ms))
+	if (!leaf_sf_start_serving(leaf_wid, floor_ms, leaf_new_id))
 		return false;
+	leaf_new_id = false;
 	serving_wid = leaf_wid;
 	leaf_serving = true;
 	leaf_reason[0] = '\0';
@@ -1412,7 +1824,29 @@ leaf_cache_usable(void)
 	return leaf_cache.valid && !leaf_cache.foreign &&
 		strcmp(leaf_cache.source, "zookeeper") == 0 &&
 		strcmp(leaf_cache.node_address, leaf_addr) == 0 &&
-		strcmp(leaf_cache.zk_root, leaf_sf_zk_root) == 0;
+		strcmp(leaf_cache.zk_root, leaf_root) == 0;
+}
+
+/*
+ * Did this node declare its worker ID recyclable, when it last wrote to
+ * ZooKeeper?  Then another node may have taken it over while this one was
+ * down, whatever leaf.worker_id_reclaim_after says today.  A file of an
+ * older release does not say: as if it did.
+ */
+static bool
+leaf_cache_declared_recyclable(void)
+{
+	return leaf_cache.declared != 0;
+}
+
+/* Is the clock within the range of timestamps an ID can hold? */
+static bool
+leaf_clock_in_range(void)
+{
+	int64		now = leaf_sf_clock_ms();
+
+	return now >= leaf_sf_epoch_ms &&
+		now - leaf_sf_epoch_ms < (INT64CONST(1) << 41);
 }
 
 /* On a clean shutdown, bring the recorded mark down to what was used. */
@@ -1444,6 +1878,37 @@ leaf_shutdown(bool use_zk, const char *source)
 		(void) leaf_zk_heartbeat(leaf_sf_clock_ms(), hwm, leaf_zk_bounded);
 }
 
+/*
+ * What keeps this node from using ZooKeeper as configured, or NULL.  The
+ * node address goes into node names and into JSON: it may not hold "/",
+ * a quote or a backslash.
+ */
+static const char *
+leaf_zk_config_problem(void)
+{
+	static char buf[LEAF_SF_REASON_LEN];
+
+	if (!leaf_zk_hosts_valid(leaf_sf_zk_hosts))
+	{
+		leaf_sf_report_zk("invalid hosts");
+		snprintf(buf, sizeof(buf), "leaf.zk_hosts is not a list of host:port: \"%s\"",
+				 leaf_sf_zk_hosts);
+	}
+	else if (leaf_root[0] == '\0')
+		snprintf(buf, sizeof(buf), "leaf.zk_root is not set: every node of a fleet must name the fleet's root, such as '/leaf/orders'");
+	else if (!leaf_zk_root_valid(leaf_root))
+		snprintf(buf, sizeof(buf), "leaf.zk_root is not an absolute ZooKeeper path: \"%s\"",
+				 leaf_root);
+	else if (leaf_addr[0] == '\0')
+		snprintf(buf, sizeof(buf), "no node address unique to this host: listen_addresses has only loopback or wildcard entries and the host name is not usable; set leaf.node_address");
+	else if (strpbrk(leaf_addr, "/\"\\") != NULL)
+		snprintf(buf, sizeof(buf), "node address \"%s\" must not contain \"/\", a double quote or a backslash",
+				 leaf_addr);
+	else
+		return NULL;
+	return buf;
+}
+
 void
 leaf_snowflake_worker_main(Datum main_arg)
 {
@@ -1453,6 +1918,8 @@ leaf_snowflake_worker_main(Datum main_arg)
 	int64		floor_ms = 0;
 	bool		have_floor = false;
 	bool		fresh_floor = false;
+	bool		claim;
+	bool		claim_refused = false;
 
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -1470,6 +1937,30 @@ leaf_snowflake_worker_main(Datum main_arg)
 	leaf_cache_read(&leaf_cache);
 
 	use_zk = (leaf_sf_worker_id == -1);
+	claim = !use_zk && leaf_sf_zk_hosts[0] != '\0';
+
+	/*
+	 * The root names the fleet: nodes under different roots get worker IDs
+	 * from separate numberings.  It has no default, so that a node whose
+	 * configuration lost the line does not join another fleet.  A node
+	 * that registered under a root before keeps it.
+	 */
+	strlcpy(leaf_root, leaf_sf_zk_root ? leaf_sf_zk_root : "", sizeof(leaf_root));
+	if (leaf_root[0] == '\0' && (use_zk || claim) && leaf_cache.valid &&
+		!leaf_cache.foreign && leaf_cache.zk_root[0] != '\0')
+	{
+		strlcpy(leaf_root, leaf_cache.zk_root, sizeof(leaf_root));
+		ereport(LOG,
+				(errmsg("leaf.zk_root is not set, using \"%s\", where this node registered before",
+						leaf_root),
+				 errhint("Set leaf.zk_root = '%s' in the configuration of this node.",
+						 leaf_root)));
+	}
+	if (claim && leaf_cache.valid && !leaf_cache.foreign &&
+		leaf_cache.worker_id == leaf_sf_worker_id &&
+		strcmp(leaf_cache.source, "setting") == 0 && leaf_root[0] != '\0' &&
+		strcmp(leaf_cache.claimed_in, leaf_root) == 0)
+		strlcpy(leaf_claimed_in, leaf_root, sizeof(leaf_claimed_in));
 
 	if (leaf_cache.foreign)
 		ereport(LOG,
@@ -1515,32 +2006,23 @@ leaf_snowflake_worker_main(Datum main_arg)
 			leaf_file_hwm = 0;
 			have_floor = true;
 			leaf_sf_report_identity(leaf_wid, "setting", leaf_addr, NULL);
-			if (leaf_sf_zk_hosts[0] != '\0')
-				ereport(LOG,
-						(errmsg("leaf.worker_id is set, leaf.zk_hosts is not used")));
+			if (claim)
+			{
+				const char *bad = leaf_zk_config_problem();
+
+				if (bad != NULL)
+				{
+					leaf_not_ready("leaf.worker_id is set with leaf.zk_hosts, so it is claimed in ZooKeeper before it is used, but %s", bad);
+					leaf_sf_report_zk("not used");
+					have_floor = false;
+					claim = false;
+				}
+			}
 		}
 	}
-	else if (!leaf_zk_hosts_valid(leaf_sf_zk_hosts))
+	else if (leaf_zk_config_problem() != NULL)
 	{
-		leaf_sf_report_zk("invalid hosts");
-		leaf_not_ready("leaf.zk_hosts is not a list of host:port: \"%s\"",
-					   leaf_sf_zk_hosts);
-		use_zk = false;
-	}
-	else if (!leaf_zk_root_valid(leaf_sf_zk_root))
-	{
-		leaf_not_ready("leaf.zk_root is not an absolute ZooKeeper path: \"%s\"",
-					   leaf_sf_zk_root);
-		use_zk = false;
-	}
-	else if (leaf_addr[0] == '\0')
-	{
-		leaf_not_ready("no node address unique to this host: listen_addresses has only loopback or wildcard entries and the host name is not usable; set leaf.node_address");
-		use_zk = false;
-	}
-	else if (strchr(leaf_addr, '/') != NULL)
-	{
-		leaf_not_ready("node address \"%s\" must not contain \"/\"", leaf_addr);
+		leaf_not_ready("%s", leaf_zk_config_problem());
 		use_zk = false;
 	}
 	else if (leaf_cache.foreign)
@@ -1581,6 +2063,74 @@ leaf_snowflake_worker_main(Datum main_arg)
 				leaf_zk_close();
 				leaf_unconnected_since = 0;
 			}
+		}
+
+		/* leaf_snowflake_new_worker_id() */
+		if (leaf_sf_new_id_requested())
+		{
+			if (use_zk && leaf_registered && leaf_zh != NULL && leaf_wid >= 0 &&
+				strcmp(source, "zookeeper") == 0)
+			{
+				int			old_wid = leaf_wid;
+
+				leaf_not_ready("a new worker ID was requested, giving up worker ID %d",
+							   old_wid);
+				if (leaf_zk_abandon())
+				{
+					/* nothing of the old worker ID bounds the new one */
+					leaf_sf_set_lease(0);
+					leaf_file_hwm = 0;
+					leaf_registered = false;
+					leaf_wid = -1;
+					have_floor = false;
+					fresh_floor = false;
+					floor_ms = 0;
+					last_issued = 0;
+					leaf_new_id = true;
+				}
+			}
+			else
+				ereport(LOG,
+						(errmsg("a new snowflake worker ID was requested, but the worker is not registered in ZooKeeper now: ignored")));
+		}
+
+		/*
+		 * A clock before the epoch (or past the 41-bit range) cannot serve:
+		 * do not register, which would use up a worker ID for nothing.
+		 */
+		if (!leaf_serving && (use_zk || claim) && !leaf_clock_in_range())
+		{
+			leaf_not_ready("the clock is outside the 41-bit range of timestamps since leaf.snowflake_epoch (it is before the epoch, or more than 2^41 ms after it): not registering until it is inside");
+			if (!leaf_wait(1000))
+				break;
+			continue;
+		}
+
+		/* a worker ID set by hand, with ZooKeeper: claim it there */
+		if (claim && !leaf_claimed)
+		{
+			bool		connected = leaf_zk_connect(leaf_serving ? 200 : LEAF_ZK_CONNECT_MS);
+			LeafZkResult r = LEAF_ZK_RETRY;
+
+			if (ShutdownRequestPending)
+				break;
+			if (connected)
+				r = leaf_zk_claim(leaf_wid);
+			if (r == LEAF_ZK_OK)
+			{
+				claim_refused = false;
+				leaf_zk_close();
+				leaf_sf_report_zk("claimed");
+			}
+			else if (r == LEAF_ZK_FAIL)
+			{
+				claim_refused = true;
+				delay = Max(delay, 10000);
+			}
+			else if (!connected && !leaf_serving &&
+					 strcmp(leaf_claimed_in, leaf_root) != 0)
+				leaf_not_ready("leaf.worker_id %d is not used before it is claimed in ZooKeeper (leaf.zk_hosts is set), and ZooKeeper at \"%s\" is unreachable; once claimed, the worker ID is used from \"%s\" when ZooKeeper is down",
+							   leaf_wid, leaf_sf_zk_hosts, LEAF_SF_STATE_FILE);
 		}
 
 		if (use_zk && !leaf_registered)
@@ -1639,7 +2189,8 @@ leaf_snowflake_worker_main(Datum main_arg)
 			}
 			else if (!connected && !leaf_serving && !have_floor &&
 					 leaf_zh != NULL && leaf_cache_usable() &&
-					 leaf_sf_reclaim_after_ms == 0 && !leaf_zk_retried)
+					 leaf_sf_reclaim_after_ms == 0 &&
+					 !leaf_cache_declared_recyclable() && !leaf_zk_retried)
 			{
 				/*
 				 * A server that lost its data refuses a session it has
@@ -1655,7 +2206,8 @@ leaf_snowflake_worker_main(Datum main_arg)
 			}
 			else if (!connected && !leaf_serving && !have_floor)
 			{
-				if (leaf_cache_usable() && leaf_sf_reclaim_after_ms == 0)
+				if (leaf_cache_usable() && leaf_sf_reclaim_after_ms == 0 &&
+					!leaf_cache_declared_recyclable())
 				{
 					leaf_wid = leaf_cache.worker_id;
 					strlcpy(leaf_node_path, leaf_cache.zk_node,
@@ -1672,9 +2224,13 @@ leaf_snowflake_worker_main(Datum main_arg)
 				else if (leaf_zh == NULL)
 					leaf_not_ready("could not start a ZooKeeper client for \"%s\": %m",
 								   leaf_sf_zk_hosts);
-				else if (leaf_cache_usable())
+				else if (leaf_cache_usable() && leaf_sf_reclaim_after_ms > 0)
 					leaf_not_ready("could not connect to ZooKeeper at \"%s\", and leaf.worker_id_reclaim_after forbids using the cached worker ID",
 								   leaf_sf_zk_hosts);
+				else if (leaf_cache_usable())
+					leaf_not_ready("could not connect to ZooKeeper at \"%s\", and worker ID %d in \"%s\" was last declared recyclable in ZooKeeper (leaf.worker_id_reclaim_after was set), so another node may have taken it over while this one was down; the worker ID is used again once ZooKeeper confirms it",
+								   leaf_sf_zk_hosts, leaf_cache.worker_id,
+								   LEAF_SF_STATE_FILE);
 				else
 					leaf_not_ready("could not connect to ZooKeeper at \"%s\", and \"%s\" holds no worker ID for this node",
 								   leaf_sf_zk_hosts, LEAF_SF_STATE_FILE);
@@ -1683,7 +2239,9 @@ leaf_snowflake_worker_main(Datum main_arg)
 				delay = Max(delay, 10000);
 		}
 
-		if (have_floor && leaf_wid >= 0 && !leaf_serving)
+		if (have_floor && leaf_wid >= 0 && !leaf_serving &&
+			(!claim || leaf_claimed ||
+			 (!claim_refused && strcmp(leaf_claimed_in, leaf_root) == 0)))
 		{
 			if (!leaf_try_serve(floor_ms, use_zk, source, fresh_floor))
 				delay = Min(delay, Max(floor_ms - leaf_sf_clock_ms() + 1, 10));

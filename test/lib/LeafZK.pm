@@ -224,7 +224,7 @@ sub stop
 
 # A Postgres node (initialised, not started) with leaf preloaded, taking
 # its snowflake worker ID from this ZooKeeper.  Options: root (leaf.zk_root,
-# else the default), wait_timeout (default 20s), extra (more conf lines),
+# default /leaf/test; '' for none), wait_timeout (default 20s), extra (more conf lines),
 # hosts (leaf.zk_hosts, e.g. a proxy's, else this ZooKeeper's).
 sub pg_node
 {
@@ -236,7 +236,9 @@ sub pg_node
 	  . "leaf.heartbeat_interval = '500ms'\n"
 	  . "leaf.max_clock_drift_ms = '1s'\n"
 	  . "leaf.wait_timeout = '" . ($opts{wait_timeout} // '20s') . "'\n";
-	$conf .= "leaf.zk_root = '$opts{root}'\n" if defined $opts{root};
+	# leaf.zk_root has no default: root => '' leaves it out
+	my $root = $opts{root} // '/leaf/test';
+	$conf .= "leaf.zk_root = '$root'\n" if $root ne '';
 	$conf .= $opts{extra} // '';
 
 	$node->init;

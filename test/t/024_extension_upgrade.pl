@@ -42,7 +42,10 @@ for my $i (0 .. $#versions - 1)
 
 # Released install scripts never change: a change to SQL objects goes into
 # a new release's upgrade script.  One checksum per released version.
-my %released = ('1.0' => '35146baa15443d34338248fadde7b9a7');
+my %released = (
+	'1.0' => '35146baa15443d34338248fadde7b9a7',
+	'1.1' => '848dfc318c14190fd38d6a0aef9f0b57',
+	'1.2' => '4db8e2e101efd9fad43288f3878ae5e0');
 my $sharedir = `pg_config --sharedir`;
 chomp $sharedir;
 for my $v (sort keys %released)

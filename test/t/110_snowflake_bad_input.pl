@@ -71,8 +71,25 @@ check_case('bad ZooKeeper port', "leaf.zk_hosts = '127.0.0.1:99999'\n",
 # nothing listens on this port; no cache file: the first call waits for
 # the worker's verdict instead of failing with "not registered"
 my $port = PostgreSQL::Test::Cluster::get_free_port();
+
+# leaf.zk_root has no default: a node whose configuration lost the line
+# must not join another fleet's numbering (the old default root)
+check_case('ZooKeeper without leaf.zk_root', "leaf.zk_hosts = '127.0.0.1:$port'\n",
+	'LF102', qr/leaf\.zk_root is not set: every node of a fleet must name the fleet's root/);
+check_case('worker ID by hand, ZooKeeper without leaf.zk_root',
+	"leaf.worker_id = 4\nleaf.zk_hosts = '127.0.0.1:$port'\n",
+	'LF102', qr/leaf\.worker_id is set with leaf\.zk_hosts, so it is claimed in ZooKeeper before it is used, but leaf\.zk_root is not set/);
+# a quote in the address would break the node's data in ZooKeeper
+check_case('quote in leaf.node_address',
+	"leaf.zk_hosts = '127.0.0.1:$port'\nleaf.zk_root = '/leaf/x'\nleaf.node_address = 'a\"b:1'\n",
+	'LF102', qr/node address "a"b:1" must not contain "\/", a double quote or a backslash/);
+# a worker ID set by hand is not used before it is claimed
+check_case('worker ID by hand, ZooKeeper unreachable, never claimed',
+	"leaf.worker_id = 4\nleaf.zk_hosts = '127.0.0.1:$port'\nleaf.zk_root = '/leaf/x'\n",
+	'LF102', qr/leaf\.worker_id 4 is not used before it is claimed in ZooKeeper/);
+
 my $elapsed = check_case('ZooKeeper unreachable, no cache file',
-	"leaf.zk_hosts = '127.0.0.1:$port'\n",
+	"leaf.zk_hosts = '127.0.0.1:$port'\nleaf.zk_root = '/leaf/x'\n",
 	'LF102', qr/could not connect to ZooKeeper at "127\.0\.0\.1:$port", and "leaf_snowflake\.state" holds no worker ID/);
 cmp_ok($elapsed, '>', 1, 'the first call waited for the worker to try ZooKeeper');
 
@@ -85,6 +102,15 @@ check_case('timestamp overflow', "leaf.worker_id = 1\nleaf.snowflake_epoch = '$e
 $epoch = int(time() * 1000) + 3_600_000;
 check_case('epoch in the future', "leaf.worker_id = 1\nleaf.snowflake_epoch = '$epoch'\n",
 	'LF103', qr/the clock is before leaf\.snowflake_epoch/);
+
+# ... and with ZooKeeper, the node does not even register (which would use
+# up a worker ID for nothing)
+check_case('epoch in the future, ZooKeeper',
+	"leaf.zk_hosts = '127.0.0.1:$port'\nleaf.zk_root = '/leaf/x'\nleaf.snowflake_epoch = '$epoch'\n",
+	'LF103', qr/the clock is before leaf\.snowflake_epoch/);
+like(slurp_file($node->logfile),
+	qr/the clock is outside the 41-bit range of timestamps since leaf\.snowflake_epoch \(it is before the epoch, or more than 2\^41 ms after it\): not registering/,
+	'the worker says it does not register with a clock before the epoch');
 
 # and a good setting works again on the same data directory
 open my $f, '>', $node->data_dir . '/leaf_case.conf' or die $!;

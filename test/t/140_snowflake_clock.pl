@@ -96,13 +96,13 @@ my $c = new_node('sf_clock_c', '/leaf/clock_peers');
 start_faked($c, '+20s');
 q1($c, 'CREATE EXTENSION leaf');
 ok( $c->poll_query_until('postgres',
-		q[SELECT not_ready_reason LIKE 'clock differs from the average of 1 running peers by %' FROM leaf_snowflake_status]),
+		q[SELECT not_ready_reason LIKE 'clock differs from the median of 1 running peers by %' FROM leaf_snowflake_status]),
 	'node 20 s ahead of its peer is refused');
 my $offset = q1($c, 'SELECT peer_clock_offset_ms FROM leaf_snowflake_status');
 cmp_ok($offset, '>', 19_000, "measured offset ($offset ms) is about 20 s");
 cmp_ok($offset, '<', 21_000, 'and not more');
 ($ret, $out, $err) = $c->psql('postgres', "\\set VERBOSITY verbose\nSELECT leaf_snowflake()");
-like($err, qr/LF102: snowflake generator is not ready: clock differs from the average of 1 running peers/,
+like($err, qr/LF102: snowflake generator is not ready: clock differs from the median of 1 running peers/,
 	'leaf_snowflake raises LF102 on the skewed node');
 $c->stop;
 
