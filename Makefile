@@ -19,7 +19,7 @@ PGFILEDESC = "leaf - distributed ID generator"
 DATA = src/leaf--1.0--1.1.sql src/leaf--1.1--1.2.sql
 DATA_built = leaf--1.0.sql leaf--1.1.sql leaf--1.2.sql
 EXTRA_CLEAN = $(DATA_built) tmp_check_regress results regression.diffs \
-	regression.out
+	regression.out test/ff1_vectors test/ff1_vectors.out
 
 REGRESS = $(sort $(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
 REGRESS_OPTS = --temp-config=$(srcdir)/test/leaf.conf \
@@ -49,6 +49,22 @@ leaf--1.1.sql: leaf--1.0.sql src/leaf--1.0--1.1.sql
 
 leaf--1.2.sql: leaf--1.1.sql src/leaf--1.1--1.2.sql
 	cat $^ > $@
+
+# The FF1 known-answer test, before pg_regress and TAP: NIST's sample
+# vectors through a general FF1 that exists only in test/ff1_vectors.c,
+# and the 63-bit FF1 that leaf.so runs (src/leaf_ff1.c, which needs no
+# PostgreSQL header) against it.  Built and run by installcheck only.
+test/ff1_vectors: test/ff1_vectors.c src/leaf_ff1.c src/leaf_ff1.h
+	$(CC) $(CFLAGS) -I$(srcdir)/src -o $@ $(srcdir)/test/ff1_vectors.c $(srcdir)/src/leaf_ff1.c -lcrypto
+
+# Its TAP output goes to test/ff1_vectors.out, and into make's output with
+# a prefix, so that it is not taken for pg_regress's.
+ff1check: test/ff1_vectors
+	@test/ff1_vectors >test/ff1_vectors.out 2>&1; rc=$$?; \
+	sed 's/^/ff1_vectors: /' test/ff1_vectors.out; exit $$rc
+
+installcheck: ff1check
+.PHONY: ff1check
 
 # The fault-injection run on its own, as long as asked (after make install):
 #   make chaos CHAOS_SEED=7 CHAOS_SECONDS=1200

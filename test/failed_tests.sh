@@ -7,6 +7,7 @@
 # name the failures at the end of a run.
 #
 # What it reads:
+#   DIR/test/ff1_vectors.out   the FF1 known-answer test, run first
 #   DIR/regression.out         pg_regress's summary, kept only when a file
 #                              failed: "not ok 2 - segment" (16 and later,
 #                              "+" instead of "-" in a parallel group) or
@@ -26,6 +27,10 @@ dir=${1:?usage: test/failed_tests.sh DIR}
 ts='(\[[0-9:.]+\]\([0-9.]+s\) )?'
 
 {
+	if [ -f "$dir/test/ff1_vectors.out" ] &&
+		grep -q -E '^(not ok |Bail out!)' "$dir/test/ff1_vectors.out"; then
+		echo test/ff1_vectors.c
+	fi
 	if [ -f "$dir/regression.out" ]; then
 		sed -n -E 's/^not ok +[0-9]+ +[-+] +([a-z_0-9]+) .*/sql\/\1.sql/p' "$dir/regression.out"
 		sed -n -E 's/^test +([a-z_0-9]+) +\.\.\. +FAILED.*/sql\/\1.sql/p' "$dir/regression.out"
