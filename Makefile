@@ -1,9 +1,11 @@
 # leaf: Meituan's Leaf ID generator as a PostgreSQL extension.
 #
 #   make && make install          build and install (PGXS)
-#   make installcheck             pg_regress (sql/, expected/) on a
-#                                 temporary instance, then the TAP tests
-#                                 (test/t/); run as a non-root user
+#   make installcheck             the FF1 known-answer test
+#                                 (test/ff1_vectors.c), pg_regress (sql/,
+#                                 expected/) on a temporary instance, then
+#                                 the TAP tests (test/t/); run as a
+#                                 non-root user
 #
 EXTENSION = leaf
 MODULE_big = leaf
