@@ -21,7 +21,7 @@ PGFILEDESC = "leaf - distributed ID generator"
 DATA = src/leaf--1.0--1.1.sql src/leaf--1.1--1.2.sql
 DATA_built = leaf--1.0.sql leaf--1.1.sql leaf--1.2.sql
 EXTRA_CLEAN = $(DATA_built) tmp_check_regress results regression.diffs \
-	regression.out test/ff1_vectors test/ff1_vectors.out
+	regression.out
 
 REGRESS = $(sort $(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
 REGRESS_OPTS = --temp-config=$(srcdir)/test/leaf.conf \
@@ -52,6 +52,21 @@ leaf--1.1.sql: leaf--1.0.sql src/leaf--1.0--1.1.sql
 leaf--1.2.sql: leaf--1.1.sql src/leaf--1.1--1.2.sql
 	cat $^ > $@
 
+# The fault-injection run on its own, as long as asked (after make install):
+#   make chaos CHAOS_SEED=7 CHAOS_SECONDS=1200
+# A 60-second run with a fixed seed is part of installcheck
+# (test/t/900_chaos_fleet.pl).
+CHAOS_SEED ?= 1
+CHAOS_SECONDS ?= 60
+CHAOS_FAULT_EVERY ?= 3
+CHAOS_SETTLE ?= 20
+export CHAOS_SEED CHAOS_SECONDS CHAOS_FAULT_EVERY CHAOS_SETTLE
+
+chaos: PROVE_TESTS = test/chaos/chaos.pl
+chaos:
+	$(prove_installcheck)
+.PHONY: chaos
+
 # The FF1 known-answer test, before pg_regress and TAP: NIST's sample
 # vectors through a general FF1 that exists only in test/ff1_vectors.c,
 # and the 63-bit FF1 that leaf.so runs (src/leaf_ff1.c, which needs no
@@ -67,18 +82,4 @@ ff1check: test/ff1_vectors
 
 installcheck: ff1check
 .PHONY: ff1check
-
-# The fault-injection run on its own, as long as asked (after make install):
-#   make chaos CHAOS_SEED=7 CHAOS_SECONDS=1200
-# A 60-second run with a fixed seed is part of installcheck
-# (test/t/900_chaos_fleet.pl).
-CHAOS_SEED ?= 1
-CHAOS_SECONDS ?= 60
-CHAOS_FAULT_EVERY ?= 3
-CHAOS_SETTLE ?= 20
-export CHAOS_SEED CHAOS_SECONDS CHAOS_FAULT_EVERY CHAOS_SETTLE
-
-chaos: PROVE_TESTS = test/chaos/chaos.pl
-chaos:
-	$(prove_installcheck)
-.PHONY: chaos
+EXTRA_CLEAN += test/ff1_vectors test/ff1_vectors.out
