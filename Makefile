@@ -1,9 +1,11 @@
 # leaf: Meituan's Leaf ID generator as a PostgreSQL extension.
 #
 #   make && make install          build and install (PGXS)
-#   make installcheck             pg_regress (sql/, expected/) on a
-#                                 temporary instance, then the TAP tests
-#                                 (test/t/); run as a non-root user
+#   make installcheck             the FF1 known-answer test
+#                                 (test/ff1_vectors.c), pg_regress (sql/,
+#                                 expected/) on a temporary instance, then
+#                                 the TAP tests (test/t/); run as a
+#                                 non-root user
 #
 EXTENSION = leaf
 MODULE_big = leaf
@@ -67,3 +69,20 @@ chaos: PROVE_TESTS = test/chaos/chaos.pl
 chaos:
 	$(prove_installcheck)
 .PHONY: chaos
+
+# The FF1 known-answer test, before pg_regress and TAP: NIST's sample
+# vectors through a general FF1 that exists only in test/ff1_vectors.c,
+# and the 63-bit FF1 that leaf.so runs (src/leaf_ff1.c, which needs no
+# PostgreSQL header) against it.  Built and run by installcheck only.
+test/ff1_vectors: test/ff1_vectors.c src/leaf_ff1.c src/leaf_ff1.h
+	$(CC) $(CFLAGS) -I$(srcdir)/src -o $@ $(srcdir)/test/ff1_vectors.c $(srcdir)/src/leaf_ff1.c -lcrypto
+
+# Its TAP output goes to test/ff1_vectors.out, and into make's output with
+# a prefix, so that it is not taken for pg_regress's.
+ff1check: test/ff1_vectors
+	@test/ff1_vectors >test/ff1_vectors.out 2>&1; rc=$$?; \
+	sed 's/^/ff1_vectors: /' test/ff1_vectors.out; exit $$rc
+
+installcheck: ff1check
+.PHONY: ff1check
+EXTRA_CLEAN += test/ff1_vectors test/ff1_vectors.out

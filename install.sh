@@ -17,7 +17,9 @@
 # Environment: LEAF_PORT (default 5499) for the local server: a later run
 # with another LEAF_PORT moves the server to that port (and restarts it);
 # a run without LEAF_PORT keeps the port it has.  LEAF_TEST_DIR for where
-# the tests build and run (default: a new directory under /tmp).
+# the tests build and run (default: a new directory /tmp/leaf-test.*,
+# removed again when every test passed and kept when one failed; a
+# LEAF_TEST_DIR is always kept).
 # LEAF_TESTS for only some of the TAP files (paths or globs, such as
 # 'test/t/01*.pl'); pg_regress runs always.
 #
@@ -139,9 +141,15 @@ make_reachable() {
 }
 
 run_tests() {
-	local dir=${LEAF_TEST_DIR:-$(mktemp -d /tmp/leaf-test.XXXXXX)}
-	local rc=0
+	local dir=${LEAF_TEST_DIR:-} made=0
+	local rc=0 failed
 
+	# a directory of our own is removed again when every test passed; one
+	# named by LEAF_TEST_DIR is always kept
+	if [ -z "$dir" ]; then
+		dir=$(mktemp -d /tmp/leaf-test.XXXXXX)
+		made=1
+	fi
 	mkdir -p "$dir"
 	# build and test in a copy owned by postgres: initdb refuses root
 	(cd "$here" && tar --exclude=./.git --exclude=./.pgdata -cf - .) | (cd "$dir" && tar -xf -)
@@ -156,15 +164,23 @@ run_tests() {
 	# PG_TEST_PORT_DIR: shared with test runs beside this one (test/majors.sh)
 	as_postgres "$dir" "${PG_TEST_PORT_DIR:+PG_TEST_PORT_DIR=$PG_TEST_PORT_DIR }make installcheck PG_CONFIG=$pg_config with_llvm=no $prove" || rc=$?
 	if [ $rc != 0 ]; then
+		failed=$("$here/test/failed_tests.sh" "$dir" | tr '\n' ' ')
 		say "tests failed (exit $rc)"
 		[ -f "$dir/regression.diffs" ] && cat "$dir/regression.diffs"
-		for f in "$dir"/tmp_check/log/regress_log_*; do
-			[ -f "$f" ] || continue
-			if grep -q '^not ok' "$f"; then
-				say "$f"
-				tail -n 80 "$f"
-			fi
+		for f in $failed; do
+			case "$f" in
+				test/t/*)
+					f=${f#test/t/}
+					say "$dir/tmp_check/log/regress_log_${f%.pl}"
+					tail -n 80 "$dir/tmp_check/log/regress_log_${f%.pl}"
+					;;
+			esac
 		done
+		say "failed: ${failed:-(no test file named; see the output above)}"
+		say "kept for a look: $dir (logs in $dir/tmp_check/log)"
+	elif [ $made = 1 ]; then
+		rm -rf "$dir"
+		say "all tests passed; $dir removed"
 	fi
 	exit $rc
 }

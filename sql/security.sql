@@ -123,7 +123,9 @@ SELECT * FROM leaf_alloc_retired;
 SELECT * FROM leaf_alloc_source;
 SELECT leaf_alloc_source_confirm();
 SELECT count(*) FROM leaf_segments;
+SELECT count(*) FROM leaf_segments();
 SELECT count(*) FROM leaf_snowflake_status;
+SELECT count(*) FROM leaf_snowflake_status();
 -- what stays open to everyone: it reads nothing and takes nothing
 SELECT worker_id, sequence FROM leaf_snowflake_decode((1::bigint << 22) | (5 << 12) | 7);
 SELECT leaf_check_tag('fine');
@@ -235,6 +237,29 @@ SELECT leaf_segment_create('order');
 DROP OWNED BY leaf_sec_super;
 SELECT extname FROM pg_extension WHERE extname = 'leaf';
 
+--
+-- 7. Monitoring: a member of pg_monitor reads both views, leaf_segments
+-- and leaf_snowflake_status, and the functions behind them, through SET
+-- ROLE and through a login of its own (section 2 shows a plain role
+-- refused all four).
+--
+\c leaf_sec :superuser
+CREATE ROLE leaf_sec_watcher LOGIN;
+GRANT pg_monitor TO leaf_sec_watcher;
+SELECT leaf_segment_create('watched', step => 100);
+SELECT leaf_segment_nextval('watched');
+SELECT leaf_snowflake() > 0 AS snowflake_ready;
+SET ROLE leaf_sec_watcher;
+SELECT biz_tag FROM leaf_segments
+ WHERE database = current_database() AND biz_tag = 'watched';
+SELECT worker_id, ready FROM leaf_snowflake_status;
+SELECT count(*) FROM leaf_segments()
+ WHERE database = current_database() AND biz_tag = 'watched';
+SELECT count(*) FROM leaf_snowflake_status();
+RESET ROLE;
+\c leaf_sec leaf_sec_watcher
+SELECT count(*) FROM leaf_snowflake_status;
+
 \c contrib_regression :superuser
 DROP DATABASE leaf_sec_scratch;
 DROP ROLE leaf_sec_super;
@@ -246,3 +271,4 @@ DROP ROLE leaf_sec_owner;
 DROP ROLE leaf_sec_creator;
 DROP ROLE leaf_sec_plain;
 DROP ROLE leaf_sec_app;
+DROP ROLE leaf_sec_watcher;

@@ -50,13 +50,18 @@ SELECT count(*) FROM leaf_segment_nextvals('order', 1000001);
 SELECT leaf_segment_nextval(NULL) IS NULL AS null_tag;
 SELECT count(*) FROM leaf_segment_nextvals(NULL, 5);
 
--- bad tags: errors that name the tag, and take no shared memory
+-- bad tags: errors that name the tag, and take no shared memory (after an
+-- error, :LAST_ERROR_SQLSTATE shows its SQLSTATE)
 SELECT leaf_segment_nextval('');
+\echo :LAST_ERROR_SQLSTATE
 SELECT leaf_segment_nextval(repeat('x', 129));
 SELECT leaf_segment_nextval('no such tag');
+\echo :LAST_ERROR_SQLSTATE
 SELECT leaf_segment_nextval('''); DROP TABLE leaf_alloc; --');
+\echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS leaf_alloc_still_there FROM leaf_alloc;
 SELECT leaf_segment_nextvals('order', -1);
+\echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS tags_in_shared_memory FROM leaf_segments;
 
 -- a 128-byte tag is fine
@@ -80,6 +85,7 @@ SELECT leaf_segment_nextval(repeat('é', 64));
 -- step must be positive; nothing is written
 \set VERBOSITY terse
 INSERT INTO leaf_alloc (biz_tag, step) VALUES ('zero', 0);
+\echo :LAST_ERROR_SQLSTATE
 INSERT INTO leaf_alloc (biz_tag, step) VALUES ('negative', -5);
 SELECT leaf_segment_create('', 10);
 \set VERBOSITY default
@@ -87,13 +93,16 @@ SELECT count(*) FROM leaf_alloc WHERE biz_tag IN ('zero', 'negative', '');
 
 -- max_id never moves backwards, and tags are not renamed
 UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'order';
+\echo :LAST_ERROR_SQLSTATE
 UPDATE leaf_alloc SET biz_tag = 'order2' WHERE biz_tag = 'order';
+\echo :LAST_ERROR_SQLSTATE
 UPDATE leaf_alloc SET max_id = max_id + 1000 WHERE biz_tag = 'invoice';
 SELECT leaf_segment_nextval('invoice') < 2000 AS still_from_cached_segment;
 
 -- past the bigint range: an error, no wraparound, nothing written
 SELECT leaf_segment_create('huge', 1000, 9223372036854775000);
 SELECT leaf_segment_nextval('huge');
+\echo :LAST_ERROR_SQLSTATE
 SELECT max_id FROM leaf_alloc WHERE biz_tag = 'huge';
 SELECT leaf_segment_create('nearly', 100, 9223372036854775707);
 SELECT max(id), count(*) FROM leaf_segment_nextvals('nearly', 100) id;

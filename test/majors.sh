@@ -52,7 +52,10 @@
 # directory, shared by all runs so that tests running side by side do not
 # hand out the same port.  Everything is unmounted again when the run
 # ends, failed or not.  The exit status is non-zero if any major failed,
-# and the last lines name the majors and test files that failed.
+# and the last lines name the majors and test files that failed.  The
+# build tree of a major (/tmp/leaf-test-NN inside its chroot, with the
+# TAP tests' data directories) is removed when the major passed and kept
+# when it failed; the log says where.
 #
 set -euo pipefail
 
@@ -308,14 +311,23 @@ test_major() {
 	set -e
 	say "$major: tests took $((SECONDS - t0)) s, exit $rc"
 	if [ $rc != 0 ]; then
+		local failed f
+		failed=$("$here/test/failed_tests.sh" "$root$dir" | tr '\n' ' ')
 		[ -f "$root$dir/regression.diffs" ] && cat "$root$dir/regression.diffs"
-		for f in "$root$dir"/tmp_check/log/regress_log_*; do
-			[ -f "$f" ] || continue
-			if grep -q '^not ok' "$f"; then
-				say "$f"
-				tail -n 60 "$f"
-			fi
+		for f in $failed; do
+			case "$f" in
+				test/t/*)
+					f=${f#test/t/}
+					say "$root$dir/tmp_check/log/regress_log_${f%.pl}"
+					tail -n 60 "$root$dir/tmp_check/log/regress_log_${f%.pl}"
+					;;
+			esac
 		done
+		say "$major: failed: ${failed:-(no test file named; see the output above)}"
+		say "$major: kept for a look: $root$dir (logs in $root$dir/tmp_check/log)"
+	else
+		# a run leaves up to a gigabyte of data directories behind
+		rm -rf "${root:?}$dir"
 	fi
 	umount_chroot "$root"
 	trap - EXIT
@@ -327,12 +339,14 @@ failed_files() {
 	local log=$1
 	{
 		# pg_regress of 16 and later, then of 15
-		sed -n 's/^not ok [0-9]* *- *\([a-z_0-9]*\) .*/sql\/\1.sql/p' "$log"
+		sed -n 's/^not ok [0-9]* *[-+] *\([a-z_0-9]*\) .*/sql\/\1.sql/p' "$log"
 		sed -n 's/^test \([a-z_0-9]*\) *\.\.\. FAILED.*/sql\/\1.sql/p' "$log"
 		# every file in prove's summary failed somehow (a failed test, an
 		# exit status, a parse error)
 		sed -n '/^Test Summary Report/,/^Files=/s/^\(test\/t\/[^ ]*\.pl\) .*/\1/p' "$log"
 		sed -n 's/^\(test\/t\/[^ ]*\.pl\) \.* skipped.*/\1/p' "$log"
+		# what test/failed_tests.sh found (test_major and ./install.sh say so)
+		sed -n 's/^== .*failed: \(.*\)/\1/p' "$log" | tr ' ' '\n' | grep -E '^(sql|test/t)/' || true
 		if grep -q 'BUILD FAILED' "$log"; then echo build; fi
 		if grep -q '^majors.sh: ' "$log"; then echo prepare; fi
 	} | sort -u | tr '\n' ' '

@@ -547,7 +547,7 @@ sub run
 	}
 	$self->{zk}->stop;
 
-	my $table = `$^X $here/check.pl $self->{dir} $here/../../README.md 2>&1`;
+	my $table = `$^X $here/check.pl $self->{dir} $here/../../docs/errors.md 2>&1`;
 	my $rc = $? >> 8;
 	my %summary;
 	if (open my $sf, '<', "$self->{dir}/summary")

@@ -1,4 +1,4 @@
-# Dropping the extension and putting its counters back, the README's way,
+# Dropping the extension and putting its counters back, the documented way,
 # while 4 callers keep taking IDs: the counters are saved in the
 # transaction that drops the extension, after a lock that holds the
 # allocator's loads, so no segment loaded after the save can come out
@@ -31,7 +31,7 @@ ok( LeafTest::wait_until(
 		sub { LeafTest::id_stream_count($callers[0]) >= 300 }, 'callers running'),
 	'the callers are taking IDs');
 
-# The procedure of the README ("Dropping the extension"), under load.
+# The procedure of docs/segment.md ("Dropping the extension"), under load.
 my $dir = $node->basedir;
 my ($rc, $out, $err) = $node->psql('postgres', qq[
 BEGIN;

@@ -251,7 +251,7 @@ is(scalar(@g), 3, '(c) shard 2 takes IDs through the passfile');
 # the right password in the conninfo itself, read at server start
 # (a reload would make the postmaster log the new value of the setting,
 # password included: that message is PostgreSQL's own, and the reason
-# the README recommends a passfile)
+# docs/fleet.md recommends a passfile)
 $s2->append_conf('postgresql.conf',
 	"leaf.alloc_conninfo = 'host=127.0.0.1 port=$aport dbname=postgres user=leaf_fleet password=$secret'"
 );
@@ -358,7 +358,7 @@ for my $pair ([ 1, $s1 ], [ 2, $s2 ])
 }
 
 # A restarted shard has forgotten what it saw: this check cannot protect
-# it.  Shown here, as the README says, not asserted.
+# it.  Shown here, as docs/fleet.md says, not asserted.
 $s2->restart;
 my ($first_after_restart) = LeafTest::take_ids($s2, 'global', 1);
 diag "after a restart, shard 2 takes ID $first_after_restart of 'global' "

@@ -12,7 +12,7 @@
 #     password included.
 #
 # The conninfo is set in postgresql.conf before a restart: a reload
-# would make PostgreSQL itself log the new value (see README, Secrets).
+# would make PostgreSQL itself log the new value (see docs/fleet.md, Secrets).
 
 use strict;
 use warnings;

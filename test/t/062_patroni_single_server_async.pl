@@ -21,7 +21,7 @@
 #
 # Checked: the replica is promoted with no command; its leaf_alloc lacks
 # the last refills; leaf refuses its loads with LF007 (leaf_segments shows
-# 'refused') and hands out no ID; after the repair of the README (max_id
+# 'refused') and hands out no ID; after the repair of docs/segment.md (max_id
 # raised above the highest ID the clients saw) and
 # leaf_alloc_source_confirm(), IDs continue above every earlier one; no ID
 # of the old and the new leader repeats.  Measured: time from the crash to
