@@ -100,7 +100,7 @@ UPDATE leaf_alloc SET max_id = max_id + 1000 WHERE biz_tag = 'invoice';
 SELECT leaf_segment_nextval('invoice') < 2000 AS still_from_cached_segment;
 
 -- past the bigint range: an error, no wraparound, nothing written
-SELECT leaf_segment_create('huge', 1000, 9223372036854775000);
+INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('huge', 9223372036854775000, 1000);
 SELECT leaf_segment_nextval('huge');
 \echo :LAST_ERROR_SQLSTATE
 SELECT max_id FROM leaf_alloc WHERE biz_tag = 'huge';
@@ -116,6 +116,12 @@ SELECT count(*), count(DISTINCT id), max(id)
 \set VERBOSITY terse
 SELECT leaf_segment_nextval('end');
 \set VERBOSITY default
+-- a start that is negative, or leaves less than one step (max_id + step
+-- past the end, 'nearly' above has exactly one): refused (22023)
+SELECT leaf_segment_create('negative', 100, -5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT leaf_segment_create('past_end', 100, 9223372036854775708);
+\echo :LAST_ERROR_SQLSTATE
 
 -- TRUNCATE would forget every max_id: refused
 TRUNCATE leaf_alloc;

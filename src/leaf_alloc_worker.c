@@ -1102,7 +1102,13 @@ leaf_alloc_worker_main(Datum main_arg)
 	LWLockRelease(leaf_seg->lock);
 	before_shmem_exit(leaf_worker_detach, (Datum) 0);
 
-	BackgroundWorkerInitializeConnectionByOid(leaf_worker_dboid, InvalidOid, 0);
+	/*
+	 * A database that stopped allowing connections (ALTER DATABASE ...
+	 * ALLOW_CONNECTIONS false) may still have sessions that take IDs: they
+	 * are served like any other.
+	 */
+	BackgroundWorkerInitializeConnectionByOid(leaf_worker_dboid, InvalidOid,
+											  BGWORKER_BYPASS_ALLOWCONN);
 
 	/*
 	 * Name the database in log lines and in

@@ -82,6 +82,7 @@ char	   *leaf_sf_zk_hosts = NULL;
 char	   *leaf_sf_zk_root = NULL;
 char	   *leaf_sf_node_address = NULL;
 char	   *leaf_sf_zk_auth = NULL;
+char	   *leaf_sf_zk_auth_file = NULL;
 int64		leaf_sf_epoch_ms = INT64CONST(1288834974657);
 int			leaf_sf_heartbeat_ms = 3000;
 int			leaf_sf_max_backward_ms = 5;
@@ -250,6 +251,15 @@ leaf_snowflake_init(void)
 							   PGC_POSTMASTER,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							   leaf_sf_check_zk_auth, NULL, leaf_sf_show_zk_auth);
+
+	DefineCustomStringVariable("leaf.zk_auth_file",
+							   "Sets a file holding the ZooKeeper digest credentials (user:password) of the snowflake worker.",
+							   "Used when leaf.zk_auth is empty.  Unlike a setting, the file's content is not shown by pg_file_settings.",
+							   &leaf_sf_zk_auth_file,
+							   "",
+							   PGC_POSTMASTER,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("leaf.node_address",
 							   "Sets the address (host:port) that identifies this node in ZooKeeper.",

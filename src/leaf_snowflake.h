@@ -27,6 +27,7 @@ extern char *leaf_sf_zk_hosts;
 extern char *leaf_sf_zk_root;
 extern char *leaf_sf_node_address;
 extern char *leaf_sf_zk_auth;
+extern char *leaf_sf_zk_auth_file;
 extern int64 leaf_sf_epoch_ms;
 extern int	leaf_sf_heartbeat_ms;
 extern int	leaf_sf_max_backward_ms;

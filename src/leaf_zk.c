@@ -117,6 +117,7 @@ typedef enum LeafZkResult
 static zhandle_t *leaf_zh = NULL;
 static char leaf_addr[LEAF_SF_ADDR_LEN];
 static char leaf_reason[LEAF_SF_REASON_LEN];
+static char leaf_auth[LEAF_SF_ADDR_LEN];	/* digest credentials, or "" */
 static char leaf_root[LEAF_ZK_PATH_LEN];	/* leaf.zk_root, or the root the
 											 * state file records */
 static bool leaf_claimed = false;	/* the hand-set worker ID is claimed
@@ -600,7 +601,7 @@ leaf_zk_auth_done(int rc, const void *data)
 static struct ACL_vector *
 leaf_zk_acl(void)
 {
-	if (leaf_sf_zk_auth && leaf_sf_zk_auth[0] != '\0')
+	if (leaf_auth[0] != '\0')
 		return &ZOO_CREATOR_ALL_ACL;
 	return &ZOO_OPEN_ACL_UNSAFE;
 }
@@ -708,9 +709,9 @@ leaf_zk_connect(int wait_ms)
 			return false;
 		}
 		/* sent with every (re)connection of this session */
-		if (leaf_sf_zk_auth && leaf_sf_zk_auth[0] != '\0')
-			(void) zoo_add_auth(leaf_zh, "digest", leaf_sf_zk_auth,
-								strlen(leaf_sf_zk_auth), leaf_zk_auth_done, NULL);
+		if (leaf_auth[0] != '\0')
+			(void) zoo_add_auth(leaf_zh, "digest", leaf_auth,
+								strlen(leaf_auth), leaf_zk_auth_done, NULL);
 		/* a new session must register its ephemeral node again */
 		leaf_registered = false;
 	}
@@ -736,44 +737,62 @@ leaf_zk_close(void)
 	leaf_registered = false;
 }
 
-/* Create a persistent node; an existing one is fine. */
+/*
+ * Create a persistent node with the given ACL; an existing one is fine.
+ * Existence is checked first: ZooKeeper refuses a create under a parent we
+ * may not write to even when the node is there already (a folder made by
+ * a node with credentials).
+ */
 static int
-leaf_zk_ensure(const char *path)
+leaf_zk_ensure(const char *path, struct ACL_vector *acl)
 {
-	int			rc = zoo_create(leaf_zh, path, NULL, -1, leaf_zk_acl(),
-								ZOO_PERSISTENT, NULL, 0);
+	struct Stat st;
+	int			rc = zoo_exists(leaf_zh, path, 0, &st);
 
+	if (rc == ZOK)
+		return ZOK;
+	rc = zoo_create(leaf_zh, path, NULL, -1, acl, ZOO_PERSISTENT, NULL, 0);
 	return rc == ZNODEEXISTS ? ZOK : rc;
 }
 
-/* Create leaf.zk_root and every node above it, and our three children. */
+/*
+ * Create leaf.zk_root and every node above it, and its folders.  The
+ * folders get the root's ACL, so that a folder a newer release adds to an
+ * open tree stays open even when a node with credentials makes it.
+ */
 static int
 leaf_zk_ensure_tree(void)
 {
+	static const char *const folders[] = {"forever", "temporary", "claimed", "clock"};
 	char		path[LEAF_ZK_PATH_LEN];
 	const char *p = leaf_root;
+	struct ACL_vector acl = {0, NULL};
+	struct Stat st;
 	int			rc;
+	int			i;
 
 	while ((p = strchr(p + 1, '/')) != NULL)
 	{
 		snprintf(path, sizeof(path), "%.*s", (int) (p - leaf_root),
 				 leaf_root);
-		if ((rc = leaf_zk_ensure(path)) != ZOK)
+		if ((rc = leaf_zk_ensure(path, leaf_zk_acl())) != ZOK)
 			return rc;
 	}
-	if ((rc = leaf_zk_ensure(leaf_root)) != ZOK)
+	if ((rc = leaf_zk_ensure(leaf_root, leaf_zk_acl())) != ZOK)
 		return rc;
-	snprintf(path, sizeof(path), "%s/forever", leaf_root);
-	if ((rc = leaf_zk_ensure(path)) != ZOK)
-		return rc;
-	snprintf(path, sizeof(path), "%s/temporary", leaf_root);
-	if ((rc = leaf_zk_ensure(path)) != ZOK)
-		return rc;
-	snprintf(path, sizeof(path), "%s/claimed", leaf_root);
-	if ((rc = leaf_zk_ensure(path)) != ZOK)
-		return rc;
-	snprintf(path, sizeof(path), "%s/clock", leaf_root);
-	return leaf_zk_ensure(path);
+	for (i = 0; i < lengthof(folders) && rc == ZOK; i++)
+	{
+		snprintf(path, sizeof(path), "%s/%s", leaf_root, folders[i]);
+		if (zoo_exists(leaf_zh, path, 0, &st) == ZOK)
+			continue;
+		if (acl.count == 0 &&
+			(rc = zoo_get_acl(leaf_zh, leaf_root, &acl, &st)) != ZOK)
+			break;
+		rc = leaf_zk_ensure(path, &acl);
+	}
+	if (acl.count > 0)
+		deallocate_ACL_vector(&acl);
+	return rc;
 }
 
 
@@ -1128,6 +1147,16 @@ leaf_zk_register(bool check_peers)
 		rc = leaf_zk_get(path, data, sizeof(data), &st);
 		if (rc == ZNONODE)
 		{
+			n->seq = -1;
+			continue;
+		}
+		if (rc == ZNOAUTH)
+		{
+			/*
+			 * A node created with credentials (leaf.zk_auth) that we lack:
+			 * another node's, since ours are open.  Its number stays taken.
+			 * So nodes get credentials one at a time.
+			 */
 			n->seq = -1;
 			continue;
 		}
@@ -1879,6 +1908,54 @@ leaf_shutdown(bool use_zk, const char *source)
 }
 
 /*
+ * The credentials: leaf.zk_auth, else the first line of leaf.zk_auth_file.
+ * Returns a problem, or NULL.  The file must not be readable by group or
+ * others, as for a libpq password file; its content is never logged.
+ */
+static const char *
+leaf_zk_load_auth(void)
+{
+	static char buf[LEAF_SF_REASON_LEN];
+	FILE	   *f;
+	struct stat st;
+
+	leaf_auth[0] = '\0';
+	if (leaf_sf_zk_auth && leaf_sf_zk_auth[0] != '\0')
+	{
+		strlcpy(leaf_auth, leaf_sf_zk_auth, sizeof(leaf_auth));
+		return NULL;
+	}
+	if (leaf_sf_zk_auth_file == NULL || leaf_sf_zk_auth_file[0] == '\0')
+		return NULL;
+	f = AllocateFile(leaf_sf_zk_auth_file, "r");
+	if (f == NULL)
+	{
+		snprintf(buf, sizeof(buf), "could not open leaf.zk_auth_file \"%s\": %s",
+				 leaf_sf_zk_auth_file, strerror(errno));
+		return buf;
+	}
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+	{
+		FreeFile(f);
+		snprintf(buf, sizeof(buf), "leaf.zk_auth_file \"%s\" has group or world access; it must be readable by the server's user only (chmod 0600)",
+				 leaf_sf_zk_auth_file);
+		return buf;
+	}
+	if (fgets(leaf_auth, sizeof(leaf_auth), f) == NULL)
+		leaf_auth[0] = '\0';
+	FreeFile(f);
+	leaf_auth[strcspn(leaf_auth, "\r\n")] = '\0';
+	if (strchr(leaf_auth, ':') == NULL || leaf_auth[0] == ':')
+	{
+		leaf_auth[0] = '\0';
+		snprintf(buf, sizeof(buf), "leaf.zk_auth_file \"%s\" must hold user:password on its first line",
+				 leaf_sf_zk_auth_file);
+		return buf;
+	}
+	return NULL;
+}
+
+/*
  * What keeps this node from using ZooKeeper as configured, or NULL.  The
  * node address goes into node names and into JSON: it may not hold "/",
  * a quote or a backslash.
@@ -1888,6 +1965,10 @@ leaf_zk_config_problem(void)
 {
 	static char buf[LEAF_SF_REASON_LEN];
 
+	const char *auth_problem = leaf_zk_load_auth();
+
+	if (auth_problem != NULL)
+		return auth_problem;
 	if (!leaf_zk_hosts_valid(leaf_sf_zk_hosts))
 	{
 		leaf_sf_report_zk("invalid hosts");
@@ -1920,6 +2001,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 	bool		fresh_floor = false;
 	bool		claim;
 	bool		claim_refused = false;
+	const char *problem;
 
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -2020,9 +2102,9 @@ leaf_snowflake_worker_main(Datum main_arg)
 			}
 		}
 	}
-	else if (leaf_zk_config_problem() != NULL)
+	else if ((problem = leaf_zk_config_problem()) != NULL)
 	{
-		leaf_not_ready("%s", leaf_zk_config_problem());
+		leaf_not_ready("%s", problem);
 		use_zk = false;
 	}
 	else if (leaf_cache.foreign)

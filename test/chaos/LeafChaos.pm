@@ -43,6 +43,7 @@ use File::Path qw(make_path);
 use FindBin;
 use POSIX ();
 use Time::HiRes qw(time usleep sleep);
+use IPC::Run ();
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -60,6 +61,7 @@ our @KINDS = qw(
   sync_commit_off_shard sync_commit_off_alloc
   clock_step_small clock_step_large
   step_change tag_recreated
+  hand_set_worker_id clock_step_forward locked_alloc_row
 );
 
 my @TAGS = (
@@ -171,6 +173,7 @@ leaf.heartbeat_interval = '500ms'
 restart_after_crash = on
 log_statement = none
 log_min_messages = warning
+include_if_exists = 'leaf_chaos.conf'
 ]);
 		$s->start;
 		$s->safe_psql('postgres', 'CREATE EXTENSION leaf');
@@ -394,9 +397,93 @@ sub inject
 		  . ', inserted again at max_id 1' . ($e2 ? " (refused: $e2)" : '');
 		$outcome =~ s/\s+/ /g;
 	}
+	elsif ($k eq 'hand_set_worker_id')
+	{
+		# a shard restarted with leaf.worker_id set by hand: either to the
+		# worker ID ZooKeeper gave another shard (must be refused), or to
+		# one of its own, after which it crashes and restarts with a
+		# damaged state file (must be refused: the marks are lost)
+		my $other = $self->{shards}[ $f->{shard} % 3 ];
+		my ($wid) = try_psql($other, 'SELECT worker_id FROM leaf_snowflake_status');
+		my $damage = $f->{p} >= 0.5 || $wid !~ /^\d+$/;
+		$wid = 1010 + $f->{shard} if $damage;
+		$self->shard_conf($s, "leaf.worker_id = $wid\n");
+		$s->stop('fast', fail_ok => 1);
+		eval { $s->start };
+		$outcome = $damage ? "leaf.worker_id = $wid (its own)" : "leaf.worker_id = $wid (another shard's)";
+		if ($damage && !$@)
+		{
+			poll($s, 'SELECT ready FROM leaf_snowflake_status', 10);
+			sleep 1;
+			$s->stop('immediate', fail_ok => 1);
+			open my $fh, '>', $s->data_dir . '/leaf_snowflake.state' or die $!;
+			print $fh join('', map { chr(int(rand(256))) } 1 .. 200);
+			close $fh;
+			eval { $s->start };
+			$outcome .= ', crashed, state file overwritten with random bytes';
+		}
+		$outcome .= ", start failed: $@" if $@;
+		my ($r) = try_psql($s, 'SELECT ready FROM leaf_snowflake_status');
+		$outcome .= $r eq 'f' ? ', refused' : $r eq 't' ? ', SERVING' : ", status: $r";
+		push @{ $self->{undo} }, {
+			at => time() + 2 + 3 * $f->{p},
+			what => sub {
+				$self->shard_conf($s, '');
+				$s->stop('fast', fail_ok => 1);
+				# the way out of a damaged file, as documented
+				unlink $s->data_dir . '/leaf_snowflake.state' if $damage;
+				eval { $s->start };
+				return 1;
+			} };
+	}
+	elsif ($k eq 'clock_step_forward')
+	{
+		# every process of the shard with its clock 2 to 8 s ahead, then
+		# set right again: it waits for its own mark
+		my $off = 2000 + int(6000 * $f->{p});
+		$self->shard_conf($s, "leaf.test_node_clock_offset_ms = $off\n");
+		$s->stop('fast', fail_ok => 1);
+		eval { $s->start };
+		$outcome = "clock +$off ms" . ($@ ? ", start failed: $@" : '');
+		push @{ $self->{undo} }, {
+			at => time() + 2 + 3 * $f->{p},
+			what => sub {
+				$self->shard_conf($s, '');
+				$s->stop('fast', fail_ok => 1);
+				eval { $s->start };
+				return 1;
+			} };
+	}
+	elsif ($k eq 'locked_alloc_row')
+	{
+		# a long transaction holds one tag's row on the allocation primary
+		$target = 'all';
+		my $tag = $TAGS[ int($f->{p} * @TAGS) ][0];
+		my $secs = 3 + int(5 * $f->{p});
+		my $p = $self->current_primary;
+		my $h = IPC::Run::start(
+			[ $p->installed_command('psql'), '-XAtq', '-h', $p->host, '-p', $p->port,
+				'-d', 'postgres', '-c',
+				"BEGIN; SELECT 1 FROM leaf_alloc WHERE biz_tag = '$tag' FOR UPDATE; SELECT pg_sleep($secs); COMMIT" ],
+			'<', \undef, '>', '/dev/null', '2>', '/dev/null');
+		push @{ $self->{undo} }, {
+			at => time() + $secs + 1,
+			what => sub { eval { $h->finish }; eval { $h->kill_kill }; 1 } };
+		$outcome = "row of '$tag' locked for $secs s";
+	}
 	else { croak "unknown fault $k" }
 
 	return ($target, $outcome);
+}
+
+# Settings of a shard for a fault (an included file; '' for none).
+sub shard_conf
+{
+	my ($self, $s, $conf) = @_;
+	open my $fh, '>', $s->data_dir . '/leaf_chaos.conf' or die $!;
+	print $fh $conf;
+	close $fh;
+	return;
 }
 
 # Start the ZooKeeper servers that are due (or all of them).

@@ -7,7 +7,8 @@
 #      locked tag names it;
 #  (3) the first call of a tag waits no longer than leaf.wait_timeout,
 #      even when leaf_alloc is locked;
-# and a read-only database or transaction gets IDs like any other.
+# and a read-only database or transaction gets IDs like any other, and so
+# does a session of a database that no longer allows connections.
 use strict;
 use warnings;
 
@@ -75,6 +76,21 @@ is($node->safe_psql('db2',
 is($node->safe_psql('db3',
 		q[BEGIN READ ONLY; SELECT count(DISTINCT leaf_segment_nextval('t')) FROM generate_series(1, 30); COMMIT]),
 	'30', 'and so does a read-only transaction');
+
+# ---------- a database that no longer allows connections ----------
+# Sessions connected before ALTER DATABASE ... ALLOW_CONNECTIONS false go
+# on taking IDs: the allocator that starts for them connects all the same
+# (before 1.3 it could not, and callers got LF003 with no reason).
+ok(LeafTest::wait_until(sub { allocators() == 0 }, 'allocators gone'), 'no allocator runs');
+my $conn = LeafTest::start_psql_script($node, 'db4',
+	qq[SELECT 'connected';\nSELECT pg_sleep(3);\nSELECT count(DISTINCT leaf_segment_nextval('t')) FROM generate_series(1, 30);\n]);
+ok(LeafTest::wait_until(sub { (LeafTest::psql_output($conn))[0] =~ /connected/ }, 'session connected'),
+	'a session is connected to db4');
+$node->safe_psql('postgres', 'ALTER DATABASE db4 ALLOW_CONNECTIONS false');
+my ($rc, $out, $err) = LeafTest::finish_psql_script($conn);
+like($out, qr/^30$/m, 'it takes IDs after the database stopped allowing connections');
+is($err, '', 'without an error');
+$node->safe_psql('postgres', 'ALTER DATABASE db4 ALLOW_CONNECTIONS true');
 
 # ---------- (2) a locked row holds up its own tag only ----------
 $node->safe_psql('postgres', q[
