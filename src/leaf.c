@@ -189,7 +189,7 @@ _PG_init(void)
 	shmem_request_hook = leaf_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = leaf_shmem_startup;
-	leaf_utility_init();
+	leaf_ddl_init();
 	leaf_drop_guard_init();
 
 	leaf_preloaded = true;

@@ -272,9 +272,9 @@ extern bool leaf_alloc_shape_ok(Oid nsp, char *errbuf, size_t errlen);
 
 extern void leaf_drop_guard_init(void);
 
-/* ---------- leaf_utility.c ---------- */
+/* ---------- leaf_ddl.c ---------- */
 
-extern void leaf_utility_init(void);
+extern void leaf_ddl_init(void);
 
 /* ---------- leaf_public_id.c ---------- */
 

@@ -62,7 +62,7 @@ static Oid	leaf_worker_dboid = InvalidOid;
 static char leaf_worker_dbname[NAMEDATALEN];
 
 /*
- * A database command (DROP DATABASE and the like, see leaf_utility.c) asks
+ * A database command (DROP DATABASE and the like, see leaf_ddl.c) asks
  * the worker to exit by setting stop_requested in its slot, then sending
  * SIGTERM.  Such a stop is routine: the worker ends what it is doing and
  * exits with a LOG line, instead of the FATAL "terminating background

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * leaf_utility.c
- *	  Keep allocator workers out of the way of database-level commands.
+ * leaf_ddl.c
+ *	  The ProcessUtility hook: keep allocator workers out of the way of
+ *	  database-level commands.
  *
  * An allocator worker stays connected to its database.  Left alone, it
  * would make DROP DATABASE, ALTER DATABASE ... RENAME and CREATE DATABASE
@@ -211,7 +212,7 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 }
 
 void
-leaf_utility_init(void)
+leaf_ddl_init(void)
 {
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = leaf_ProcessUtility;
