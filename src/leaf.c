@@ -12,14 +12,19 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "nodes/pg_list.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 
 #include "leaf.h"
+#include "leaf_compat.h"
+#include "leaf_segment.h"
 
 PG_MODULE_MAGIC;
 

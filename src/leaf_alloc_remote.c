@@ -58,7 +58,9 @@
 #include "utils/wait_event.h"
 
 #include "leaf.h"
-#include "leaf_snowflake.h"
+#include "leaf_alloc.h"
+#include "leaf_errcodes.h"
+#include "leaf_segment.h"
 
 static PGconn *leaf_conn = NULL;
 static char *leaf_conn_info = NULL; /* conninfo leaf_conn was opened with */

@@ -48,13 +48,19 @@
 #include "utils/syscache.h"
 #include "utils/wait_event.h"
 
-#include "leaf.h"
+#include "leaf_compat.h"
+#include "leaf_errcodes.h"
+#include "leaf_segment.h"
+#include "leaf_segment_shmem.h"
 
 /* How long to wait before retrying a load that failed. */
 #define LEAF_RETRY_MS			500
 
 /* Loads picked up in one pass over the slots. */
 #define LEAF_JOBS_PER_PASS		64
+
+/* Leaf's cap on the dynamic step. */
+#define LEAF_MAX_DYNAMIC_STEP	1000000
 
 static Oid	leaf_worker_dboid = InvalidOid;
 

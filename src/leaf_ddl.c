@@ -36,6 +36,8 @@
 #include "utils/wait_event.h"
 
 #include "leaf.h"
+#include "leaf_compat.h"
+#include "leaf_segment_shmem.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 

@@ -53,6 +53,10 @@
 #include "utils/wait_event.h"
 
 #include "leaf.h"
+#include "leaf_compat.h"
+#include "leaf_errcodes.h"
+#include "leaf_segment.h"
+#include "leaf_segment_shmem.h"
 
 PG_FUNCTION_INFO_V1(leaf_segment_nextval);
 PG_FUNCTION_INFO_V1(leaf_segment_nextvals);
@@ -455,7 +459,7 @@ leaf_report_tag_not_visible(const char *tag)
 static void
 leaf_check_unverified(const LeafTagKey *key)
 {
-	int			limit = LEAF_UNVERIFIED_PER_DB;
+	int			limit = Max(4, leaf_max_tags / 8);	/* per database */
 	int			n = 0;
 	int			i;
 

@@ -1,0 +1,102 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_alloc.h
+ *	  The allocator's contract: a load to do (LeafLoadJob), its outcome
+ *	  (LeafLoadResult), and what the worker (leaf_alloc_worker.c) and the
+ *	  remote source (leaf_alloc_remote.c) call of each other.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LEAF_ALLOC_H
+#define LEAF_ALLOC_H
+
+#include "leaf_compat.h"
+#include "utils/hsearch.h"
+#include "utils/timestamp.h"
+
+/* Longest biz_tag, in bytes, as in leaf_alloc.biz_tag varchar(128). */
+#define LEAF_TAG_MAXLEN			128
+
+/* Length of the error text of a load, which waiting callers get. */
+#define LEAF_ERRMSG_LEN			256
+
+/* Length of the host:port of the server a segment came from. */
+#define LEAF_SERVER_LEN			64
+
+/* Length of the description of where segments come from. */
+#define LEAF_SOURCE_LEN			128
+
+/* A load to do, copied out of its slot. */
+typedef struct LeafLoadJob
+{
+	int			slotno;
+	uint64		generation;
+	Oid			extoid;
+	char		tag[LEAF_TAG_MAXLEN + 1];
+	int64		want;
+	int64		step;
+	int32		min_step;
+	int64		db_max_id;
+	TimestampTz last_load;
+	int			nloads;
+} LeafLoadJob;
+
+typedef enum LeafLoadStatus
+{
+	LEAF_LOAD_OK,
+	LEAF_LOAD_FAILED,			/* see sqlstate/msg; retry later */
+	LEAF_LOAD_FINAL,			/* see sqlstate/msg; callers fail at once */
+	LEAF_LOAD_TAG_GONE,			/* tag deleted: free the slot */
+	LEAF_LOAD_EXT_GONE			/* extension dropped or re-created */
+} LeafLoadStatus;
+
+typedef struct LeafLoadResult
+{
+	LeafLoadStatus status;
+	int64		start;			/* first ID of the new segment */
+	int64		size;			/* its number of IDs */
+	int64		step;			/* dynamic step to remember */
+	int32		min_step;		/* leaf_alloc.step */
+	int64		db_max_id;		/* leaf_alloc.max_id after the update */
+	uint32		timeline;		/* allocation database's timeline */
+	char		server[LEAF_SERVER_LEN];	/* host:port, or "local" */
+	int			sqlstate;
+	char		msg[LEAF_ERRMSG_LEN];
+} LeafLoadResult;
+
+/* ---------- leaf_segment.c ---------- */
+
+extern Oid	leaf_extension_namespace(Oid *extoid);
+
+/* ---------- leaf_alloc_worker.c ---------- */
+
+extern bool leaf_plan_segment(const LeafLoadJob *job, int64 max_id,
+							  int32 row_step, LeafLoadResult *res);
+extern bool leaf_in_transaction(void (*fn) (void *arg), void *arg,
+								const char *activity, int *sqlstate,
+								char *errbuf, size_t errlen);
+pg_noreturn extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg);
+extern bool leaf_alloc_worker_stopping(void);
+extern void leaf_launch_alloc_worker(Oid dboid);
+
+/* ---------- leaf_alloc_remote.c: segments from another server ---------- */
+
+extern bool leaf_remote_enabled(void);
+extern void leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res);
+extern bool leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen);
+extern void leaf_remote_disconnect(void);
+extern void leaf_remote_source(char *buf, size_t len);
+extern bool leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res);
+pg_noreturn extern void leaf_report_source_changed(const char *tag, const char *detail);
+pg_noreturn extern void leaf_report_promoted(const char *tag, const char *msg);
+
+/* ---------- leaf_alloc_shape.c ---------- */
+
+extern bool leaf_alloc_column_ok(const char *name, bool found, Oid typid,
+								 bool notnull, char *errbuf, size_t errlen);
+extern const char *leaf_alloc_column_values(void);
+extern bool leaf_alloc_persistence_ok(char relpersistence, char *errbuf,
+									  size_t errlen);
+extern bool leaf_alloc_shape_ok(Oid nsp, char *errbuf, size_t errlen);
+
+#endif							/* LEAF_ALLOC_H */
