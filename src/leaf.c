@@ -269,6 +269,7 @@ leaf_shmem_request(void)
 		prev_shmem_request_hook();
 
 	leaf_segment_shmem_request();
+	leaf_alloc_slots_shmem_request();
 	leaf_snowflake_shmem_request();
 }
 
@@ -280,6 +281,7 @@ leaf_shmem_startup(void)
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	leaf_segment_shmem_startup();
+	leaf_alloc_slots_shmem_startup();
 	leaf_snowflake_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }

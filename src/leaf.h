@@ -39,9 +39,11 @@ extern char *leaf_sf_node_address;
 /* leaf.c */
 extern void leaf_require_preload(void);
 
-/* leaf_segment.c */
+/* segment mode: leaf_segment.c, leaf_alloc_slots.c */
 extern void leaf_segment_shmem_request(void);
 extern void leaf_segment_shmem_startup(void);
+extern void leaf_alloc_slots_shmem_request(void);
+extern void leaf_alloc_slots_shmem_startup(void);
 
 /* leaf_ddl.c, leaf_drop_guard.c */
 extern void leaf_ddl_init(void);

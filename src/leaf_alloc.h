@@ -77,7 +77,6 @@ extern bool leaf_in_transaction(void (*fn) (void *arg), void *arg,
 								char *errbuf, size_t errlen);
 pg_noreturn extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg);
 extern bool leaf_alloc_worker_stopping(void);
-extern void leaf_launch_alloc_worker(Oid dboid);
 
 /* ---------- leaf_alloc_remote.c: segments from another server ---------- */
 

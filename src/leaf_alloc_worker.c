@@ -48,6 +48,7 @@
 #include "utils/syscache.h"
 #include "utils/wait_event.h"
 
+#include "leaf_alloc_slots.h"
 #include "leaf_compat.h"
 #include "leaf_errcodes.h"
 #include "leaf_segment.h"
@@ -70,12 +71,11 @@ static char leaf_worker_dbname[NAMEDATALEN];
 /*
  * A database command (DROP DATABASE and the like, see leaf_ddl.c) asks
  * the worker to exit by setting stop_requested in its slot, then sending
- * SIGTERM.  Such a stop is routine: the worker ends what it is doing and
- * exits with a LOG line, instead of the FATAL "terminating background
- * worker ... due to administrator command" of die(), which other SIGTERMs
- * (pg_terminate_backend, shutdown) still get.
+ * SIGTERM (leaf_stop_alloc_worker).  Such a stop is routine: the worker
+ * ends what it is doing and exits with a LOG line, instead of the FATAL
+ * "terminating background worker ... due to administrator command" of
+ * die(), which other SIGTERMs (pg_terminate_backend, shutdown) still get.
  */
-static volatile LeafWorkerSlot *leaf_my_slot = NULL;
 static volatile sig_atomic_t leaf_stop_pending = false;
 static volatile sig_atomic_t leaf_in_xact = false;	/* in leaf_in_transaction */
 
@@ -84,11 +84,8 @@ leaf_worker_sigterm(SIGNAL_ARGS)
 {
 	int			save_errno = errno;
 
-	/*
-	 * stop_requested is read without the spinlock, which a signal handler
-	 * must not take: it was set before the kill() that got us here.
-	 */
-	if (leaf_my_slot != NULL && leaf_my_slot->stop_requested)
+	/* a signal handler takes no lock: see leaf_alloc_slot_stop_requested */
+	if (leaf_alloc_slot_stop_requested())
 	{
 		leaf_stop_pending = true;
 
@@ -144,110 +141,6 @@ leaf_worker_interrupts(void)
 	CHECK_FOR_INTERRUPTS();
 }
 
-void
-leaf_launch_alloc_worker(Oid dboid)
-{
-	BackgroundWorker worker;
-	LeafWorkerSlot *w;
-	bool		ok;
-	char	   *dbname;
-
-	TimestampTz now = GetCurrentTimestamp();
-
-	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
-	w = leaf_worker_slot_for(dboid);
-	if (w != NULL)
-	{
-		pid_t		pid;
-		TimestampTz started;
-
-		SpinLockAcquire(&leaf_seg->mutex);
-		pid = w->pid;
-		started = w->started;
-		SpinLockRelease(&leaf_seg->mutex);
-		/* a launch that never came up is replaced after 10 s */
-		if (pid != 0 ||
-			!TimestampDifferenceExceeds(started, now, 10 * 1000))
-		{
-			LWLockRelease(leaf_seg->lock);
-			return;
-		}
-	}
-	else
-		w = leaf_worker_slot_for(InvalidOid);
-	if (w == NULL)
-	{
-		LWLockRelease(leaf_seg->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("too many databases use leaf segment mode"),
-				 errdetail("Each database has an allocator worker of its own, and %d are running.",
-						   leaf_max_databases),
-				 errhint("Increase \"leaf.max_databases\" and restart the server.")));
-	}
-	SpinLockAcquire(&leaf_seg->mutex);
-	w->dboid = dboid;
-	w->pid = 0;
-	w->latch = NULL;
-	w->started = now;
-	w->stop_requested = false;
-	SpinLockRelease(&leaf_seg->mutex);
-	LWLockRelease(leaf_seg->lock);
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "leaf");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "leaf_alloc_worker_main");
-	/* the process title: the caller is in a transaction of that database */
-	dbname = IsTransactionState() ? get_database_name(dboid) : NULL;
-	if (dbname != NULL)
-		snprintf(worker.bgw_name, BGW_MAXLEN,
-				 "leaf allocator for database \"%s\"", dbname);
-	else
-		snprintf(worker.bgw_name, BGW_MAXLEN,
-				 "leaf allocator for database with OID %u", dboid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "leaf allocator");
-	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
-	worker.bgw_notify_pid = 0;
-
-	ok = RegisterDynamicBackgroundWorker(&worker, NULL);
-	if (!ok)
-	{
-		LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
-		if (w->dboid == dboid && w->pid == 0)
-			w->dboid = InvalidOid;
-		LWLockRelease(leaf_seg->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("could not start the leaf allocator worker"),
-				 errhint("Consider increasing configuration parameter \"max_worker_processes\".")));
-	}
-}
-
-/*
- * Give this worker's slot in the registry back, if it still holds it.
- * Caller holds leaf_seg->lock exclusively.
- */
-static void
-leaf_release_worker_slot(void)
-{
-	LeafWorkerSlot *w;
-
-	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
-	w = leaf_worker_slot_for(leaf_worker_dboid);
-	if (w != NULL && w->pid == MyProcPid)
-	{
-		SpinLockAcquire(&leaf_seg->mutex);
-		w->pid = 0;
-		w->latch = NULL;
-		SpinLockRelease(&leaf_seg->mutex);
-		w->dboid = InvalidOid;
-	}
-}
-
 /*
  * Does a tag slot wait for a load by this worker?  Caller holds the
  * slot's mutex.
@@ -258,17 +151,6 @@ leaf_slot_wants_load(const LeafTagSlot *slot)
 	return slot->generation != 0 && slot->dboid == leaf_worker_dboid &&
 		slot->loading && !slot->next_ready;
 }
-
-static void
-leaf_worker_detach(int code, Datum arg)
-{
-	leaf_my_slot = NULL;
-	LWLockReleaseAll();
-	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
-	leaf_release_worker_slot();
-	LWLockRelease(leaf_seg->lock);
-}
-
 
 /*
  * The step of the next load, as Leaf computes it: the table's step for
@@ -550,20 +432,9 @@ static void
 leaf_report_source(void)
 {
 	char		source[LEAF_SOURCE_LEN];
-	LeafWorkerSlot *w;
 
 	leaf_remote_source(source, sizeof(source));
-
-	LWLockAcquire(leaf_seg->lock, LW_SHARED);
-	w = leaf_worker_slot_for(leaf_worker_dboid);
-	if (w != NULL)
-	{
-		SpinLockAcquire(&leaf_seg->mutex);
-		if (w->pid == MyProcPid)
-			strlcpy(w->source, source, sizeof(w->source));
-		SpinLockRelease(&leaf_seg->mutex);
-	}
-	LWLockRelease(leaf_seg->lock);
+	leaf_alloc_slot_report_source(source);
 }
 
 /*
@@ -793,18 +664,17 @@ leaf_publish(const LeafLoadJob *job, const LeafLoadResult *res)
  * background worker process back, so that idle databases do not use up
  * max_worker_processes; the next load asked for starts a new one
  * (leaf_wake_worker).  The cached segments stay in shared memory and are
- * served meanwhile.  The worker slot is given up under the exclusive
- * lock, after a last look for loads asked for: a caller that asks later
- * takes the lock after us, finds no worker, and launches one.  Returns
- * false if a load was asked for after all.
+ * served meanwhile.  The worker slot is given up after a last look for
+ * loads asked for, under the lock of the registry (see
+ * leaf_alloc_slot_give_up): a caller that asks later finds no worker, and
+ * launches one.
  */
 static bool
-leaf_worker_give_up_slot(void)
+leaf_loads_wanted(void)
 {
 	bool		pending = false;
 	int			i;
 
-	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
 	for (i = 0; i < leaf_slots_in_use() && !pending; i++)
 	{
 		LeafTagSlot *slot = &leaf_seg->slots[i];
@@ -813,10 +683,7 @@ leaf_worker_give_up_slot(void)
 		pending = leaf_slot_wants_load(slot);
 		SpinLockRelease(&slot->mutex);
 	}
-	if (!pending)
-		leaf_release_worker_slot();
-	LWLockRelease(leaf_seg->lock);
-	return !pending;
+	return pending;
 }
 
 /*
@@ -1078,7 +945,6 @@ leaf_refresh_tags(void)
 void
 leaf_alloc_worker_main(Datum main_arg)
 {
-	LeafWorkerSlot *w;
 	TimestampTz next_refresh;
 
 	leaf_worker_dboid = DatumGetObjectId(main_arg);
@@ -1088,25 +954,11 @@ leaf_alloc_worker_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 
 	/* take this database's worker slot */
-	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
-	w = leaf_worker_slot_for(leaf_worker_dboid);
-	if (w == NULL)
-		w = leaf_worker_slot_for(InvalidOid);
-	if (w == NULL || (w->pid != 0 && w->pid != MyProcPid))
+	if (!leaf_alloc_slot_attach(leaf_worker_dboid))
 	{
 		/* another worker serves this database, or there is no room */
-		LWLockRelease(leaf_seg->lock);
 		proc_exit(0);
 	}
-	SpinLockAcquire(&leaf_seg->mutex);
-	w->dboid = leaf_worker_dboid;
-	w->pid = MyProcPid;
-	w->latch = MyLatch;
-	w->stop_requested = false;
-	leaf_my_slot = w;			/* before a DDL command can see our pid */
-	SpinLockRelease(&leaf_seg->mutex);
-	LWLockRelease(leaf_seg->lock);
-	before_shmem_exit(leaf_worker_detach, (Datum) 0);
 
 	/*
 	 * A database that stopped allowing connections (ALTER DATABASE ...
@@ -1206,7 +1058,7 @@ leaf_alloc_worker_main(Datum main_arg)
 			now = GetCurrentTimestamp();
 			idle_left = leaf_alloc_idle_timeout_ms -
 				TimestampDifferenceMilliseconds(leaf_last_busy, now);
-			if (idle_left <= 0 && leaf_worker_give_up_slot())
+			if (idle_left <= 0 && leaf_alloc_slot_give_up(leaf_loads_wanted))
 			{
 				ereport(DEBUG1,
 						(errmsg("leaf allocator exiting for database \"%s\": nothing to load for %d ms",

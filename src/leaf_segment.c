@@ -53,6 +53,7 @@
 #include "utils/wait_event.h"
 
 #include "leaf.h"
+#include "leaf_alloc_slots.h"
 #include "leaf_compat.h"
 #include "leaf_errcodes.h"
 #include "leaf_segment.h"
@@ -116,8 +117,6 @@ leaf_segment_shmem_size(void)
 	Size		size;
 
 	size = MAXALIGN(sizeof(LeafSegShared));
-	size = add_size(size, MAXALIGN(mul_size(leaf_max_databases,
-											sizeof(LeafWorkerSlot))));
 	size = add_size(size, mul_size(leaf_max_tags, sizeof(LeafTagSlot)));
 	size = add_size(size, hash_estimate_size(leaf_max_tags,
 											 sizeof(LeafTagEntry)));
@@ -145,8 +144,6 @@ leaf_segment_shmem_startup(void)
 	leaf_tag_hash = NULL;
 
 	size = MAXALIGN(sizeof(LeafSegShared));
-	size = add_size(size, MAXALIGN(mul_size(leaf_max_databases,
-											sizeof(LeafWorkerSlot))));
 	size = add_size(size, mul_size(leaf_max_tags, sizeof(LeafTagSlot)));
 
 	leaf_seg = ShmemInitStruct("leaf segment state", size, &found);
@@ -162,8 +159,6 @@ leaf_segment_shmem_startup(void)
 		ConditionVariableInit(&leaf_seg->cv);
 
 		p += MAXALIGN(sizeof(LeafSegShared));
-		leaf_seg->workers = (LeafWorkerSlot *) p;
-		p += MAXALIGN(mul_size(leaf_max_databases, sizeof(LeafWorkerSlot)));
 		leaf_seg->slots = (LeafTagSlot *) p;
 
 		for (i = 0; i < leaf_max_tags; i++)
@@ -220,58 +215,6 @@ leaf_extension_namespace(Oid *extoid)
 	table_close(rel, AccessShareLock);
 
 	return nsp;
-}
-
-/*
- * The worker slot of a database, or NULL.  Caller holds leaf_seg->lock.
- */
-LeafWorkerSlot *
-leaf_worker_slot_for(Oid dboid)
-{
-	int			i;
-
-	for (i = 0; i < leaf_max_databases; i++)
-		if (leaf_seg->workers[i].dboid == dboid)
-			return &leaf_seg->workers[i];
-	return NULL;
-}
-
-/*
- * Wake the allocator worker of a database, starting it if there is none.
- */
-void
-leaf_wake_worker(Oid dboid)
-{
-	LeafWorkerSlot *w;
-	Latch	   *latch = NULL;
-	bool		launch = false;
-
-	TimestampTz started = 0;
-	pid_t		pid = 0;
-
-	LWLockAcquire(leaf_seg->lock, LW_SHARED);
-	w = leaf_worker_slot_for(dboid);
-	if (w == NULL)
-		launch = true;
-	else
-	{
-		SpinLockAcquire(&leaf_seg->mutex);
-		latch = w->latch;
-		pid = w->pid;
-		started = w->started;
-		SpinLockRelease(&leaf_seg->mutex);
-	}
-	LWLockRelease(leaf_seg->lock);
-
-	/* a worker that never came up is replaced after a while */
-	if (w != NULL && pid == 0 &&
-		TimestampDifferenceExceeds(started, GetCurrentTimestamp(), 10 * 1000))
-		launch = true;
-
-	if (latch != NULL)
-		SetLatch(latch);
-	else if (launch)
-		leaf_launch_alloc_worker(dboid);
 }
 
 /*
@@ -1005,18 +948,8 @@ static const char *
 leaf_source_of(Oid dboid)
 {
 	static char source[LEAF_SOURCE_LEN];
-	LeafWorkerSlot *w;
 
-	source[0] = '\0';
-	LWLockAcquire(leaf_seg->lock, LW_SHARED);
-	w = leaf_worker_slot_for(dboid);
-	if (w != NULL)
-	{
-		SpinLockAcquire(&leaf_seg->mutex);
-		strlcpy(source, w->source, sizeof(source));
-		SpinLockRelease(&leaf_seg->mutex);
-	}
-	LWLockRelease(leaf_seg->lock);
+	leaf_alloc_slot_source(dboid, source, sizeof(source));
 	if (source[0] == '\0')
 		strlcpy(source, (leaf_alloc_conninfo && leaf_alloc_conninfo[0]) ?
 				"remote" : "local", sizeof(source));

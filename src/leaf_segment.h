@@ -1,10 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * leaf_segment.h
- *	  The settings of segment mode and of fleet mode (segments drawn from
- *	  another server), defined in leaf.c.
+ *	  Segment mode for the rest of the module: its settings and those of
+ *	  fleet mode (segments drawn from another server), defined in leaf.c;
+ *	  what leaf_segment.c offers outside segment mode's own files.
  *
- * leaf.wait_timeout, which snowflake mode reads as well, is in leaf.h.
+ * leaf.wait_timeout, which snowflake mode reads as well, is in leaf.h;
+ * the shared memory of segment mode in leaf_segment_shmem.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -31,5 +33,8 @@ typedef enum LeafAllocFailover
 	LEAF_FAILOVER_CONFIRM,		/* refused (LF007) until a superuser confirms */
 	LEAF_FAILOVER_SYNCHRONOUS	/* recorded, and loads go on */
 } LeafAllocFailover;
+
+/* leaf_segment.c: free the tag slots of a (dropped) database */
+extern void leaf_free_database_slots(Oid dboid);
 
 #endif							/* LEAF_SEGMENT_H */

@@ -13,7 +13,6 @@
 #include "leaf_alloc.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
-#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 #include "utils/timestamp.h"
@@ -35,12 +34,15 @@ typedef struct LeafSegment
  *
  * Fields marked (key) are set when the slot is taken, under the exclusive
  * LeafSegShared->lock, and do not change while generation stays the same.
- * Everything else is protected by the slot's mutex.
+ * generation is written only holding both the exclusive lock and the
+ * slot's mutex, so it may be read holding either.  Everything else is
+ * protected by the slot's mutex.
  */
 typedef struct LeafTagSlot
 {
 	slock_t		mutex;			/* protects everything below but (key) */
-	uint64		generation;		/* 0 when free; unique per use of the slot */
+	uint64		generation;		/* lock and mutex: 0 when free; unique per
+								 * use of the slot */
 
 	Oid			dboid;			/* (key) database of the tag */
 	Oid			extoid;			/* (key) leaf extension in that database */
@@ -78,41 +80,22 @@ typedef struct LeafTagSlot
 	char		fail_msg[LEAF_ERRMSG_LEN];	/* its message */
 } LeafTagSlot;
 
-/*
- * One allocator worker, serving one database.  dboid is protected by
- * LeafSegShared->lock; the other fields by LeafSegShared->mutex.
- */
-typedef struct LeafWorkerSlot
-{
-	Oid			dboid;			/* database served, InvalidOid if free */
-	pid_t		pid;			/* 0 while starting */
-	Latch	   *latch;			/* worker's latch, NULL while starting */
-	TimestampTz started;		/* when the slot was claimed */
-	bool		stop_requested; /* a database command asked it to exit */
-	char		source[LEAF_SOURCE_LEN];	/* where segments come from */
-} LeafWorkerSlot;
-
 typedef struct LeafSegShared
 {
 	LWLock	   *lock;			/* protects the tag hash, taking/freeing tag
-								 * slots and the worker slots' dboid */
-	slock_t		mutex;			/* protects the worker slots' pid and latch,
-								 * and next_generation */
+								 * slots */
+	slock_t		mutex;			/* protects next_generation */
 	uint64		next_generation;	/* source of LeafTagSlot.generation */
 	pg_atomic_uint32 nslots_used;	/* atomic: slots[] beyond this index have
 									 * never been used; only grows, under
 									 * the exclusive lock */
 	ConditionVariable cv;		/* broadcast whenever a load ends */
-	LeafWorkerSlot *workers;	/* leaf_max_databases entries */
 	LeafTagSlot *slots;			/* leaf_max_tags entries */
 } LeafSegShared;
 
 extern LeafSegShared *leaf_seg;
 
-extern LeafWorkerSlot *leaf_worker_slot_for(Oid dboid);
-extern void leaf_wake_worker(Oid dboid);
 extern void leaf_free_slot(int slotno, uint64 generation);
-extern void leaf_free_database_slots(Oid dboid);
 extern int	leaf_slots_in_use(void);
 
 #endif							/* LEAF_SEGMENT_SHMEM_H */
