@@ -2,8 +2,9 @@
  *
  * leaf_alloc.h
  *	  The allocator's contract: a load to do (LeafLoadJob), its outcome
- *	  (LeafLoadResult), and what the worker (leaf_alloc_worker.c) and the
- *	  remote source (leaf_alloc_remote.c) call of each other.
+ *	  (LeafLoadResult); what the worker (leaf_alloc_worker.c) and the
+ *	  sources of segments share (leaf_alloc.c), and the remote source
+ *	  (leaf_alloc_remote.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -64,23 +65,24 @@ typedef struct LeafLoadResult
 	char		msg[LEAF_ERRMSG_LEN];
 } LeafLoadResult;
 
-/* ---------- leaf_segment.c ---------- */
+/* ---------- leaf_alloc.c: what the sources share ---------- */
 
+extern bool leaf_remote_enabled(void);
 extern Oid	leaf_extension_namespace(Oid *extoid);
-
-/* ---------- leaf_alloc_worker.c ---------- */
-
+extern void leaf_alloc_request_stop(void);
+extern bool leaf_alloc_stopping(void);
 extern bool leaf_plan_segment(const LeafLoadJob *job, int64 max_id,
 							  int32 row_step, LeafLoadResult *res);
 extern bool leaf_in_transaction(void (*fn) (void *arg), void *arg,
 								const char *activity, int *sqlstate,
 								char *errbuf, size_t errlen);
+
+/* ---------- leaf_alloc_worker.c ---------- */
+
 pg_noreturn extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg);
-extern bool leaf_alloc_worker_stopping(void);
 
 /* ---------- leaf_alloc_remote.c: segments from another server ---------- */
 
-extern bool leaf_remote_enabled(void);
 extern void leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res);
 extern bool leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen);
 extern void leaf_remote_disconnect(void);

@@ -251,16 +251,10 @@ leaf_remote_wait(int events)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		/* a database command asked the worker to exit: give up, as on timeout */
-		if (leaf_alloc_worker_stopping())
+		if (leaf_alloc_stopping())
 			return false;
 	}
 	return true;
-}
-
-bool
-leaf_remote_enabled(void)
-{
-	return leaf_alloc_conninfo != NULL && leaf_alloc_conninfo[0] != '\0';
 }
 
 void

@@ -60,9 +60,6 @@
 /* Loads picked up in one pass over the slots. */
 #define LEAF_JOBS_PER_PASS		64
 
-/* Leaf's cap on the dynamic step. */
-#define LEAF_MAX_DYNAMIC_STEP	1000000
-
 static Oid	leaf_worker_dboid = InvalidOid;
 
 /* Name of that database, for log lines (the worker ends on a rename). */
@@ -76,9 +73,6 @@ static char leaf_worker_dbname[NAMEDATALEN];
  * "terminating background worker ... due to administrator command" of
  * die(), which other SIGTERMs (pg_terminate_backend, shutdown) still get.
  */
-static volatile sig_atomic_t leaf_stop_pending = false;
-static volatile sig_atomic_t leaf_in_xact = false;	/* in leaf_in_transaction */
-
 static void
 leaf_worker_sigterm(SIGNAL_ARGS)
 {
@@ -87,35 +81,14 @@ leaf_worker_sigterm(SIGNAL_ARGS)
 	/* a signal handler takes no lock: see leaf_alloc_slot_stop_requested */
 	if (leaf_alloc_slot_stop_requested())
 	{
-		leaf_stop_pending = true;
-
-		/*
-		 * A load's transaction may be waiting (a row lock, the synchronous
-		 * standbys): cancel it as a query cancel would.  Its segment is
-		 * then not used.  Outside a transaction, a cancel has nothing to
-		 * end, and its ERROR would be FATAL.
-		 */
-		if (leaf_in_xact)
-		{
-			QueryCancelPending = true;
-			InterruptPending = true;
-		}
+		/* ends a load's transaction too (see leaf_alloc_request_stop) */
+		leaf_alloc_request_stop();
 		SetLatch(MyLatch);
 	}
 	else
 		die(LEAF_SIGNAL_ARGS);
 
 	errno = save_errno;
-}
-
-/*
- * Has a database command asked this worker to exit?  Waits in the middle
- * of a load (fleet mode) give up when it has.
- */
-bool
-leaf_alloc_worker_stopping(void)
-{
-	return leaf_stop_pending;
 }
 
 static void
@@ -150,98 +123,6 @@ leaf_slot_wants_load(const LeafTagSlot *slot)
 {
 	return slot->generation != 0 && slot->dboid == leaf_worker_dboid &&
 		slot->loading && !slot->next_ready;
-}
-
-/*
- * The step of the next load, as Leaf computes it: the table's step for
- * the first two loads and whenever the table's step was changed; after
- * that, doubled if the last segment lasted less than
- * leaf.segment_duration (up to LEAF_MAX_DYNAMIC_STEP), halved if it
- * lasted twice as long or more, never below the table's step.
- */
-static int64
-leaf_dynamic_step(const LeafLoadJob *job, int32 row_step, TimestampTz now)
-{
-	int64		step;
-	int64		lasted_ms;
-
-	if (job->nloads < 2 || row_step != job->min_step)
-		return row_step;
-
-	step = job->step;
-	lasted_ms = (now - job->last_load) / 1000;
-	if (lasted_ms < leaf_segment_duration_ms)
-	{
-		if (step * 2 <= LEAF_MAX_DYNAMIC_STEP)
-			step *= 2;
-	}
-	else if (lasted_ms >= 2 * (int64) leaf_segment_duration_ms)
-	{
-		if (step / 2 >= row_step)
-			step /= 2;
-	}
-	return Max(step, row_step);
-}
-
-/*
- * Given the row of a tag (max_id and step, read under a row lock), decide
- * the next segment.  Returns false, with a final failure in *res, when no
- * segment may be taken; otherwise res->start and res->size say what to
- * take and max_id must be set to res->db_max_id.
- */
-bool
-leaf_plan_segment(const LeafLoadJob *job, int64 max_id, int32 row_step,
-				  LeafLoadResult *res)
-{
-	int64		size;
-
-	res->min_step = row_step;
-	if (row_step <= 0)
-	{
-		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
-		snprintf(res->msg, sizeof(res->msg),
-				 "step of biz_tag \"%s\" is %d, but it must be positive",
-				 job->tag, row_step);
-		return false;
-	}
-	if (job->db_max_id != PG_INT64_MIN && max_id < job->db_max_id)
-	{
-		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = ERRCODE_LEAF_MAX_ID_BACKWARDS;
-		snprintf(res->msg, sizeof(res->msg),
-				 "max_id of biz_tag \"%s\" moved backwards from " INT64_FORMAT
-				 " to " INT64_FORMAT "; was the tag deleted and added again?",
-				 job->tag, job->db_max_id, max_id);
-		return false;
-	}
-
-	res->step = leaf_dynamic_step(job, row_step, GetCurrentTimestamp());
-	size = Max(res->step, job->want);
-
-	/*
-	 * Near the end of the bigint range the dynamic step may be more than
-	 * is left: the last segment is what is left, down to the table's step
-	 * (or what the caller asked for).
-	 */
-	if (max_id >= 0 && max_id > PG_INT64_MAX - size &&
-		PG_INT64_MAX - max_id >= Max(row_step, job->want))
-		size = PG_INT64_MAX - max_id;
-	if (max_id > PG_INT64_MAX - size)
-	{
-		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED;
-		snprintf(res->msg, sizeof(res->msg),
-				 "biz_tag \"%s\" has run out of IDs: max_id " INT64_FORMAT
-				 " plus a step of " INT64_FORMAT " is past the bigint range",
-				 job->tag, max_id, size);
-		return false;
-	}
-	res->status = LEAF_LOAD_OK;
-	res->start = max_id;
-	res->size = size;
-	res->db_max_id = max_id + size;
-	return true;
 }
 
 /*
@@ -404,7 +285,7 @@ leaf_log_failure(const LeafLoadJob *job, const LeafLoadResult *res)
 
 	if (res->status != LEAF_LOAD_FAILED && res->status != LEAF_LOAD_FINAL)
 		return;
-	if (leaf_stop_pending)
+	if (leaf_alloc_stopping())
 		return;					/* cut short on purpose */
 	now = GetCurrentTimestamp();
 	if (strcmp(last_msg, res->msg) == 0 &&
@@ -435,64 +316,6 @@ leaf_report_source(void)
 
 	leaf_remote_source(source, sizeof(source));
 	leaf_alloc_slot_report_source(source);
-}
-
-/*
- * Run fn(arg) in a transaction of its own, with SPI connected and a
- * snapshot set.  Returns true once the transaction has committed;
- * otherwise it has been rolled back, and the error's SQLSTATE and message
- * are in *sqlstate and errbuf.  An error never leaves this function, so a
- * failure does not end the worker.
- */
-bool
-leaf_in_transaction(void (*fn) (void *arg), void *arg, const char *activity,
-					int *sqlstate, char *errbuf, size_t errlen)
-{
-	MemoryContext oldcxt = CurrentMemoryContext;
-	volatile bool ok = false;
-
-	leaf_in_xact = true;
-	PG_TRY();
-	{
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		PushActiveSnapshot(GetTransactionSnapshot());
-		pgstat_report_activity(STATE_RUNNING, activity);
-
-		fn(arg);
-
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		pgstat_report_stat(false);
-		pgstat_report_activity(STATE_IDLE, NULL);
-		ok = true;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		pgstat_report_activity(STATE_IDLE, NULL);
-
-		*sqlstate = edata->sqlerrcode;
-		strlcpy(errbuf, edata->message ? edata->message : "unknown error",
-				errlen);
-		FreeErrorData(edata);
-	}
-	PG_END_TRY();
-
-	/* a cancel meant for this transaction must not outlive it */
-	leaf_in_xact = false;
-	if (leaf_stop_pending)
-		QueryCancelPending = false;
-
-	return ok;
 }
 
 /*
@@ -774,7 +597,7 @@ leaf_do_loads(void)
 			LeafLoadResult res;
 
 			leaf_worker_interrupts();
-			if (leaf_stop_pending)
+			if (leaf_alloc_stopping())
 				leaf_worker_stop();
 			if (unreachable != NULL)
 			{
@@ -931,7 +754,7 @@ leaf_refresh_tags(void)
 							 "leaf: checking biz_tags",
 							 &sqlstate, err, sizeof(err)))
 	{
-		if (leaf_stop_pending)
+		if (leaf_alloc_stopping())
 			leaf_worker_stop();
 		ereport(LOG,
 				(errmsg("leaf allocator could not check biz_tags"),
@@ -1024,7 +847,7 @@ leaf_alloc_worker_main(Datum main_arg)
 
 		ResetLatch(MyLatch);
 		leaf_worker_interrupts();
-		if (leaf_stop_pending)
+		if (leaf_alloc_stopping())
 			leaf_worker_stop();
 		if (ConfigReloadPending)
 		{

@@ -27,13 +27,8 @@
  */
 #include "postgres.h"
 
-#include "access/genam.h"
-#include "access/htup_details.h"
-#include "access/table.h"
 #include "access/xlog.h"
-#include "catalog/indexing.h"
 #include "catalog/pg_authid.h"
-#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -44,7 +39,6 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
@@ -53,6 +47,7 @@
 #include "utils/wait_event.h"
 
 #include "leaf.h"
+#include "leaf_alloc.h"
 #include "leaf_alloc_slots.h"
 #include "leaf_compat.h"
 #include "leaf_errcodes.h"
@@ -181,40 +176,6 @@ leaf_segment_check_ready(void)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("leaf shared memory is not initialized")));
-}
-
-/*
- * Returns the namespace of the leaf extension in the current database,
- * and its OID in *extoid.  Errors out if the extension is not there.
- */
-Oid
-leaf_extension_namespace(Oid *extoid)
-{
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	Oid			nsp = InvalidOid;
-
-	*extoid = InvalidOid;
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_extname,
-				BTEqualStrategyNumber, F_NAMEEQ,
-				CStringGetDatum("leaf"));
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true,
-							  NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-	{
-		Form_pg_extension ext = (Form_pg_extension) GETSTRUCT(tup);
-
-		*extoid = ext->oid;
-		nsp = ext->extnamespace;
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-
-	return nsp;
 }
 
 /*
@@ -951,8 +912,8 @@ leaf_source_of(Oid dboid)
 
 	leaf_alloc_slot_source(dboid, source, sizeof(source));
 	if (source[0] == '\0')
-		strlcpy(source, (leaf_alloc_conninfo && leaf_alloc_conninfo[0]) ?
-				"remote" : "local", sizeof(source));
+		strlcpy(source, leaf_remote_enabled() ? "remote" : "local",
+				sizeof(source));
 	return source;
 }
 
