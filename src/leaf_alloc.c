@@ -5,9 +5,9 @@
  *	  use, the policy that sizes a segment, and the transaction a load
  *	  runs in.
  *
- * Segments come from this database's own leaf_alloc or, in fleet mode,
- * from another server's (leaf_alloc_remote.c); the allocator worker
- * (leaf_alloc_worker.c) drives both.  Whichever reads
+ * Segments come from this database's own leaf_alloc (leaf_alloc_local.c)
+ * or, in fleet mode, from another server's (leaf_alloc_remote.c); the
+ * allocator worker (leaf_alloc_worker.c) drives both.  Whichever reads
  * the row of a tag, leaf_plan_segment() decides the next segment: the
  * dynamic step, the end of the bigint range, a max_id that moved back.
  * leaf_in_transaction() runs a piece of the worker's work in a

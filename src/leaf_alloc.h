@@ -2,9 +2,11 @@
  *
  * leaf_alloc.h
  *	  The allocator's contract: a load to do (LeafLoadJob), its outcome
- *	  (LeafLoadResult); what the worker (leaf_alloc_worker.c) and the
- *	  sources of segments share (leaf_alloc.c), and the remote source
- *	  (leaf_alloc_remote.c).
+ *	  (LeafLoadResult) and a source of segments (LeafAllocSource), between
+ *	  the worker (leaf_alloc_worker.c) and the two sources
+ *	  (leaf_alloc_local.c, leaf_alloc_remote.c); what the sources share
+ *	  (leaf_alloc.c); the check of leaf_alloc's shape
+ *	  (leaf_alloc_shape.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -65,6 +67,38 @@ typedef struct LeafLoadResult
 	char		msg[LEAF_ERRMSG_LEN];
 } LeafLoadResult;
 
+/*
+ * A source of segments: this database's own leaf_alloc
+ * (leaf_alloc_local.c) or another server's (leaf_alloc_remote.c).  The
+ * worker uses the one that leaf_remote_enabled() names at the time.
+ */
+typedef struct LeafAllocSource
+{
+	/*
+	 * Load one segment for job, each in a transaction of its own (on the
+	 * source).  Whatever happens, the outcome is in *res, and no
+	 * transaction is left open here.
+	 */
+	void		(*load) (const LeafLoadJob *job, LeafLoadResult *res);
+
+	/*
+	 * Put every tag of the source's leaf_alloc into tags (keys of
+	 * LEAF_TAG_MAXLEN + 1 bytes), in the worker's transaction, with SPI
+	 * connected; nsp is leaf's schema in this database.  Returns false,
+	 * with the reason in errbuf, if the list could not be read.
+	 */
+	bool		(*tags) (Oid nsp, HTAB *tags, char *errbuf, size_t errlen);
+
+	/* Describe where segments come from, for leaf_segments. */
+	void		(*describe) (char *buf, size_t len);
+
+	/* over a connection: reading the tags may open it, or lose it */
+	bool		remote;
+} LeafAllocSource;
+
+extern const LeafAllocSource leaf_local_source;
+extern const LeafAllocSource leaf_remote_source;
+
 /* ---------- leaf_alloc.c: what the sources share ---------- */
 
 extern bool leaf_remote_enabled(void);
@@ -83,13 +117,7 @@ pg_noreturn extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg);
 
 /* ---------- leaf_alloc_remote.c: segments from another server ---------- */
 
-extern void leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res);
-extern bool leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen);
 extern void leaf_remote_disconnect(void);
-extern void leaf_remote_source(char *buf, size_t len);
-extern bool leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res);
-pg_noreturn extern void leaf_report_source_changed(const char *tag, const char *detail);
-pg_noreturn extern void leaf_report_promoted(const char *tag, const char *msg);
 
 /* ---------- leaf_alloc_shape.c ---------- */
 

@@ -49,6 +49,7 @@
 #include "leaf.h"
 #include "leaf_alloc.h"
 #include "leaf_alloc_slots.h"
+#include "leaf_alloc_source.h"
 #include "leaf_compat.h"
 #include "leaf_errcodes.h"
 #include "leaf_segment.h"
