@@ -392,38 +392,6 @@ leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res)
 }
 
 /*
- * Raise the error of a refused change of allocation database, for a
- * caller waiting for a segment of tag; detail comes from the allocator.
- */
-void
-leaf_report_source_changed(const char *tag, const char *detail)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_LEAF_ALLOC_SOURCE_CHANGED),
-			 errmsg("refusing to draw segments of biz_tag \"%s\" from another allocation database",
-					tag),
-			 superuser() ?
-			 errdetail_internal("%s", detail) :
-			 errdetail("This database drew its segments from another allocation database before."),
-			 errhint("Once every max_id in the new leaf_alloc lies above every ID handed out before, a superuser confirms the change with SELECT leaf_alloc_source_confirm(); the table leaf_alloc_source shows both.")));
-}
-
-/*
- * Raise the error of a load refused because the allocation database is on
- * a timeline that is not confirmed; msg comes from the allocator.
- */
-void
-leaf_report_promoted(const char *tag, const char *msg)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_LEAF_ALLOC_PROMOTED),
-			 errmsg_internal("%s", msg),
-			 errdetail("biz_tag \"%s\" has no segment left, and the last allocations before the promotion or restore may be missing from leaf_alloc.",
-					   tag),
-			 errhint("Once every max_id in leaf_alloc lies above every ID handed out before, a superuser confirms with SELECT leaf_alloc_source_confirm(); see \"leaf.alloc_failover\".")));
-}
-
-/*
  * May the tags of cur decide which slots to free?  Not those of an
  * allocation database whose use is not (yet) confirmed.  This runs in the
  * caller's transaction, so it only reads what is recorded.  Returns
@@ -467,4 +435,36 @@ leaf_source_refusal(void)
 	return !leaf_refused ? "" :
 		leaf_refused_timeline ? " (new timeline not confirmed)" :
 		" (change not confirmed)";
+}
+
+/*
+ * Raise the error of a refused change of allocation database, for a
+ * caller waiting for a segment of tag; detail comes from the allocator.
+ */
+void
+leaf_report_source_changed(const char *tag, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_LEAF_ALLOC_SOURCE_CHANGED),
+			 errmsg("refusing to draw segments of biz_tag \"%s\" from another allocation database",
+					tag),
+			 superuser() ?
+			 errdetail_internal("%s", detail) :
+			 errdetail("This database drew its segments from another allocation database before."),
+			 errhint("Once every max_id in the new leaf_alloc lies above every ID handed out before, a superuser confirms the change with SELECT leaf_alloc_source_confirm(); the table leaf_alloc_source shows both.")));
+}
+
+/*
+ * Raise the error of a load refused because the allocation database is on
+ * a timeline that is not confirmed; msg comes from the allocator.
+ */
+void
+leaf_report_promoted(const char *tag, const char *msg)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_LEAF_ALLOC_PROMOTED),
+			 errmsg_internal("%s", msg),
+			 errdetail("biz_tag \"%s\" has no segment left, and the last allocations before the promotion or restore may be missing from leaf_alloc.",
+					   tag),
+			 errhint("Once every max_id in leaf_alloc lies above every ID handed out before, a superuser confirms with SELECT leaf_alloc_source_confirm(); see \"leaf.alloc_failover\".")));
 }
