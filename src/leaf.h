@@ -24,7 +24,10 @@
 #ifndef LEAF_H
 #define LEAF_H
 
-/* Most IDs leaf_segment_nextvals and leaf_snowflake_nextvals return in one call. */
+/*
+ * Most IDs leaf_segment_nextvals and leaf_snowflake_nextvals return in one
+ * call.
+ */
 #define LEAF_MAX_NEXTVALS		1000000
 
 /*

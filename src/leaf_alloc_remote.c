@@ -753,7 +753,7 @@ static void
 leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res)
 {
 	pgstat_report_activity(STATE_RUNNING, "leaf: loading a remote segment");
-	/* not in a transaction: a cancel would be FATAL (see leaf_worker_interrupts) */
+	/* not in a transaction: a cancel would be FATAL (leaf_worker_interrupts) */
 	HOLD_CANCEL_INTERRUPTS();
 	leaf_remote_load_once(job, res);
 	if (res->status == LEAF_LOAD_FAILED && leaf_conn == NULL)

@@ -73,7 +73,7 @@ typedef struct LeafWorkerSlot
 typedef struct LeafAllocSlots
 {
 	LWLock	   *lock;			/* protects the search for a slot (dboid) */
-	slock_t		mutex;			/* protects the other fields of the slots */
+	slock_t		mutex;			/* protects the slots' other fields */
 	LeafWorkerSlot workers[FLEXIBLE_ARRAY_MEMBER];	/* leaf_max_databases */
 } LeafAllocSlots;
 

@@ -130,7 +130,8 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		 * allocator that any caller can start there would make CREATE
 		 * DATABASE fail for everyone.
 		 */
-		dboid = leaf_alloc_slots_ready() ? get_database_oid(template, true) : InvalidOid;
+		dboid = leaf_alloc_slots_ready() ?
+			get_database_oid(template, true) : InvalidOid;
 		if (OidIsValid(dboid) &&
 			(leaf_database_is_template(dboid) ||
 			 object_ownercheck(DatabaseRelationId, dboid, GetUserId())))
