@@ -120,8 +120,8 @@ is_host() {
 # default_tests MAJOR: the TAP files run by default for a major.  17 gets
 # the whole suite; 18 and 19 the segment (01x-03x, including the upgrade
 # tests 024 and 036), snowflake and public ID (1xx) files and the chaos
-# run, which keeps the matrix within the time of one CI run on two cores.  (15, the
-# host's, gets the whole suite as well.)
+# run, which keeps the matrix within the time of one CI run on two cores.
+# (15, the host's, gets the whole suite as well.)
 default_tests() {
 	case "$1" in
 		15 | 17) echo all ;;
