@@ -87,6 +87,9 @@ typedef struct LeafSfCache
 	bool		damaged;		/* there, but unreadable or not valid */
 	bool		foreign;		/* written by another data directory */
 	char		bound_to[LEAF_SF_ID_LEN];	/* "" in files of version 1 */
+	char		moved_from[LEAF_SF_ID_LEN]; /* bound_to of a file brought
+											 * from another cluster, taken
+											 * as this one's, or "" */
 	int			worker_id;
 	char		source[16];		/* "setting" or "zookeeper" */
 	char		node_address[LEAF_SF_ADDR_LEN];
@@ -431,9 +434,26 @@ leaf_cache_read(LeafSfCache *cache)
 						   leaf_sf_epoch_ms - file_epoch)));
 	}
 
-	/* a file of version 1 belongs to whoever reads it first */
+	/*
+	 * A file of version 1 belongs to whoever reads it first.  A copy of
+	 * this data directory (a standby, a restored backup, a copied
+	 * directory) has its system identifier and another inode: its file is
+	 * the original's.  A file bound to another system identifier was put
+	 * here by hand from another cluster, since no copy of a data directory
+	 * changes that identifier: pg_upgrade gives the new cluster one of its
+	 * own and leaves the state file behind, to be copied over.  That file
+	 * is taken as this data directory's, marks and ZooKeeper node with it.
+	 */
 	if (cache->bound_to[0] != '\0' && strcmp(cache->bound_to, leaf_identity) != 0)
-		cache->foreign = true;
+	{
+		size_t		sys = strcspn(leaf_identity, ":");
+
+		if (strncmp(cache->bound_to, leaf_identity, sys) == 0 &&
+			cache->bound_to[sys] == ':')
+			cache->foreign = true;
+		else
+			strlcpy(cache->moved_from, cache->bound_to, sizeof(cache->moved_from));
+	}
 }
 
 /*
@@ -923,6 +943,18 @@ leaf_zk_ephemeral_ours(const char *path, LeafZkNode *nodes, int nnodes)
 	return false;
 }
 
+/* Does a running node hold the ephemeral node of our address? */
+static bool
+leaf_addr_running(const struct String_vector *temp)
+{
+	int			j;
+
+	for (j = 0; j < temp->count; j++)
+		if (strcmp(temp->data[j], leaf_addr) == 0)
+			return true;
+	return false;
+}
+
 static LeafZkResult
 leaf_zk_fail_rc(const char *what, int rc)
 {
@@ -1183,6 +1215,32 @@ leaf_zk_register(bool check_peers)
 				strcmp(temp.data[j], leaf_addr) != 0)
 				n->live = true;
 
+		if (n->seq >= 0 && strcmp(n->owner, leaf_addr) == 0 &&
+			n->id[0] != '\0' && strcmp(n->id, leaf_identity) != 0 &&
+			leaf_cache.moved_from[0] != '\0' &&
+			strcmp(n->id, leaf_cache.moved_from) == 0 &&
+			!leaf_addr_running(&temp))
+		{
+			/*
+			 * The node of the data directory whose state file this one took
+			 * over (see leaf_cache_read), not running: ours from now on.
+			 * Its data names this data directory at once, so that a restart
+			 * with the file rewritten still finds it ours.
+			 */
+			len = leaf_zk_format(data, sizeof(data), leaf_sf_clock_ms(),
+								 n->hwm, n->bounded);
+			rc = zoo_set2(leaf_zh, path, data, len, n->version, &st);
+			if (rc != ZOK)
+			{
+				result = leaf_zk_fail_rc("take over the forever node of the state file", rc);
+				goto done;
+			}
+			ereport(LOG,
+					(errmsg("leaf snowflake worker took over %s, the forever node of data directory %s, whose state file it now uses",
+							path, n->id)));
+			strlcpy(n->id, leaf_identity, sizeof(n->id));
+			n->version = st.version;
+		}
 		if (n->seq >= 0 && strcmp(n->owner, leaf_addr) == 0 &&
 			n->id[0] != '\0' && strcmp(n->id, leaf_identity) != 0)
 		{
@@ -2049,6 +2107,11 @@ leaf_snowflake_worker_main(Datum main_arg)
 				(errmsg("\"%s\" was written by another data directory (%s), this one is %s",
 						LEAF_SF_STATE_FILE, leaf_cache.bound_to, leaf_identity),
 				 errdetail("This data directory is a copy (a standby, a restored backup or a copied directory): the worker IDs recorded there belong to the original.")));
+	else if (leaf_cache.moved_from[0] != '\0')
+		ereport(LOG,
+				(errmsg("\"%s\" was written by data directory %s of another cluster, and is taken as the state of this one (%s)",
+						LEAF_SF_STATE_FILE, leaf_cache.moved_from, leaf_identity),
+				 errdetail("A copy of a data directory keeps its system identifier; a state file of another one was brought here by hand, as after pg_upgrade.")));
 
 	if (!use_zk)
 	{
