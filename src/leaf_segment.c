@@ -43,6 +43,7 @@
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -57,6 +58,8 @@
 PG_FUNCTION_INFO_V1(leaf_segment_nextval);
 PG_FUNCTION_INFO_V1(leaf_segment_nextvals);
 PG_FUNCTION_INFO_V1(leaf_segments);
+PG_FUNCTION_INFO_V1(leaf_segment_discard);
+PG_FUNCTION_INFO_V1(leaf_alloc_local);
 
 /* Key of the tag hash. */
 typedef struct LeafTagKey
@@ -1154,4 +1157,74 @@ leaf_segments(PG_FUNCTION_ARGS)
 	}
 
 	return (Datum) 0;
+}
+
+/*
+ * leaf_segment_discard(biz_tag): drop the segments of a tag that this
+ * database holds in shared memory, loaded or being loaded, by freeing its
+ * slot; the next call takes a new slot, whose first segment starts at the
+ * max_id that leaf_alloc has then.  Raising max_id alone moves only the
+ * segments loaded after the raise; with this, no ID below the new max_id
+ * is handed out any more.  Nothing is handed out twice: the segments
+ * dropped are a gap, as after a restart, and a load that was under way
+ * for the old slot is not published.
+ *
+ * Whoever may raise max_id (UPDATE on leaf_alloc) may do this; returns
+ * whether the tag had a slot.
+ */
+Datum
+leaf_segment_discard(PG_FUNCTION_ARGS)
+{
+	LeafTagKey	key;
+	LeafTagEntry *entry;
+	Oid			nsp;
+	Oid			relid;
+	int			slotno = -1;
+	uint64		generation = 0;
+
+	leaf_segment_check_ready();
+	memset(&key, 0, sizeof(key));
+	(void) leaf_tag_from_text(PG_GETARG_TEXT_PP(0), key.tag);
+	key.dboid = MyDatabaseId;
+	nsp = leaf_extension_namespace(&key.extoid);
+	if (!OidIsValid(key.extoid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"leaf\" is not installed in this database")));
+	relid = get_relname_relid("leaf_alloc", nsp);
+	if (!OidIsValid(relid) ||
+		pg_class_aclcheck(relid, GetUserId(), ACL_UPDATE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to discard the segments of biz_tag \"%s\"",
+						key.tag),
+				 errdetail("Discarding the segments of a tag needs UPDATE on leaf_alloc, as raising its max_id does.")));
+
+	LWLockAcquire(leaf_seg->lock, LW_SHARED);
+	entry = hash_search(leaf_tag_hash, &key, HASH_FIND, NULL);
+	if (entry != NULL)
+	{
+		slotno = entry->slotno;
+		/* generation cannot change while we hold the lock */
+		generation = leaf_seg->slots[slotno].generation;
+	}
+	LWLockRelease(leaf_seg->lock);
+
+	if (slotno < 0)
+		PG_RETURN_BOOL(false);
+	leaf_free_slot(slotno, generation);
+	/* callers waiting for a load of the old slot look the tag up again */
+	ConditionVariableBroadcast(&leaf_seg->cv);
+	PG_RETURN_BOOL(true);
+}
+
+/*
+ * leaf_alloc_local(): do segments come from this database's own
+ * leaf_alloc (leaf.alloc_conninfo is empty)?  Callers that may not read
+ * the setting may know this much.
+ */
+Datum
+leaf_alloc_local(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(!leaf_remote_enabled());
 }
