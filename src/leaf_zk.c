@@ -1594,6 +1594,8 @@ leaf_zk_claim(int wid)
 	int			rc;
 	int			len;
 
+	if (wid < 0 || wid > LEAF_SF_MAX_WORKER_ID)
+		return LEAF_ZK_FAIL;
 	if ((rc = leaf_zk_ensure_tree()) != ZOK)
 		return leaf_zk_fail_rc("create parent nodes", rc);
 
@@ -2252,7 +2254,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 		}
 
 		/* a worker ID set by hand, with ZooKeeper: claim it there */
-		if (claim && !leaf_claimed)
+		if (claim && !leaf_claimed && leaf_wid >= 0)
 		{
 			bool		connected = leaf_zk_connect(leaf_serving ? 200 : LEAF_ZK_CONNECT_MS);
 			LeafZkResult r = LEAF_ZK_RETRY;
@@ -2331,6 +2333,21 @@ leaf_snowflake_worker_main(Datum main_arg)
 				}
 				floor_ms = Max(floor_ms, f);
 				have_floor = true;
+
+				/*
+				 * The state file names the worker ID of this registration
+				 * at once, with the floor as its mark: a crash before this
+				 * node serves, then a start with ZooKeeper unreachable,
+				 * must not take a worker ID from the file that ZooKeeper
+				 * has since given to another node.
+				 */
+				{
+					int64		mark = Max(floor_ms, leaf_sf_get_lease());
+
+					mark = Max(mark, leaf_file_hwm);
+					mark = Max(mark, leaf_mark_of(leaf_wid));
+					(void) leaf_cache_write(leaf_wid, source, mark);
+				}
 			}
 			else if (!connected && !leaf_serving && !have_floor &&
 					 leaf_zh != NULL && leaf_cache_usable() &&
