@@ -204,6 +204,10 @@ SELECT leaf_adopt('prices', 'label');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT leaf_adopt('prices', 'nope');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
+CREATE DOMAIN positive_id AS bigint CHECK (VALUE > 0);
+CREATE TABLE typed (id positive_id);
+SELECT leaf_adopt('typed', 'id', allow_no_sequence => true);
+\echo SQLSTATE :LAST_ERROR_SQLSTATE
 -- partitioned tables and their partitions
 CREATE TABLE measures (id bigserial, at date) PARTITION BY RANGE (at);
 CREATE TABLE measures_2026 PARTITION OF measures FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
