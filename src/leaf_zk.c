@@ -147,6 +147,8 @@ static bool leaf_zk_retried = false;	/* a new session was tried before
 										 * using the cache file */
 static int64 leaf_unconnected_since = 0;	/* session not connected since */
 static int64 leaf_file_hwm = 0; /* last high-water mark the file holds */
+static bool leaf_last_zk_ok = false;	/* the last heartbeat reached
+										 * ZooKeeper and found our node */
 static bool leaf_new_id = false;	/* the worker ID was given up on request:
 									 * the next one starts at its own floor */
 static bool leaf_lease_out = false; /* serving, but the lease ran out */
@@ -1825,6 +1827,7 @@ leaf_record(bool use_zk, const char *source)
 
 	if (use_zk && leaf_registered && leaf_zh != NULL)
 		zk_ok = leaf_zk_heartbeat(now, hwm, bounded);
+	leaf_last_zk_ok = zk_ok;
 	if (leaf_wid < 0)
 		return;
 
@@ -1889,6 +1892,20 @@ leaf_try_serve(int64 floor_ms, bool use_zk, const char *source, bool fresh)
 	if (leaf_wid < 0 || (use_zk && strcmp(source, "zookeeper") == 0 &&
 						 !leaf_registered))
 		return false;
+
+	/*
+	 * A registration is used only once a heartbeat has found its forever
+	 * node still there, as written: the node may have been deleted, or
+	 * ZooKeeper may have lost its data, while this node waited to serve
+	 * (or was stopped), and then another node may hold the worker ID.
+	 * Once serving, a heartbeat that finds the node gone stops it.
+	 */
+	if (use_zk && strcmp(source, "zookeeper") == 0 && !leaf_last_zk_ok)
+	{
+		leaf_not_ready("worker ID %d is used once ZooKeeper confirms its registration (ZooKeeper state: %s)",
+					   leaf_wid, leaf_zk_state_name());
+		return false;
+	}
 	if (leaf_sf_get_lease() <= now)
 	{
 		leaf_not_ready("could not record the high-water mark of issued timestamps");
