@@ -587,7 +587,10 @@ leaf_cache_write(int worker_id, const char *source, int64 hwm_ms)
 	len = buf.len;
 
 	if (!leaf_cache_write_file(buf.data, len))
+	{
+		pfree(buf.data);
 		return false;
+	}
 	pfree(buf.data);
 
 	/* the file now holds this data directory's marks only */
