@@ -1892,8 +1892,7 @@ leaf_try_serve(int64 floor_ms, bool use_zk, const char *source, bool fresh)
 	leaf_record(use_zk, source);
 
 	/* the first heartbeat may have found our worker ID taken over */
-	if (leaf_wid < 0 || (use_zk && strcmp(source, "zookeeper") == 0 &&
-						 !leaf_registered))
+	if (leaf_wid < 0)
 		return false;
 
 	/*
@@ -1901,7 +1900,10 @@ leaf_try_serve(int64 floor_ms, bool use_zk, const char *source, bool fresh)
 	 * node still there, as written: the node may have been deleted, or
 	 * ZooKeeper may have lost its data, while this node waited to serve
 	 * (or was stopped), and then another node may hold the worker ID.
-	 * Once serving, a heartbeat that finds the node gone stops it.
+	 * That holds as well when the session of the registration was given
+	 * up during the wait (no heartbeat is then tried at all): the status
+	 * says so rather than keeping the wait's message.  Once serving, a
+	 * heartbeat that finds the node gone stops it.
 	 */
 	if (use_zk && strcmp(source, "zookeeper") == 0 && !leaf_last_zk_ok)
 	{
