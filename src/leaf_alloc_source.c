@@ -120,7 +120,10 @@ leaf_source_check_txn(LeafSourceCheck *c)
 	bool		have_pending = false;
 	bool		pending_same = false;
 	bool		want_pending;
+	bool		tl_changed;
+	bool		restarted;
 	uint32		rec_timeline = 0;
+	uint32		pend_timeline = 0;	/* of a pending row for cur's source */
 	char		recorded_desc[LEAF_ERRMSG_LEN];
 	char		cur_desc[LEAF_ERRMSG_LEN];
 
@@ -195,8 +198,29 @@ leaf_source_check_txn(LeafSourceCheck *c)
 			have_pending = true;
 			pending_same = leaf_same_source(&rec, c->cur) &&
 				(!have_tl || rec.timeline == c->cur->timeline);
+			if (leaf_same_source(&rec, c->cur))
+				pend_timeline = rec.timeline;
 		}
 	}
+
+	/*
+	 * A promotion or an archive recovery only ever raises the timeline.
+	 * A lower one means that the server's WAL history began again, which
+	 * pg_upgrade does: the new cluster starts on timeline 1 with the old
+	 * cluster's relation files, so the local leaf_alloc is the one the
+	 * segments were loaded from, on the timeline recorded.  That is taken
+	 * without a confirmation, unless a change was waiting for one: the old
+	 * cluster had refused its own new timeline (or another source), and
+	 * its pending row still says so.  For the same reason a pending
+	 * timeline above the current one stays refused even where the
+	 * current row's timeline matches (an upgraded cluster on timeline 1
+	 * whose confirmed row is of timeline 1).  Not seen: an old cluster
+	 * promoted or restored that loaded nothing since, as on timeline 1.
+	 */
+	tl_changed = c->recorded && c->same && have_tl && rec_timeline != 0 &&
+		c->cur->timeline != 0 && rec_timeline != c->cur->timeline;
+	restarted = tl_changed && !c->cur->remote &&
+		c->cur->timeline < rec_timeline && !have_pending;
 
 	if (c->copied)
 		snprintf(c->detail, sizeof(c->detail),
@@ -206,8 +230,18 @@ leaf_source_check_txn(LeafSourceCheck *c)
 		snprintf(c->detail, sizeof(c->detail),
 				 "Segments came from %s; leaf.alloc_conninfo now leads to %s.",
 				 recorded_desc, cur_desc);
-	else if (c->recorded && have_tl && rec_timeline != 0 &&
-			 c->cur->timeline != 0 && rec_timeline != c->cur->timeline &&
+	else if (c->recorded && have_tl && !c->cur->remote &&
+			 pend_timeline != 0 && c->cur->timeline != 0 &&
+			 c->cur->timeline < pend_timeline)
+	{
+		c->promoted = true;
+		/* the pending row is the evidence: kept as it is */
+		pending_same = true;
+		snprintf(c->detail, sizeof(c->detail),
+				 "allocation database was promoted or restored (timeline %u -> %u); segments are not loaded until confirmed",
+				 pend_timeline, c->cur->timeline);
+	}
+	else if (tl_changed && !restarted &&
 			 leaf_alloc_failover != LEAF_FAILOVER_SYNCHRONOUS)
 	{
 		c->promoted = true;
@@ -277,7 +311,13 @@ leaf_source_check_txn(LeafSourceCheck *c)
 									  1, &argtypes[6], values, NULL,
 									  false, 0) != SPI_OK_UPDATE)
 				elog(ERROR, "could not update leaf_alloc_source");
-			if (rec_timeline != 0)
+			if (restarted)
+				ereport(LOG,
+						(errmsg("leaf allocator took timeline %u of %s for database \"%s\", where segments were last loaded on timeline %u",
+								c->cur->timeline, cur_desc,
+								get_database_name(MyDatabaseId), rec_timeline),
+						 errdetail("A lower timeline comes from no promotion or recovery: the server's WAL history began again, as pg_upgrade does, and leaf_alloc is the one segments were loaded from.")));
+			else if (rec_timeline != 0)
 				ereport(LOG,
 						(errmsg("leaf allocator accepted timeline %u of %s for database \"%s\", where segments were last loaded on timeline %u",
 								c->cur->timeline, cur_desc,

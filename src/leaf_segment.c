@@ -38,6 +38,7 @@
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
@@ -58,6 +59,8 @@
 PG_FUNCTION_INFO_V1(leaf_segment_nextval);
 PG_FUNCTION_INFO_V1(leaf_segment_nextvals);
 PG_FUNCTION_INFO_V1(leaf_segments);
+PG_FUNCTION_INFO_V1(leaf_segment_discard);
+PG_FUNCTION_INFO_V1(leaf_alloc_local);
 
 /* Key of the tag hash. */
 typedef struct LeafTagKey
@@ -388,6 +391,26 @@ leaf_check_unverified(const LeafTagKey *key)
 }
 
 /*
+ * The hash key of a tag in this database, for the extension as installed
+ * now; returns the extension's schema.  Errors if leaf is not installed.
+ */
+static Oid
+leaf_tag_key(LeafTagKey *key, const char *tag)
+{
+	Oid			nsp;
+
+	memset(key, 0, sizeof(*key));
+	key->dboid = MyDatabaseId;
+	nsp = leaf_extension_namespace(&key->extoid);
+	if (!OidIsValid(key->extoid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"leaf\" is not installed in this database")));
+	strlcpy(key->tag, tag, sizeof(key->tag));
+	return nsp;
+}
+
+/*
  * Find or create the slot of a tag in the current database.  Returns the
  * slot and its generation.  Unknown tags never take a slot.
  */
@@ -408,14 +431,7 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 				 errdetail("Segment allocation needs a primary server."),
 				 errhint("Call leaf_segment_nextval on the primary.")));
 
-	memset(&key, 0, sizeof(key));
-	key.dboid = MyDatabaseId;
-	nsp = leaf_extension_namespace(&key.extoid);
-	if (!OidIsValid(key.extoid))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("extension \"leaf\" is not installed in this database")));
-	strlcpy(key.tag, tag, sizeof(key.tag));
+	nsp = leaf_tag_key(&key, tag);
 
 	LWLockAcquire(leaf_seg->lock, LW_SHARED);
 	entry = hash_search(leaf_tag_hash, &key, HASH_FIND, NULL);
@@ -1053,4 +1069,72 @@ leaf_segments(PG_FUNCTION_ARGS)
 	}
 
 	return (Datum) 0;
+}
+
+/*
+ * leaf_segment_discard(biz_tag): drop the segments of a tag that this
+ * database holds in shared memory, loaded or being loaded, by freeing its
+ * slot; the next call takes a new slot, whose first segment starts at the
+ * max_id that leaf_alloc has then.  Raising max_id alone moves only the
+ * segments loaded after the raise; with this, no ID below the new max_id
+ * is handed out any more.  Nothing is handed out twice: the segments
+ * dropped are a gap, as after a restart, and a load that was under way
+ * for the old slot is not published.
+ *
+ * Whoever may raise max_id (UPDATE on leaf_alloc) may do this; returns
+ * whether the tag had a slot.
+ */
+Datum
+leaf_segment_discard(PG_FUNCTION_ARGS)
+{
+	LeafTagKey	key;
+	LeafTagEntry *entry;
+	Oid			nsp;
+	Oid			relid;
+	int			slotno = -1;
+	uint64		generation = 0;
+
+	leaf_segment_check_ready();
+	{
+		char		tag[sizeof(key.tag)];
+
+		(void) leaf_tag_from_text(PG_GETARG_TEXT_PP(0), tag);
+		nsp = leaf_tag_key(&key, tag);
+	}
+	relid = get_relname_relid("leaf_alloc", nsp);
+	if (!OidIsValid(relid) ||
+		pg_class_aclcheck(relid, GetUserId(), ACL_UPDATE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to discard the segments of biz_tag \"%s\"",
+						key.tag),
+				 errdetail("Discarding the segments of a tag needs UPDATE on leaf_alloc, as raising its max_id does.")));
+
+	LWLockAcquire(leaf_seg->lock, LW_SHARED);
+	entry = hash_search(leaf_tag_hash, &key, HASH_FIND, NULL);
+	if (entry != NULL)
+	{
+		slotno = entry->slotno;
+		/* generation cannot change while we hold the lock */
+		generation = leaf_seg->slots[slotno].generation;
+	}
+	LWLockRelease(leaf_seg->lock);
+
+	if (slotno < 0)
+		PG_RETURN_BOOL(false);
+	leaf_free_slot(slotno, generation);
+	/* callers waiting for a load of the old slot look the tag up again */
+	ConditionVariableBroadcast(&leaf_seg->cv);
+	PG_RETURN_BOOL(true);
+}
+
+/*
+ * leaf_alloc_local(): do segments come from this database's own
+ * leaf_alloc (leaf.alloc_conninfo is empty)?  Callers that may not read
+ * the setting may know this much.
+ */
+Datum
+leaf_alloc_local(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(!leaf_remote_enabled());
 }

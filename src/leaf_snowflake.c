@@ -346,6 +346,15 @@ leaf_snowflake_init(void)
 	if (!leaf_sf_configured())
 		return;
 
+	/*
+	 * pg_upgrade runs the old and the new server in binary-upgrade mode
+	 * (-b), with its own port and no TCP.  No ID is taken then, and a
+	 * worker would rewrite the old data directory's state file and, with
+	 * ZooKeeper, register under the address of pg_upgrade's port.
+	 */
+	if (IsBinaryUpgrade)
+		return;
+
 	memset(&worker, 0, sizeof(worker));
 	/*
 	 * The worker connects to no database, but as a backend it shows in

@@ -89,6 +89,9 @@ typedef struct LeafSfCache
 	bool		damaged;		/* there, but unreadable or not valid */
 	bool		foreign;		/* written by another data directory */
 	char		bound_to[LEAF_SF_ID_LEN];	/* "" in files of version 1 */
+	char		moved_from[LEAF_SF_ID_LEN]; /* bound_to of a file brought
+											 * from another cluster, taken
+											 * as this one's, or "" */
 	int			worker_id;
 	char		source[16];		/* "setting" or "zookeeper" */
 	char		node_address[LEAF_SF_ADDR_LEN];
@@ -146,6 +149,8 @@ static bool leaf_zk_retried = false;	/* a new session was tried before
 										 * using the cache file */
 static int64 leaf_unconnected_since = 0;	/* session not connected since */
 static int64 leaf_file_hwm = 0; /* last high-water mark the file holds */
+static bool leaf_last_zk_ok = false;	/* the last heartbeat reached
+										 * ZooKeeper and found our node */
 static bool leaf_new_id = false;	/* the worker ID was given up on request:
 									 * the next one starts at its own floor */
 static bool leaf_lease_out = false; /* serving, but the lease ran out */
@@ -433,9 +438,26 @@ leaf_cache_read(LeafSfCache *cache)
 						   leaf_sf_epoch_ms - file_epoch)));
 	}
 
-	/* a file of version 1 belongs to whoever reads it first */
+	/*
+	 * A file of version 1 belongs to whoever reads it first.  A copy of
+	 * this data directory (a standby, a restored backup, a copied
+	 * directory) has its system identifier and another inode: its file is
+	 * the original's.  A file bound to another system identifier was put
+	 * here by hand from another cluster, since no copy of a data directory
+	 * changes that identifier: pg_upgrade gives the new cluster one of its
+	 * own and leaves the state file behind, to be copied over.  That file
+	 * is taken as this data directory's, marks and ZooKeeper node with it.
+	 */
 	if (cache->bound_to[0] != '\0' && strcmp(cache->bound_to, leaf_identity) != 0)
-		cache->foreign = true;
+	{
+		size_t		sys = strcspn(leaf_identity, ":");
+
+		if (strncmp(cache->bound_to, leaf_identity, sys) == 0 &&
+			cache->bound_to[sys] == ':')
+			cache->foreign = true;
+		else
+			strlcpy(cache->moved_from, cache->bound_to, sizeof(cache->moved_from));
+	}
 }
 
 /*
@@ -567,7 +589,10 @@ leaf_cache_write(int worker_id, const char *source, int64 hwm_ms)
 	len = buf.len;
 
 	if (!leaf_cache_write_file(buf.data, len))
+	{
+		pfree(buf.data);
 		return false;
+	}
 	pfree(buf.data);
 
 	/* the file now holds this data directory's marks only */
@@ -925,6 +950,18 @@ leaf_zk_ephemeral_ours(const char *path, LeafZkNode *nodes, int nnodes)
 	return false;
 }
 
+/* Does a running node hold the ephemeral node of our address? */
+static bool
+leaf_addr_running(const struct String_vector *temp)
+{
+	int			j;
+
+	for (j = 0; j < temp->count; j++)
+		if (strcmp(temp->data[j], leaf_addr) == 0)
+			return true;
+	return false;
+}
+
 static LeafZkResult
 leaf_zk_fail_rc(const char *what, int rc)
 {
@@ -1185,6 +1222,32 @@ leaf_zk_register(bool check_peers)
 				strcmp(temp.data[j], leaf_addr) != 0)
 				n->live = true;
 
+		if (n->seq >= 0 && strcmp(n->owner, leaf_addr) == 0 &&
+			n->id[0] != '\0' && strcmp(n->id, leaf_identity) != 0 &&
+			leaf_cache.moved_from[0] != '\0' &&
+			strcmp(n->id, leaf_cache.moved_from) == 0 &&
+			!leaf_addr_running(&temp))
+		{
+			/*
+			 * The node of the data directory whose state file this one took
+			 * over (see leaf_cache_read), not running: ours from now on.
+			 * Its data names this data directory at once, so that a restart
+			 * with the file rewritten still finds it ours.
+			 */
+			len = leaf_zk_format(data, sizeof(data), leaf_sf_clock_ms(),
+								 n->hwm, n->bounded);
+			rc = zoo_set2(leaf_zh, path, data, len, n->version, &st);
+			if (rc != ZOK)
+			{
+				result = leaf_zk_fail_rc("take over the forever node of the state file", rc);
+				goto done;
+			}
+			ereport(LOG,
+					(errmsg("leaf snowflake worker took over %s, the forever node of data directory %s, whose state file it now uses",
+							path, n->id)));
+			strlcpy(n->id, leaf_identity, sizeof(n->id));
+			n->version = st.version;
+		}
 		if (n->seq >= 0 && strcmp(n->owner, leaf_addr) == 0 &&
 			n->id[0] != '\0' && strcmp(n->id, leaf_identity) != 0)
 		{
@@ -1538,6 +1601,8 @@ leaf_zk_claim(int wid)
 	int			rc;
 	int			len;
 
+	if (wid < 0 || wid > LEAF_SF_MAX_WORKER_ID)
+		return LEAF_ZK_FAIL;
 	if ((rc = leaf_zk_ensure_tree()) != ZOK)
 		return leaf_zk_fail_rc("create parent nodes", rc);
 
@@ -1767,6 +1832,7 @@ leaf_record(bool use_zk, const char *source)
 
 	if (use_zk && leaf_registered && leaf_zh != NULL)
 		zk_ok = leaf_zk_heartbeat(now, hwm, bounded);
+	leaf_last_zk_ok = zk_ok;
 	if (leaf_wid < 0)
 		return;
 
@@ -1828,9 +1894,25 @@ leaf_try_serve(int64 floor_ms, bool use_zk, const char *source, bool fresh)
 	leaf_record(use_zk, source);
 
 	/* the first heartbeat may have found our worker ID taken over */
-	if (leaf_wid < 0 || (use_zk && strcmp(source, "zookeeper") == 0 &&
-						 !leaf_registered))
+	if (leaf_wid < 0)
 		return false;
+
+	/*
+	 * A registration is used only once a heartbeat has found its forever
+	 * node still there, as written: the node may have been deleted, or
+	 * ZooKeeper may have lost its data, while this node waited to serve
+	 * (or was stopped), and then another node may hold the worker ID.
+	 * That holds as well when the session of the registration was given
+	 * up during the wait (no heartbeat is then tried at all): the status
+	 * says so rather than keeping the wait's message.  Once serving, a
+	 * heartbeat that finds the node gone stops it.
+	 */
+	if (use_zk && strcmp(source, "zookeeper") == 0 && !leaf_last_zk_ok)
+	{
+		leaf_not_ready("worker ID %d is used once ZooKeeper confirms its registration (ZooKeeper state: %s)",
+					   leaf_wid, leaf_zk_state_name());
+		return false;
+	}
 	if (leaf_sf_get_lease() <= now)
 	{
 		leaf_not_ready("could not record the high-water mark of issued timestamps");
@@ -2051,6 +2133,11 @@ leaf_snowflake_worker_main(Datum main_arg)
 				(errmsg("\"%s\" was written by another data directory (%s), this one is %s",
 						LEAF_SF_STATE_FILE, leaf_cache.bound_to, leaf_identity),
 				 errdetail("This data directory is a copy (a standby, a restored backup or a copied directory): the worker IDs recorded there belong to the original.")));
+	else if (leaf_cache.moved_from[0] != '\0')
+		ereport(LOG,
+				(errmsg("\"%s\" was written by data directory %s of another cluster, and is taken as the state of this one (%s)",
+						LEAF_SF_STATE_FILE, leaf_cache.moved_from, leaf_identity),
+				 errdetail("A copy of a data directory keeps its system identifier; a state file of another one was brought here by hand, as after pg_upgrade.")));
 
 	if (!use_zk)
 	{
@@ -2191,7 +2278,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 		}
 
 		/* a worker ID set by hand, with ZooKeeper: claim it there */
-		if (claim && !leaf_claimed)
+		if (claim && !leaf_claimed && leaf_wid >= 0)
 		{
 			bool		connected = leaf_zk_connect(leaf_serving ? 200 : LEAF_ZK_CONNECT_MS);
 			LeafZkResult r = LEAF_ZK_RETRY;
@@ -2270,6 +2357,21 @@ leaf_snowflake_worker_main(Datum main_arg)
 				}
 				floor_ms = Max(floor_ms, f);
 				have_floor = true;
+
+				/*
+				 * The state file names the worker ID of this registration
+				 * at once, with the floor as its mark: a crash before this
+				 * node serves, then a start with ZooKeeper unreachable,
+				 * must not take a worker ID from the file that ZooKeeper
+				 * has since given to another node.
+				 */
+				{
+					int64		mark = Max(floor_ms, leaf_sf_get_lease());
+
+					mark = Max(mark, leaf_file_hwm);
+					mark = Max(mark, leaf_mark_of(leaf_wid));
+					(void) leaf_cache_write(leaf_wid, source, mark);
+				}
 			}
 			else if (!connected && !leaf_serving && !have_floor &&
 					 leaf_zh != NULL && leaf_cache_usable() &&

@@ -12,6 +12,11 @@
 #   test/majors.sh run [MAJOR...]      only build and test (after prepare)
 #   test/majors.sh shell MAJOR         a root shell in MAJOR's chroot, with
 #                                      its mounts (gone again on exit)
+#   test/majors.sh bench [MAJOR...]    build, then run test/bench/leaf_bench.sh
+#                                      in each major's chroot, one major
+#                                      after the other, and compare the
+#                                      reports side by side
+#                                      (test/bench/leaf_bench_compare.py)
 #
 # Majors and where their packages come from:
 #
@@ -21,9 +26,21 @@
 #   19  Debian experimental, over unstable
 #
 # The major of the host's own release (15 on Debian 12) is tested on the
-# host, by ./install.sh test; the others in a chroot each.  Debian's
-# archive has no PostgreSQL 16 in any suite (bookworm has 15, trixie 17,
-# sid 18, experimental 19), so 16 cannot be tested this way.
+# host, by ./install.sh test; the others in a chroot each.
+#
+# Upgrades with pg_upgrade (test/t/036_pg_upgrade_majors.pl) need the
+# older major in the same root: the chroots of 17, 18 and 19 also get the
+# server of 15 from bookworm (pinned low, so that nothing else comes from
+# there), leaf is built for both, and the test runs with LEAF_UPGRADE_FROM
+# naming the older one.  So the matrix tests 15 -> 17, 15 -> 18 and
+# 15 -> 19.  17 -> 18 and 17 -> 19 (LEAF_UPGRADE_FROM_18=17,
+# LEAF_UPGRADE_FROM_19=17, with 17 from trixie) fail today for any table,
+# leaf or not: trixie's 17.12 gives every column an attribute option
+# "pg_attver", which pg_dump of 18.6 and 19~rc1 carries into the new
+# cluster and their servers refuse ('unrecognized parameter "pg_attver"').
+#
+# Debian's archive has no PostgreSQL 16 in any suite (bookworm has 15,
+# trixie 17, sid 18, experimental 19), so 16 cannot be tested this way.
 #
 # LEAF_MAJORS="15 17 18 19" ./install.sh test runs this script (all).
 #
@@ -43,6 +60,11 @@
 #   LEAF_MAJORS_CFLAGS more compiler flags for the chroot builds, such as
 #                      -DUSE_ASSERT_CHECKING (leaf's and the headers'
 #                      assertions, against a server built without them)
+#   LEAF_UPGRADE_FROM_<NN>  the older major whose upgrade to NN is tested
+#                      (default: see upgrade_from below); empty for none
+#   BENCH_*, N, REPS, PGBENCH_REPS, T
+#                      passed to leaf_bench.sh by "bench"; BENCH_SECTIONS
+#                      is "1 2" there unless set (one session and pgbench)
 #   LEAF_MAJORS_HOST   "no" to test the host's own major in a chroot as
 #                      well, which leaves the host's PostgreSQL installation
 #                      as it is (default "yes": on the host)
@@ -83,6 +105,20 @@ suite_of() {
 	esac
 }
 
+# upgrade_from MAJOR: the older major installed beside MAJOR in its
+# chroot, whose pg_upgrade to MAJOR is tested (nothing for none): 15, the
+# oldest supported (17 cannot be upgraded to 18 or 19 today, see above).
+upgrade_from() {
+	local var=LEAF_UPGRADE_FROM_$1
+	if [ -n "${!var+set}" ]; then
+		echo "${!var}"
+		return
+	fi
+	case "$1" in
+		17 | 18 | 19) echo 15 ;;
+	esac
+}
+
 # is_host MAJOR: is MAJOR the host's own (its suite the host's release)?
 # Then it is tested on the host, by ./install.sh test.
 is_host() {
@@ -94,9 +130,9 @@ is_host() {
 
 # default_tests MAJOR: the TAP files run by default for a major.  17 gets
 # the whole suite; 18 and 19 the segment (01x-03x, including the upgrade
-# test 024), snowflake and public ID (1xx) files and the chaos run, which
-# keeps the matrix within the time of one CI run on two cores.  (15, the
-# host's, gets the whole suite as well.)
+# tests 024 and 036), snowflake and public ID (1xx) files and the chaos
+# run, which keeps the matrix within the time of one CI run on two cores.
+# (15, the host's, gets the whole suite as well.)
 default_tests() {
 	case "$1" in
 		15 | 17) echo all ;;
@@ -200,6 +236,18 @@ Pin: release a=experimental
 Pin-Priority: 500
 EOF
 	fi
+	# the older major for the upgrade test, from its own suite: pinned
+	# below the chroot's suite, so that only what is missing here (that
+	# server and the libraries it was built with) comes from there
+	local old old_suite
+	old=$(upgrade_from "$major")
+	rm -f "$root"/etc/apt/sources.list.d/leaf-upgrade-*.list "$root"/etc/apt/preferences.d/leaf-upgrade-*
+	if [ -n "$old" ]; then
+		old_suite=$(suite_of "$old")
+		echo "deb $mirror $old_suite main" >"$root/etc/apt/sources.list.d/leaf-upgrade-$old_suite.list"
+		printf 'Package: *\nPin: release n=%s\nPin-Priority: 100\n' "$old_suite" \
+			>"$root/etc/apt/preferences.d/leaf-upgrade-$old_suite"
+	fi
 	# no daemons started by package scripts, no default cluster
 	printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 	chmod 755 "$root/usr/sbin/policy-rc.d"
@@ -226,9 +274,32 @@ EOF
 		die "$root has no PostgreSQL $major after installing it"
 	pgtap_fallback "$root" "$major" >>"$root.apt.log" 2>&1 ||
 		{ tail -n 30 "$root.apt.log" >&2; die "no pgTAP for PostgreSQL $major in $root"; }
+	if [ -n "$old" ]; then
+		old_major "$root" "$old" >>"$root.apt.log" 2>&1 ||
+			{ tail -n 30 "$root.apt.log" >&2; die "installing PostgreSQL $old into $root failed"; }
+	fi
 	say "$major: packages took $((SECONDS - t0)) s"
 	umount_chroot "$root"
 	trap - EXIT
+}
+
+# old_major ROOT OLD: the server of the older major OLD, and its headers
+# and PGXS to build leaf against.  The headers come from the package's
+# files alone (dpkg-deb -x): the package depends on the clang and LLVM of
+# its own release, for JIT bitcode, which leaf does not build
+# (with_llvm=no) and which would be most of the download.
+old_major() {
+	local root=$1 old=$2
+	in_chroot "$root" "
+		set -e
+		apt-get install -y -qq --no-install-recommends postgresql-$old
+		if [ ! -f /usr/include/postgresql/$old/server/postgres.h ]; then
+			tmp=\$(mktemp -d) && chmod 755 \$tmp
+			cd \$tmp && apt-get download -q postgresql-server-dev-$old && dpkg-deb -x ./*.deb /
+			cd / && rm -rf \$tmp
+		fi
+		test -x /usr/lib/postgresql/$old/bin/pg_upgrade
+		test -f /usr/include/postgresql/$old/server/postgres.h"
 }
 
 # pgtap_fallback ROOT MAJOR: a major without a pgTAP package of its own
@@ -278,12 +349,23 @@ test_major() {
 	local pgc=/usr/lib/postgresql/$major/bin/pg_config
 	local mk="make -s PG_CONFIG=$pgc with_llvm=no"
 	local cflags=${LEAF_MAJORS_CFLAGS:-}
-	t0=$SECONDS
-	say "$major: building with -Werror $cflags"
-	if ! in_chroot "$root" "su postgres -s /bin/bash -c 'cd $dir && { $mk clean >/dev/null 2>&1 || true; } && $mk PG_CFLAGS=\"-Werror $cflags\"' && cd $dir && $mk install >/dev/null"; then
-		say "$major: BUILD FAILED"
-		return 1
+	local old upgrade='' m mkm
+	old=$(upgrade_from "$major")
+	if [ -n "$old" ]; then
+		[ -x "$root/usr/lib/postgresql/$old/bin/pg_upgrade" ] ||
+			die "no PostgreSQL $old in $root for the upgrade test: run test/majors.sh prepare $major"
+		upgrade="LEAF_UPGRADE_FROM=/usr/lib/postgresql/$old"
 	fi
+	t0=$SECONDS
+	# the older major first: the copy stays built for the major under test
+	for m in $old $major; do
+		mkm="make -s PG_CONFIG=/usr/lib/postgresql/$m/bin/pg_config with_llvm=no"
+		say "$major: building for $m with -Werror $cflags"
+		if ! in_chroot "$root" "su postgres -s /bin/bash -c 'cd $dir && { $mkm clean >/dev/null 2>&1 || true; } && $mkm PG_CFLAGS=\"-Werror $cflags\"' && cd $dir && $mkm install >/dev/null"; then
+			say "$major: BUILD FAILED (for $m)"
+			return 1
+		fi
+	done
 	say "$major: build took $((SECONDS - t0)) s"
 	if [ "$cmd" = build ]; then
 		umount_chroot "$root"
@@ -299,7 +381,7 @@ test_major() {
 	t0=$SECONDS
 	say "$major: make installcheck ${prove:-(all TAP files)}"
 	set +e
-	in_chroot "$root" "su postgres -s /bin/bash -c \"cd $dir && PG_TEST_PORT_DIR=$portdir $mk installcheck $prove\"" 2>&1 |
+	in_chroot "$root" "su postgres -s /bin/bash -c \"cd $dir && $upgrade PG_TEST_PORT_DIR=$portdir $mk installcheck $prove\"" 2>&1 |
 		tee "$root$dir/installcheck.out"
 	rc=${PIPESTATUS[0]}
 	# no leaf TAP file skips itself: one that prove reports as skipped
@@ -334,6 +416,30 @@ test_major() {
 	return $rc
 }
 
+# bench_major MAJOR LOGS: test/bench/leaf_bench.sh in the major's chroot,
+# from the copy that test_major built and installed; the report goes to
+# LOGS/MAJOR.md, its log to LOGS/MAJOR.bench.log
+bench_major() {
+	local major=$1 logs=$2 root dir=/tmp/leaf-test-$1 envs='' v
+	root=$chroots/$(suite_of "$major")
+	for v in $(compgen -v | grep -E '^(BENCH_[A-Z_]+|N|REPS|PGBENCH_REPS|T)$'); do
+		[ "$v" = BENCH_OUT ] || [ "$v" = BENCH_PNG_DIR ] || envs="$envs $v=$(printf '%q' "${!v}")"
+	done
+	[ -n "${BENCH_SECTIONS+set}" ] || envs="$envs BENCH_SECTIONS='1 2'"
+	mount_chroot "$root"
+	# shellcheck disable=SC2064
+	trap "umount_chroot '$root'" EXIT
+	say "$major: leaf_bench.sh$envs"
+	local t0=$SECONDS rc=0
+	in_chroot "$root" "cd $dir && env$envs PGBIN=/usr/lib/postgresql/$major/bin BENCH_OUT=$dir/bench-out/results.md test/bench/leaf_bench.sh" \
+		>"$logs/$major.bench.log" 2>&1 || rc=$?
+	cp "$root$dir/bench-out/results.md" "$logs/$major.md" 2>/dev/null || rc=1
+	say "$major: leaf_bench.sh took $((SECONDS - t0)) s, exit $rc"
+	umount_chroot "$root"
+	trap - EXIT
+	return $rc
+}
+
 # failed_files MAJOR LOG: the pg_regress and TAP files that failed
 failed_files() {
 	local log=$1
@@ -357,7 +463,7 @@ failed_files() {
 
 cmd=all
 case "${1:-}" in
-	prepare | build | run | all | shell)
+	prepare | build | run | all | shell | bench)
 		cmd=$1
 		shift
 		;;
@@ -394,6 +500,22 @@ case "$cmd" in
 		done
 		while [ -n "$(jobs -rp)" ]; do wait -n || rc=1; done
 		exit $rc
+		;;
+	bench)
+		logs=${LEAF_MAJORS_LOGS:-$(mktemp -d /tmp/leaf-bench.XXXXXX)}
+		mkdir -p "$logs"
+		say "reports in $logs"
+		reports=()
+		for m in $majors; do
+			is_host "$m" && die "bench runs in the chroots: set LEAF_MAJORS_HOST=no for $m"
+			cmd=build
+			(test_major "$m") >"$logs/$m.build.log" 2>&1 ||
+				{ cat "$logs/$m.build.log"; die "$m: build failed"; }
+			bench_major "$m" "$logs" || die "$m: leaf_bench.sh failed (see $logs/$m.bench.log)"
+			reports+=("$m=$logs/$m.md")
+		done
+		python3 "$here/test/bench/leaf_bench_compare.py" "${reports[@]}" | tee "$logs/compare.md"
+		exit 0
 		;;
 esac
 

@@ -408,28 +408,30 @@ sub inject
 		my $damage = $f->{p} >= 0.5 || $wid !~ /^\d+$/;
 		$wid = 1010 + $f->{shard} if $damage;
 		$self->shard_conf($s, "leaf.worker_id = $wid\n");
-		$s->stop('fast', fail_ok => 1);
-		eval { $s->start };
+		my $err = $self->restart_shard($s);
 		$outcome = $damage ? "leaf.worker_id = $wid (its own)" : "leaf.worker_id = $wid (another shard's)";
-		if ($damage && !$@)
+		if ($damage && !$err)
 		{
 			poll($s, 'SELECT ready FROM leaf_snowflake_status', 10);
 			sleep 1;
+			kill 'CONT', $_ for child_pids($s, qr/./);
 			$s->stop('immediate', fail_ok => 1);
 			open my $fh, '>', $s->data_dir . '/leaf_snowflake.state' or die $!;
 			print $fh join('', map { chr(int(rand(256))) } 1 .. 200);
 			close $fh;
 			eval { $s->start };
+			$err = $@;
 			$outcome .= ', crashed, state file overwritten with random bytes';
 		}
-		$outcome .= ", start failed: $@" if $@;
+		$outcome .= ", start failed: $err" if $err;
 		my ($r) = try_psql($s, 'SELECT ready FROM leaf_snowflake_status');
 		$outcome .= $r eq 'f' ? ', refused' : $r eq 't' ? ', SERVING' : ", status: $r";
 		push @{ $self->{undo} }, {
 			at => time() + 2 + 3 * $f->{p},
 			what => sub {
 				$self->shard_conf($s, '');
-				$s->stop('fast', fail_ok => 1);
+				kill 'CONT', $_ for child_pids($s, qr/./);
+				$s->stop('immediate', fail_ok => 1);
 				# the way out of a damaged file, as documented
 				unlink $s->data_dir . '/leaf_snowflake.state' if $damage;
 				eval { $s->start };
@@ -442,15 +444,13 @@ sub inject
 		# set right again: it waits for its own mark
 		my $off = 2000 + int(6000 * $f->{p});
 		$self->shard_conf($s, "leaf.test_node_clock_offset_ms = $off\n");
-		$s->stop('fast', fail_ok => 1);
-		eval { $s->start };
-		$outcome = "clock +$off ms" . ($@ ? ", start failed: $@" : '');
+		my $err = $self->restart_shard($s);
+		$outcome = "clock +$off ms" . ($err ? ", start failed: $err" : '');
 		push @{ $self->{undo} }, {
 			at => time() + 2 + 3 * $f->{p},
 			what => sub {
 				$self->shard_conf($s, '');
-				$s->stop('fast', fail_ok => 1);
-				eval { $s->start };
+				$self->restart_shard($s);
 				return 1;
 			} };
 	}
@@ -474,6 +474,18 @@ sub inject
 	else { croak "unknown fault $k" }
 
 	return ($target, $outcome);
+}
+
+# Stop a shard at once and start it again.  Its processes are first let
+# go on, should an earlier fault have frozen one (a frozen process would
+# hold the stop up).
+sub restart_shard
+{
+	my ($self, $s) = @_;
+	kill 'CONT', $_ for child_pids($s, qr/./);
+	$s->stop('immediate', fail_ok => 1);
+	eval { $s->start };
+	return $@;
 }
 
 # Settings of a shard for a fault (an included file; '' for none).

@@ -225,11 +225,14 @@ sub stop
 # A Postgres node (initialised, not started) with leaf preloaded, taking
 # its snowflake worker ID from this ZooKeeper.  Options: root (leaf.zk_root,
 # default /leaf/test; '' for none), wait_timeout (default 20s), extra (more conf lines),
-# hosts (leaf.zk_hosts, e.g. a proxy's, else this ZooKeeper's).
+# hosts (leaf.zk_hosts, e.g. a proxy's, else this ZooKeeper's), install_path
+# (another PostgreSQL installation, as PostgreSQL::Test::Cluster takes it),
+# init (a list of options for init).
 sub pg_node
 {
 	my ($self, $name, %opts) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $node = PostgreSQL::Test::Cluster->new($name,
+		defined $opts{install_path} ? (install_path => $opts{install_path}) : ());
 	my $hosts = $opts{hosts} // $self->hosts;
 	my $conf = "shared_preload_libraries = 'leaf'\n"
 	  . "leaf.zk_hosts = '$hosts'\n"
@@ -241,7 +244,7 @@ sub pg_node
 	$conf .= "leaf.zk_root = '$root'\n" if $root ne '';
 	$conf .= $opts{extra} // '';
 
-	$node->init;
+	$node->init(defined $opts{init} ? @{ $opts{init} } : ());
 	$node->append_conf('postgresql.conf', $conf);
 	return $node;
 }

@@ -3,7 +3,8 @@
 # EXTENSION leaf UPDATE.  IDs continue above the earlier ones, nothing in
 # leaf_alloc or the user's table is lost, and the upgraded extension has
 # exactly the objects and definitions of a new installation of the current
-# release.
+# release; so has an installation of every older release, upgraded.  A
+# table made before the upgrade is adopted after it (leaf_adopt, 1.3).
 use strict;
 use warnings;
 
@@ -65,6 +66,8 @@ $node->safe_psql('old', qq[
 	INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('orders', 1, 100), ('users', 1000, 10);
 	CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT leaf_segment_nextval('orders'), note text);
 	CREATE TABLE events (id bigint PRIMARY KEY DEFAULT leaf_snowflake(), note text);
+	CREATE TABLE legacy (id bigserial PRIMARY KEY, note text);
+	INSERT INTO legacy (note) SELECT 'l' || g FROM generate_series(1, 100) g;
 	INSERT INTO orders (note) SELECT 'o' || g FROM generate_series(1, 250) g;
 	INSERT INTO events (note) SELECT 'e' || g FROM generate_series(1, 250) g;
 	SELECT count(leaf_segment_nextval('users')) FROM generate_series(1, 25);
@@ -129,6 +132,49 @@ is($node->safe_psql('old', $triggers), $node->safe_psql('fresh', $triggers), 'th
 my $constraints = q{SELECT conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid)
 					  FROM pg_constraint WHERE conrelid::regclass::text LIKE 'leaf%' ORDER BY 1};
 is($node->safe_psql('old', $constraints), $node->safe_psql('fresh', $constraints), 'the same constraints');
+
+# event triggers (1.3) are compared by what they fire on and call
+my $event_triggers = q{SELECT evtname || ' ' || evtevent || ' ' || evtfoid::regproc || ' ' || coalesce(evttags::text, '')
+						 FROM pg_event_trigger ORDER BY 1};
+is($node->safe_psql('old', $event_triggers), $node->safe_psql('fresh', $event_triggers), 'the same event triggers');
+
+# every older release, not only the previous one, upgrades to the objects
+# of a new installation
+for my $v (@versions[0 .. $#versions - 2])
+{
+	my $db = 'from_' . ($v =~ s/\./_/gr);
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, qq[
+		CREATE EXTENSION leaf VERSION '$v';
+		INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('orders', 1, 100);
+		ALTER EXTENSION leaf UPDATE;
+	]);
+	is($node->safe_psql($db, $describe) . $node->safe_psql($db, $triggers)
+		  . $node->safe_psql($db, $constraints) . $node->safe_psql($db, $event_triggers),
+		$fresh . $node->safe_psql('fresh', $triggers)
+		  . $node->safe_psql('fresh', $constraints) . $node->safe_psql('fresh', $event_triggers),
+		"from $v: the objects and definitions of a new installation");
+}
+
+# A table made before the upgrade is adopted after it (1.3 and later):
+# onto a tag above its rows, back onto its sequence above every leaf ID.
+if ($node->safe_psql('old', "SELECT to_regproc('leaf_adopt') IS NOT NULL") eq 't')
+{
+	$node->safe_psql('old', q[
+		SELECT leaf_adopt('legacy', 'id');
+		INSERT INTO legacy (note) SELECT 'adopted' FROM generate_series(1, 100);
+	]);
+	is($node->safe_psql('old', "SELECT min(id) FROM legacy WHERE note = 'adopted'"),
+		'101', 'a table made before the upgrade is adopted: leaf starts above its rows');
+	$node->safe_psql('old', q[
+		SELECT leaf_unadopt('legacy', 'id');
+		INSERT INTO legacy (note) SELECT 'back' FROM generate_series(1, 100);
+		SELECT leaf_adopt('legacy', 'id');
+	]);
+	is($node->safe_psql('old',
+			"SELECT count(DISTINCT id) = count(*) AND min(id) FILTER (WHERE note = 'back') > max(id) FILTER (WHERE note = 'adopted') FROM legacy"),
+		't', 'and moved back: the sequence continues above every leaf ID');
+}
 
 # a dump of the upgraded database restores with the current release
 my $dump = $node->basedir . '/old.dump';
