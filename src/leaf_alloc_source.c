@@ -19,7 +19,8 @@
  * The check serves both sources of segments: this database's own
  * leaf_alloc (leaf_local_source_check, on this server's timeline) and
  * another server's in fleet mode (leaf_alloc_remote.c).  The same
- * source on a new timeline was promoted or restored: see
+ * source on a new timeline was promoted or restored, unless it is the
+ * local leaf_alloc on a lower one (pg_upgrade): see
  * leaf_source_check_txn.  Backends waiting for a segment that a check
  * refused raise the errors (LF006, LF007) with the reporters at the end.
  *
