@@ -89,9 +89,22 @@ int			leaf_sf_max_backward_ms = 5;
 int			leaf_sf_max_clock_drift_ms = 5000;
 int			leaf_sf_reclaim_after_ms = 0;
 static char *leaf_sf_epoch_string = NULL;
-static int	leaf_sf_test_clock_offset_ms = 0;
-static int	leaf_sf_test_reserve_pause_ms = 0;
-static int	leaf_sf_test_node_clock_offset_ms = 0;
+
+/*
+ * Test hooks: a build for the test suite (make LEAF_TEST_HOOKS=1, which
+ * ./install.sh test and test/majors.sh use) has three leaf.test_* settings
+ * that shift the clocks and stall a call.  The default build has none of
+ * them: there the hooks are constants, and the settings do not exist.
+ */
+#ifdef LEAF_TEST_HOOKS
+static int	leaf_sf_test_clock_offset_ms = 0;	/* this session's clock */
+static int	leaf_sf_test_reserve_pause_ms = 0;	/* stall before the CAS */
+static int	leaf_sf_test_node_clock_offset_ms = 0;	/* every process's clock */
+#else
+#define leaf_sf_test_clock_offset_ms 0
+#define leaf_sf_test_reserve_pause_ms 0
+#define leaf_sf_test_node_clock_offset_ms 0
+#endif
 
 typedef struct LeafSfShared
 {
@@ -315,6 +328,7 @@ leaf_snowflake_init(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
+#ifdef LEAF_TEST_HOOKS
 	DefineCustomIntVariable("leaf.test_clock_offset_ms",
 							"Shifts this session's snowflake clock (for tests only).",
 							NULL,
@@ -341,6 +355,7 @@ leaf_snowflake_init(void)
 							PGC_POSTMASTER,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+#endif
 
 	if (!leaf_sf_configured())
 		return;

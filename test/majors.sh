@@ -357,11 +357,22 @@ test_major() {
 		upgrade="LEAF_UPGRADE_FROM=/usr/lib/postgresql/$old"
 	fi
 	t0=$SECONDS
-	# the older major first: the copy stays built for the major under test
+	# the older major first: the copy stays built for the major under test.
+	# For the major under test, the default build first (no warning, no
+	# leaf.test_* setting in it), then the test build (LEAF_TEST_HOOKS=1),
+	# which is installed.
+	local clean b hooks
 	for m in $old $major; do
 		mkm="make -s PG_CONFIG=/usr/lib/postgresql/$m/bin/pg_config with_llvm=no"
-		say "$major: building for $m with -Werror $cflags"
-		if ! in_chroot "$root" "su postgres -s /bin/bash -c 'cd $dir && { $mkm clean >/dev/null 2>&1 || true; } && $mkm PG_CFLAGS=\"-Werror $cflags\"' && cd $dir && $mkm install >/dev/null"; then
+		clean="{ $mkm clean >/dev/null 2>&1 || true; }"
+		b="$clean && $mkm PG_CFLAGS=\"-Werror $cflags\""
+		hooks=
+		if [ "$m" = "$major" ]; then
+			b="$b && ! grep -q -a leaf.test_ leaf.so && $clean && $mkm PG_CFLAGS=\"-Werror $cflags\" LEAF_TEST_HOOKS=1"
+			hooks=", default and test builds"
+		fi
+		say "$major: building for $m with -Werror $cflags$hooks"
+		if ! in_chroot "$root" "su postgres -s /bin/bash -c 'cd $dir && $b' && cd $dir && $mkm install >/dev/null"; then
 			say "$major: BUILD FAILED (for $m)"
 			return 1
 		fi
@@ -503,6 +514,11 @@ case "$cmd" in
 		;;
 	bench)
 		logs=${LEAF_MAJORS_LOGS:-$(mktemp -d /tmp/leaf-bench.XXXXXX)}
+		# the copies in the chroots have no .git
+		BENCH_COMMIT=${BENCH_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+		if [ -n "$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+			BENCH_COMMIT="$BENCH_COMMIT, modified"
+		fi
 		mkdir -p "$logs"
 		say "reports in $logs"
 		reports=()
