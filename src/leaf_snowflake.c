@@ -700,6 +700,7 @@ leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 {
 	LeafSfPhase phase;
 	char		reason[LEAF_SF_REASON_LEN];
+	char		sentence[LEAF_SF_REASON_LEN];
 
 	if (RecoveryInProgress())
 		ereport(ERROR,
@@ -723,12 +724,19 @@ leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 		return;
 	}
 
+	/*
+	 * The primary message is the same whatever the reason, which is the
+	 * worker's and goes into the detail as a sentence.
+	 */
+	strlcpy(sentence, reason, sizeof(sentence));
+	sentence[0] = pg_toupper((unsigned char) sentence[0]);
+
 	if (phase == LEAF_SF_STARTING && reason[0] != '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
-				 errmsg("snowflake generator is not ready: %s", reason),
-				 errdetail("The snowflake worker did not start serving within leaf.wait_timeout (%d ms).",
-						   leaf_wait_timeout_ms),
+				 errmsg("snowflake generator is not ready"),
+				 errdetail("%s.  The snowflake worker did not start serving within leaf.wait_timeout (%d ms).",
+						   sentence, leaf_wait_timeout_ms),
 				 errhint("See the server log and the view leaf_snowflake_status.")));
 	if (phase == LEAF_SF_STARTING)
 		ereport(ERROR,
@@ -740,12 +748,16 @@ leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 	if (phase == LEAF_SF_READY)
 		ereport(ERROR,
 				(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
-				 errmsg("snowflake generator is not ready: the high-water mark of issued timestamps was not recorded in time"),
-				 reason[0] ? errdetail("The snowflake worker says: %s.", reason) : 0,
+				 errmsg("snowflake generator is not ready"),
+				 reason[0] ?
+				 errdetail("The high-water mark of issued timestamps was not recorded in time.  The snowflake worker says: %s.",
+						   reason) :
+				 errdetail("The high-water mark of issued timestamps was not recorded in time."),
 				 errhint("See the server log and the view leaf_snowflake_status.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
-			 errmsg("snowflake generator is not ready: %s", reason),
+			 errmsg("snowflake generator is not ready"),
+			 sentence[0] ? errdetail("%s.", sentence) : 0,
 			 errhint("See the server log and the view leaf_snowflake_status.")));
 }
 
