@@ -1,6 +1,7 @@
 # leaf: Meituan's Leaf ID generator as a PostgreSQL extension.
 #
 #   make && make install          build and install (PGXS)
+#   make LEAF_TEST_HOOKS=1        the build the tests need (then install)
 #   make installcheck             the FF1 known-answer test
 #                                 (test/ff1_vectors.c), pg_regress (sql/,
 #                                 expected/) on a temporary instance, then
@@ -20,8 +21,8 @@ PGFILEDESC = "leaf - distributed ID generator"
 # installation and an upgraded one run the same statements.
 DATA = src/leaf--1.0--1.1.sql src/leaf--1.1--1.2.sql src/leaf--1.2--1.3.sql
 DATA_built = leaf--1.0.sql leaf--1.1.sql leaf--1.2.sql leaf--1.3.sql
-EXTRA_CLEAN = $(DATA_built) tmp_check_regress results regression.diffs \
-	regression.out
+# PGXS removes DATA_built and pg_regress's and prove's files itself
+EXTRA_CLEAN = tmp_check_regress
 
 REGRESS = $(sort $(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
 REGRESS_OPTS = --temp-config=$(srcdir)/test/leaf.conf \
@@ -41,6 +42,14 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 # libcrypto (AES for public IDs).
 PG_CPPFLAGS = -DTHREADED -I$(shell $(PG_CONFIG) --includedir)
 SHLIB_LINK = -lzookeeper_mt -lpq -lcrypto
+
+# LEAF_TEST_HOOKS=1: the build the test suite needs, with the leaf.test_*
+# settings that shift clocks and stall calls (src/leaf_snowflake.c).  The
+# default build has none of them.  Objects built one way are not rebuilt
+# the other way: make clean in between.
+ifeq ($(LEAF_TEST_HOOKS),1)
+PG_CPPFLAGS += -DLEAF_TEST_HOOKS
+endif
 
 include $(PGXS)
 
@@ -70,7 +79,7 @@ CHAOS_SETTLE ?= 20
 export CHAOS_SEED CHAOS_SECONDS CHAOS_FAULT_EVERY CHAOS_SETTLE
 
 chaos: PROVE_TESTS = test/chaos/chaos.pl
-chaos:
+chaos: test-build-check
 	$(prove_installcheck)
 .PHONY: chaos
 
@@ -87,6 +96,12 @@ ff1check: test/ff1_vectors
 	@test/ff1_vectors >test/ff1_vectors.out 2>&1; rc=$$?; \
 	sed 's/^/ff1_vectors: /' test/ff1_vectors.out; exit $$rc
 
-installcheck: ff1check
-.PHONY: ff1check
+# The tests need the installed leaf to be a test build (LEAF_TEST_HOOKS=1).
+test-build-check:
+	@grep -q -a 'leaf.test_clock_offset_ms' '$(DESTDIR)$(pkglibdir)/leaf$(DLSUFFIX)' || { \
+	  echo "the installed leaf$(DLSUFFIX) is not a test build: make clean && make LEAF_TEST_HOOKS=1 && make install" >&2; \
+	  exit 1; }
+
+installcheck: test-build-check ff1check
+.PHONY: ff1check test-build-check
 EXTRA_CLEAN += test/ff1_vectors test/ff1_vectors.out

@@ -104,12 +104,20 @@ as_postgres() {
 	su postgres -s /bin/bash -c "cd '$dir' && $*"
 }
 
-# build_and_install DIR: build as the owner of DIR, install as root
+# build_and_install DIR [test]: build as the owner of DIR, install as root.
+# With "test": first the default build, which must compile without a
+# warning and hold no leaf.test_* setting, then the build the tests need
+# (LEAF_TEST_HOOKS=1), which is the one installed.
 build_and_install() {
-	local dir=$1
+	local dir=$1 kind=${2:-}
 	local mk="make -s PG_CONFIG=$pg_config with_llvm=no"
-	local build="$mk clean >/dev/null 2>&1 || true; $mk PG_CFLAGS=-Werror"
-	say "building leaf in $dir"
+	local clean="{ $mk clean >/dev/null 2>&1 || true; }"
+	local build="$clean && $mk PG_CFLAGS=-Werror"
+	if [ "$kind" = test ]; then
+		build="$build && { ! grep -q -a leaf.test_ leaf.so || { echo 'install.sh: the default build has leaf.test_* settings' >&2; false; }; }"
+		build="$build && $clean && $mk PG_CFLAGS=-Werror LEAF_TEST_HOOKS=1"
+	fi
+	say "building leaf in $dir${kind:+ (the default build, then the test build)}"
 	if [ "$(stat -c %U "$dir")" = postgres ]; then
 		as_postgres "$dir" "$build"
 	else
@@ -154,7 +162,7 @@ run_tests() {
 	# build and test in a copy owned by postgres: initdb refuses root
 	(cd "$here" && tar --exclude=./.git --exclude=./.pgdata -cf - .) | (cd "$dir" && tar -xf -)
 	chown -R postgres:postgres "$dir"
-	build_and_install "$dir"
+	build_and_install "$dir" test
 
 	local prove=
 	if [ -n "${LEAF_TESTS:-}" ]; then

@@ -935,3 +935,10 @@ $$;
 
 COMMENT ON FUNCTION leaf_unadopt(regclass, name) IS
 'moves a column adopted by leaf_adopt back onto its sequence or identity, which continues above every ID leaf handed out';
+
+--
+-- A lower timeline of the local leaf_alloc (pg_upgrade) is taken without
+-- a confirmation since 1.3; the comment says so.
+--
+COMMENT ON COLUMN leaf_alloc_source.timeline IS
+'timeline of the allocation database on which segments were last loaded; a load on a higher one needs leaf_alloc_source_confirm() unless leaf.alloc_failover = synchronous (a lower one, as pg_upgrade gives a local leaf_alloc, is taken)';

@@ -90,9 +90,22 @@ int			leaf_sf_max_backward_ms = 5;
 int			leaf_sf_max_clock_drift_ms = 5000;
 int			leaf_sf_reclaim_after_ms = 0;
 static char *leaf_sf_epoch_string = NULL;
-static int	leaf_sf_test_clock_offset_ms = 0;
-static int	leaf_sf_test_reserve_pause_ms = 0;
-static int	leaf_sf_test_node_clock_offset_ms = 0;
+
+/*
+ * Test hooks: a build for the test suite (make LEAF_TEST_HOOKS=1, which
+ * ./install.sh test and test/majors.sh use) has three leaf.test_* settings
+ * that shift the clocks and stall a call.  The default build has none of
+ * them: there the hooks are constants, and the settings do not exist.
+ */
+#ifdef LEAF_TEST_HOOKS
+static int	leaf_sf_test_clock_offset_ms = 0;	/* this session's clock */
+static int	leaf_sf_test_reserve_pause_ms = 0;	/* stall before the CAS */
+static int	leaf_sf_test_node_clock_offset_ms = 0;	/* every process's clock */
+#else
+#define leaf_sf_test_clock_offset_ms 0
+#define leaf_sf_test_reserve_pause_ms 0
+#define leaf_sf_test_node_clock_offset_ms 0
+#endif
 
 typedef struct LeafSfShared
 {
@@ -316,6 +329,7 @@ leaf_snowflake_init(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
+#ifdef LEAF_TEST_HOOKS
 	DefineCustomIntVariable("leaf.test_clock_offset_ms",
 							"Shifts this session's snowflake clock (for tests only).",
 							NULL,
@@ -342,6 +356,7 @@ leaf_snowflake_init(void)
 							PGC_POSTMASTER,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+#endif
 
 	if (!leaf_sf_configured())
 		return;
@@ -686,6 +701,7 @@ leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 {
 	LeafSfPhase phase;
 	char		reason[LEAF_SF_REASON_LEN];
+	char		sentence[LEAF_SF_REASON_LEN];
 
 	if (RecoveryInProgress())
 		ereport(ERROR,
@@ -709,12 +725,19 @@ leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 		return;
 	}
 
+	/*
+	 * The primary message is the same whatever the reason, which is the
+	 * worker's and goes into the detail as a sentence.
+	 */
+	strlcpy(sentence, reason, sizeof(sentence));
+	sentence[0] = pg_toupper((unsigned char) sentence[0]);
+
 	if (phase == LEAF_SF_STARTING && reason[0] != '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
-				 errmsg("snowflake generator is not ready: %s", reason),
-				 errdetail("The snowflake worker did not start serving within leaf.wait_timeout (%d ms).",
-						   leaf_wait_timeout_ms),
+				 errmsg("snowflake generator is not ready"),
+				 errdetail("%s.  The snowflake worker did not start serving within leaf.wait_timeout (%d ms).",
+						   sentence, leaf_wait_timeout_ms),
 				 errhint("See the server log and the view leaf_snowflake_status.")));
 	if (phase == LEAF_SF_STARTING)
 		ereport(ERROR,
@@ -726,12 +749,16 @@ leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 	if (phase == LEAF_SF_READY)
 		ereport(ERROR,
 				(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
-				 errmsg("snowflake generator is not ready: the high-water mark of issued timestamps was not recorded in time"),
-				 reason[0] ? errdetail("The snowflake worker says: %s.", reason) : 0,
+				 errmsg("snowflake generator is not ready"),
+				 reason[0] ?
+				 errdetail("The high-water mark of issued timestamps was not recorded in time.  The snowflake worker says: %s.",
+						   reason) :
+				 errdetail("The high-water mark of issued timestamps was not recorded in time."),
 				 errhint("See the server log and the view leaf_snowflake_status.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
-			 errmsg("snowflake generator is not ready: %s", reason),
+			 errmsg("snowflake generator is not ready"),
+			 sentence[0] ? errdetail("%s.", sentence) : 0,
 			 errhint("See the server log and the view leaf_snowflake_status.")));
 }
 

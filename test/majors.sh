@@ -59,7 +59,9 @@
 #                      directory under /tmp)
 #   LEAF_MAJORS_CFLAGS more compiler flags for the chroot builds, such as
 #                      -DUSE_ASSERT_CHECKING (leaf's and the headers'
-#                      assertions, against a server built without them)
+#                      assertions, against a server built without them),
+#                      which 19's build has by default;
+#                      LEAF_MAJORS_CFLAGS_NN for major NN only
 #   LEAF_UPGRADE_FROM_<NN>  the older major whose upgrade to NN is tested
 #                      (default: see upgrade_from below); empty for none
 #   BENCH_*, N, REPS, PGBENCH_REPS, T
@@ -138,6 +140,24 @@ default_tests() {
 		15 | 17) echo all ;;
 		*) echo 'test/t/0[1-4]*.pl test/t/1*.pl test/t/900_chaos_fleet.pl' ;;
 	esac
+}
+
+# extra_cflags MAJOR: the compiler flags of the build under test.  19's
+# build compiles leaf's assertions in (and those of the headers' inline
+# functions), against Debian's server, which is built without them (an
+# assertion calling a function that only an assert-enabled server has
+# would keep leaf.so from loading, and every test would fail).
+# LEAF_MAJORS_CFLAGS_NN, or LEAF_MAJORS_CFLAGS for all, overrides it;
+# "bench" builds without assertions.
+extra_cflags() {
+	local var=LEAF_MAJORS_CFLAGS_$1
+	if [ -n "${!var+set}" ]; then
+		echo "${!var}"
+	elif [ -n "${LEAF_MAJORS_CFLAGS+set}" ]; then
+		echo "$LEAF_MAJORS_CFLAGS"
+	elif [ "$1" = 19 ]; then
+		echo -DUSE_ASSERT_CHECKING
+	fi
 }
 
 # ---------------------------------------------------------------------
@@ -348,7 +368,8 @@ test_major() {
 
 	local pgc=/usr/lib/postgresql/$major/bin/pg_config
 	local mk="make -s PG_CONFIG=$pgc with_llvm=no"
-	local cflags=${LEAF_MAJORS_CFLAGS:-}
+	local cflags
+	cflags=$(extra_cflags "$major")
 	local old upgrade='' m mkm
 	old=$(upgrade_from "$major")
 	if [ -n "$old" ]; then
@@ -357,11 +378,22 @@ test_major() {
 		upgrade="LEAF_UPGRADE_FROM=/usr/lib/postgresql/$old"
 	fi
 	t0=$SECONDS
-	# the older major first: the copy stays built for the major under test
+	# the older major first: the copy stays built for the major under test.
+	# For the major under test, the default build first (no warning, no
+	# leaf.test_* setting in it), then the test build (LEAF_TEST_HOOKS=1),
+	# which is installed.
+	local clean b hooks
 	for m in $old $major; do
 		mkm="make -s PG_CONFIG=/usr/lib/postgresql/$m/bin/pg_config with_llvm=no"
-		say "$major: building for $m with -Werror $cflags"
-		if ! in_chroot "$root" "su postgres -s /bin/bash -c 'cd $dir && { $mkm clean >/dev/null 2>&1 || true; } && $mkm PG_CFLAGS=\"-Werror $cflags\"' && cd $dir && $mkm install >/dev/null"; then
+		clean="{ $mkm clean >/dev/null 2>&1 || true; }"
+		b="$clean && $mkm PG_CFLAGS=\"-Werror $cflags\""
+		hooks=
+		if [ "$m" = "$major" ]; then
+			b="$b && ! grep -q -a leaf.test_ leaf.so && $clean && $mkm PG_CFLAGS=\"-Werror $cflags\" LEAF_TEST_HOOKS=1"
+			hooks=", default and test builds"
+		fi
+		say "$major: building for $m with -Werror $cflags$hooks"
+		if ! in_chroot "$root" "su postgres -s /bin/bash -c 'cd $dir && $b' && cd $dir && $mkm install >/dev/null"; then
 			say "$major: BUILD FAILED (for $m)"
 			return 1
 		fi
@@ -503,6 +535,13 @@ case "$cmd" in
 		;;
 	bench)
 		logs=${LEAF_MAJORS_LOGS:-$(mktemp -d /tmp/leaf-bench.XXXXXX)}
+		# no assertions in what is measured, unless asked for
+		LEAF_MAJORS_CFLAGS=${LEAF_MAJORS_CFLAGS-}
+		# the copies in the chroots have no .git
+		BENCH_COMMIT=${BENCH_COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+		if [ -n "$(git -C "$here" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+			BENCH_COMMIT="$BENCH_COMMIT, modified"
+		fi
 		mkdir -p "$logs"
 		say "reports in $logs"
 		reports=()

@@ -36,6 +36,8 @@
 #                   refills keep happening; empty = the extension default)
 #   BENCH_SECTIONS  which sections to run (default "1 2 3 4 bulk")
 #   BENCH_KEEP=1    keep the temporary directory (clusters stopped)
+#   BENCH_COMMIT    the commit to name in the report, for a copy without
+#                   .git (test/majors.sh bench sets it)
 #
 # Sections:
 #   1  one session: SELECT count(<expr>) FROM generate_series(1, N), plus
@@ -316,8 +318,13 @@ PGVER=$(q "$PORT_MAIN" "SELECT version()")
 SO=$("$PGBIN/pg_config" --pkglibdir)/leaf.so
 SO_SUM=$(md5sum "$SO" | cut -c1-12)
 SO_TIME=$(date -r "$SO" '+%Y-%m-%d %H:%M:%S')
-COMMIT=$(git -C "$here" -c safe.directory='*' rev-parse --short HEAD 2>/dev/null || echo unknown)
-DIRTY=$(git -C "$here" -c safe.directory='*' status --porcelain --untracked-files=no 2>/dev/null | wc -l || echo 0)
+# a copy without .git (test/majors.sh bench) is told its commit
+COMMIT=${BENCH_COMMIT:-$(git -C "$here" -c safe.directory='*' rev-parse --short HEAD 2>/dev/null || echo unknown)}
+if DIRTY=$(git -C "$here" -c safe.directory='*' status --porcelain --untracked-files=no 2>/dev/null); then
+	DIRTY="$(printf '%s' "$DIRTY" | grep -c . || true) files modified"
+else
+	DIRTY="no git checkout"
+fi
 
 out "# leaf benchmark"
 out ""
@@ -327,7 +334,7 @@ out "| command | \`$CMDLINE\` |"
 out "| date | $(date '+%Y-%m-%d %H:%M:%S %Z') |"
 out "| host | $(nproc) vCPU $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo) |"
 out "| server | ${PGVER%% on *} |"
-out "| leaf | checkout $COMMIT ($DIRTY files modified), installed leaf.so md5 $SO_SUM... ($SO_TIME) |"
+out "| leaf | checkout $COMMIT ($DIRTY), installed leaf.so md5 $SO_SUM... ($SO_TIME) |"
 out "| clusters | initdb -A trust -E UTF8 --locale=C.UTF-8; listen 127.0.0.1, max_connections=50, shared_buffers=256MB, jit=off, max_worker_processes=16, shared_preload_libraries=leaf, leaf.worker_id=1, leaf.segment_duration=${BENCH_SEGMENT_DURATION:-default}; fsync and synchronous_commit on |"
 out "| parameters | N=$N, REPS=$REPS, PGBENCH_REPS=$PGBENCH_REPS, T=${T}s, BULK_SEG=$BULK_SEG, SF_N=$SF_N, BULK_ROWS=$BULK_ROWS, BULK_STEP=$BULK_STEP, BULK_PK=$BULK_PK |"
 out "| leaf_snowflake | $([ $HAVE_SF = 1 ] && echo present || echo 'absent (rows skipped)') |"
