@@ -12,14 +12,19 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "nodes/pg_list.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 
 #include "leaf.h"
+#include "leaf_compat.h"
+#include "leaf_segment.h"
 
 PG_MODULE_MAGIC;
 
@@ -189,7 +194,7 @@ _PG_init(void)
 	shmem_request_hook = leaf_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = leaf_shmem_startup;
-	leaf_utility_init();
+	leaf_ddl_init();
 	leaf_drop_guard_init();
 
 	leaf_preloaded = true;
@@ -264,6 +269,7 @@ leaf_shmem_request(void)
 		prev_shmem_request_hook();
 
 	leaf_segment_shmem_request();
+	leaf_alloc_slots_shmem_request();
 	leaf_snowflake_shmem_request();
 }
 
@@ -275,6 +281,7 @@ leaf_shmem_startup(void)
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	leaf_segment_shmem_startup();
+	leaf_alloc_slots_shmem_startup();
 	leaf_snowflake_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 }

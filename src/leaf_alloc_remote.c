@@ -26,9 +26,9 @@
  * comes back with a warning (a cancelled wait for synchronous
  * replication) is not trusted either.
  *
- * Each database records which allocation database it draws from (see
- * leaf_source_check_txn) and refuses another one until a superuser
- * confirms the change.
+ * Each database records which allocation database it draws from, and
+ * refuses another one until a superuser confirms the change
+ * (leaf_alloc_source.c).
  *
  * Only this file talks libpq.  Passwords never reach the log: messages
  * are scrubbed of the password of leaf.alloc_conninfo, and of whatever
@@ -40,25 +40,23 @@
 
 #include <unistd.h>
 
-#include "access/xact.h"
-#include "access/xlog.h"
-#include "catalog/pg_type.h"
-#include "commands/dbcommands.h"
-#include "executor/spi.h"
+#include "lib/stringinfo.h"
 #include "libpq-fe.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "postmaster/postmaster.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
 #include "leaf.h"
-#include "leaf_snowflake.h"
+#include "leaf_alloc.h"
+#include "leaf_alloc_source.h"
+#include "leaf_errcodes.h"
+#include "leaf_segment.h"
 
 static PGconn *leaf_conn = NULL;
 static char *leaf_conn_info = NULL; /* conninfo leaf_conn was opened with */
@@ -66,57 +64,8 @@ static char leaf_qual_table[2 * NAMEDATALEN + 16];	/* "schema".leaf_alloc */
 static TimestampTz leaf_deadline;	/* of the load under way */
 static bool leaf_got_warning;	/* the server sent a WARNING */
 
-/*
- * Which allocation database segments come from.  A streaming replica
- * keeps its primary's system identifier, and its databases and
- * extensions keep their OIDs, so a failover does not change this.
- */
-typedef struct LeafSourceIdent
-{
-	bool		remote;			/* false: this database's own leaf_alloc */
-	int64		sysid;			/* remote: pg_control_system() */
-	Oid			dboid;			/* database holding leaf_alloc */
-	Oid			extoid;			/* the leaf extension there */
-	uint32		timeline;		/* its timeline now, 0 if unknown (not
-								 * part of the identity) */
-	char		address[LEAF_SOURCE_LEN];	/* host:port/dbname, for people */
-} LeafSourceIdent;
-
 static LeafSourceIdent leaf_remote_ident;	/* of leaf_conn */
 
-/* the last source found to be the recorded one, for this extension */
-static LeafSourceIdent leaf_checked_ident;
-static Oid	leaf_checked_extoid = InvalidOid;
-static bool leaf_checked = false;
-static bool leaf_refused = false;	/* the last check refused the source */
-static bool leaf_refused_timeline = false;	/* ... for its new timeline */
-static bool leaf_checked_tl = false;	/* the check saw the timeline column */
-static TimestampTz leaf_checked_at = 0; /* when the check last ran */
-
-/* A comparison of a source with the recorded one. */
-typedef struct LeafSourceCheck
-{
-	const LeafSourceIdent *cur; /* the source to be used */
-	bool		write;			/* record it, as current or pending */
-	Oid			extoid;			/* out: this database's leaf extension */
-	bool		recorded;		/* out: a source was recorded */
-	bool		same;			/* out: and it is cur (or none was) */
-	bool		promoted;		/* out: the same, but on a timeline that
-								 * is not confirmed */
-	bool		have_tl;		/* out: leaf_alloc_source has a timeline
-								 * column (release 1.1) */
-	bool		fill_dboid;		/* out: the local source is recorded
-								 * without its database (before 1.2) */
-	bool		copied;			/* out: the local source is recorded for
-								 * another database: this one is a copy */
-	char		detail[LEAF_ERRMSG_LEN];	/* out: if not the same, or
-											 * promoted */
-} LeafSourceCheck;
-
-static bool leaf_same_source(const LeafSourceIdent *a, const LeafSourceIdent *b);
-static void leaf_source_check_txn(LeafSourceCheck *c);
-static bool leaf_source_check(const LeafSourceIdent *cur,
-							  const LeafLoadJob *job, LeafLoadResult *res);
 static void leaf_remote_abort(PGresult *res);
 
 /* Remember warnings: one during COMMIT means "maybe not replicated". */
@@ -249,16 +198,10 @@ leaf_remote_wait(int events)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		/* a database command asked the worker to exit: give up, as on timeout */
-		if (leaf_alloc_worker_stopping())
+		if (leaf_alloc_stopping())
 			return false;
 	}
 	return true;
-}
-
-bool
-leaf_remote_enabled(void)
-{
-	return leaf_alloc_conninfo != NULL && leaf_alloc_conninfo[0] != '\0';
 }
 
 void
@@ -806,425 +749,18 @@ leaf_remote_load_once(const LeafLoadJob *job, LeafLoadResult *res)
  * the connection is reported as ERRCODE_CONNECTION_FAILURE, so that the
  * worker does not try the other tags of the same pass (and wait again).
  */
-void
+static void
 leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res)
 {
+	pgstat_report_activity(STATE_RUNNING, "leaf: loading a remote segment");
+	/* not in a transaction: a cancel would be FATAL (leaf_worker_interrupts) */
+	HOLD_CANCEL_INTERRUPTS();
 	leaf_remote_load_once(job, res);
 	if (res->status == LEAF_LOAD_FAILED && leaf_conn == NULL)
 		res->sqlstate = ERRCODE_CONNECTION_FAILURE;
 	leaf_remote_scrub(res->msg, sizeof(res->msg));
-}
-
-/* ---------- which allocation database: recorded, checked, confirmed ---------- */
-
-/*
- * Each database that uses segment mode records, in its leaf_alloc_source
- * table, the allocation database it draws segments from (state
- * 'current'), in a committed transaction before the first segment from it
- * is used.  A load from any other source is refused (LF006), and the
- * source is written there as 'pending', until a superuser runs
- * leaf_alloc_source_confirm(), which makes the pending source current.
- *
- * The reason: a shard remembers the max_id of the tags it has used (and
- * refuses one that moved backwards, LF005), but not of those it has not
- * used yet, and another allocation database, or the local leaf_alloc, may
- * hold lower values for them.
- */
-
-static bool
-leaf_same_source(const LeafSourceIdent *a, const LeafSourceIdent *b)
-{
-	if (a->remote != b->remote)
-		return false;
-	/* local: the same database (1.1 recorded none: taken as the same) */
-	if (!a->remote)
-		return !OidIsValid(a->dboid) || !OidIsValid(b->dboid) ||
-			a->dboid == b->dboid;
-	return a->sysid == b->sysid && a->dboid == b->dboid &&
-		a->extoid == b->extoid;
-}
-
-static void
-leaf_describe_source(const LeafSourceIdent *id, char *buf, size_t len)
-{
-	if (!id->remote)
-		snprintf(buf, len, "the local leaf_alloc (database %u)", id->dboid);
-	else
-		snprintf(buf, len, "%s (system " INT64_FORMAT ", database %u, extension %u)",
-				 id->address, id->sysid, id->dboid, id->extoid);
-}
-
-/*
- * Compare cur with the recorded source, in the current transaction.  With
- * c->write, also record cur if nothing is recorded yet, or record it as
- * the pending source if it differs.  A database without the extension
- * (c->extoid invalid) is left alone.
- *
- * The same source on another timeline than the recorded one was promoted
- * or restored since segments were last loaded from it, and may have lost
- * the last of them (asynchronous replication, an older backup).  With
- * leaf.alloc_failover = 'confirm' that is refused like a change of source
- * (c->promoted, and cur with its timeline is written as pending); with
- * 'synchronous' the new timeline is recorded and loads go on.  Before
- * ALTER EXTENSION leaf UPDATE to 1.1 the table has no timeline column and
- * timelines are not checked.
- */
-static void
-leaf_source_check_txn(LeafSourceCheck *c)
-{
-	Oid			nsp;
-	Oid			relid;
-	char	   *tbl;
-	uint64		i;
-	bool		have_tl;
-	bool		have_pending = false;
-	bool		pending_same = false;
-	bool		want_pending;
-	bool		tl_changed;
-	bool		restarted;
-	uint32		rec_timeline = 0;
-	uint32		pend_timeline = 0;	/* of a pending row for cur's source */
-	char		recorded_desc[LEAF_ERRMSG_LEN];
-	char		cur_desc[LEAF_ERRMSG_LEN];
-
-	c->recorded = false;
-	c->same = true;
-	c->promoted = false;
-	c->detail[0] = '\0';
-	nsp = leaf_extension_namespace(&c->extoid);
-	if (!OidIsValid(c->extoid))
-		return;
-	leaf_describe_source(c->cur, cur_desc, sizeof(cur_desc));
-	relid = get_relname_relid("leaf_alloc_source", nsp);
-	have_tl = OidIsValid(relid) &&
-		get_attnum(relid, "timeline") != InvalidAttrNumber;
-	c->have_tl = have_tl;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	tbl = psprintf("%s.leaf_alloc_source",
-				   quote_identifier(get_namespace_name(nsp)));
-	if (SPI_execute(psprintf("SELECT state OPERATOR(pg_catalog.=) 'current', "
-							 "kind OPERATOR(pg_catalog.=) 'remote', "
-							 "system_identifier, database_oid, extension_oid, "
-							 "description, %s FROM %s",
-							 have_tl ? "timeline" : "NULL::pg_catalog.int8", tbl),
-					false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read leaf_alloc_source");
-	for (i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		LeafSourceIdent rec;
-		bool		isnull;
-		bool		current;
-		char	   *d;
-		Datum		tl;
-
-		memset(&rec, 0, sizeof(rec));
-		current = DatumGetBool(SPI_getbinval(tup, desc, 1, &isnull));
-		rec.remote = DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull));
-		if (rec.remote)
-		{
-			rec.sysid = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
-			if (isnull)
-				continue;
-			rec.dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
-			rec.extoid = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
-		}
-		else
-		{
-			/* the database the counters belong to; NULL before 1.2 */
-			rec.dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
-			if (isnull)
-				rec.dboid = InvalidOid;
-		}
-		tl = SPI_getbinval(tup, desc, 7, &isnull);
-		if (!isnull)
-			rec.timeline = (uint32) DatumGetInt64(tl);
-		if (current)
-		{
-			c->recorded = true;
-			c->same = leaf_same_source(&rec, c->cur);
-			c->fill_dboid = !rec.remote && !OidIsValid(rec.dboid) &&
-				!c->cur->remote;
-			c->copied = !rec.remote && !c->cur->remote && !c->same;
-			rec_timeline = rec.timeline;
-			d = SPI_getvalue(tup, desc, 6);
-			strlcpy(recorded_desc, d ? d : "?", sizeof(recorded_desc));
-		}
-		else
-		{
-			have_pending = true;
-			pending_same = leaf_same_source(&rec, c->cur) &&
-				(!have_tl || rec.timeline == c->cur->timeline);
-			if (leaf_same_source(&rec, c->cur))
-				pend_timeline = rec.timeline;
-		}
-	}
-
-	/*
-	 * A promotion or an archive recovery only ever raises the timeline.
-	 * A lower one means that the server's WAL history began again, which
-	 * pg_upgrade does: the new cluster starts on timeline 1 with the old
-	 * cluster's relation files, so the local leaf_alloc is the one the
-	 * segments were loaded from, on the timeline recorded.  That is taken
-	 * without a confirmation, unless a change was waiting for one: the old
-	 * cluster had refused its own new timeline (or another source), and
-	 * its pending row still says so.  For the same reason a pending
-	 * timeline above the current one stays refused even where the
-	 * current row's timeline matches (an upgraded cluster on timeline 1
-	 * whose confirmed row is of timeline 1).  Not seen: an old cluster
-	 * promoted or restored that loaded nothing since, as on timeline 1.
-	 */
-	tl_changed = c->recorded && c->same && have_tl && rec_timeline != 0 &&
-		c->cur->timeline != 0 && rec_timeline != c->cur->timeline;
-	restarted = tl_changed && !c->cur->remote &&
-		c->cur->timeline < rec_timeline && !have_pending;
-
-	if (c->copied)
-		snprintf(c->detail, sizeof(c->detail),
-				 "The counters in leaf_alloc are those of %s, and this is database %u: a copy (CREATE DATABASE ... TEMPLATE, or a restored dump) would hand out the IDs of the original again.",
-				 recorded_desc, c->cur->dboid);
-	else if (c->recorded && !c->same)
-		snprintf(c->detail, sizeof(c->detail),
-				 "Segments came from %s; leaf.alloc_conninfo now leads to %s.",
-				 recorded_desc, cur_desc);
-	else if (c->recorded && have_tl && !c->cur->remote &&
-			 pend_timeline != 0 && c->cur->timeline != 0 &&
-			 c->cur->timeline < pend_timeline)
-	{
-		c->promoted = true;
-		/* the pending row is the evidence: kept as it is */
-		pending_same = true;
-		snprintf(c->detail, sizeof(c->detail),
-				 "allocation database was promoted or restored (timeline %u -> %u); segments are not loaded until confirmed",
-				 pend_timeline, c->cur->timeline);
-	}
-	else if (tl_changed && !restarted &&
-			 leaf_alloc_failover != LEAF_FAILOVER_SYNCHRONOUS)
-	{
-		c->promoted = true;
-		snprintf(c->detail, sizeof(c->detail),
-				 "allocation database was promoted or restored (timeline %u -> %u); segments are not loaded until confirmed",
-				 rec_timeline, c->cur->timeline);
-	}
-
-	want_pending = (!c->same || c->promoted);
-	if (c->write && c->recorded && c->fill_dboid)
-	{
-		Oid			argtype = OIDOID;
-		Datum		value = ObjectIdGetDatum(c->cur->dboid);
-
-		if (SPI_execute_with_args(psprintf("UPDATE %s SET database_oid = $1 "
-										   "WHERE state OPERATOR(pg_catalog.=) 'current'", tbl),
-								  1, &argtype, &value, NULL,
-								  false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not update leaf_alloc_source");
-	}
-	if (c->write &&
-		(!c->recorded || (want_pending && !pending_same) ||
-		 (!want_pending && have_pending) ||
-		 (!want_pending && have_tl && c->cur->timeline != 0 &&
-		  rec_timeline != c->cur->timeline)))
-	{
-		Oid			argtypes[7] = {TEXTOID, TEXTOID, INT8OID, OIDOID, OIDOID, TEXTOID, INT8OID};
-		Datum		values[7];
-		char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
-
-		/* durable before any segment from this source is used */
-		(void) set_config_option("synchronous_commit", "on", PGC_SUSET,
-								 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
-								 false);
-		if (SPI_execute(psprintf("DELETE FROM %s WHERE state OPERATOR(pg_catalog.=) 'pending'",
-								 tbl), false, 0) != SPI_OK_DELETE)
-			elog(ERROR, "could not update leaf_alloc_source");
-		if (!c->recorded || want_pending)
-		{
-			values[0] = CStringGetTextDatum(c->recorded ? "pending" : "current");
-			values[1] = CStringGetTextDatum(c->cur->remote ? "remote" : "local");
-			values[2] = Int64GetDatum(c->cur->sysid);
-			values[3] = ObjectIdGetDatum(c->cur->dboid);
-			values[4] = ObjectIdGetDatum(c->cur->extoid);
-			values[5] = CStringGetTextDatum(cur_desc);
-			values[6] = Int64GetDatum((int64) c->cur->timeline);
-			if (!c->cur->remote)
-				nulls[2] = nulls[4] = 'n';
-			if (c->cur->timeline == 0)
-				nulls[6] = 'n';
-			if (SPI_execute_with_args(psprintf("INSERT INTO %s (state, kind, system_identifier, "
-											   "database_oid, extension_oid, description%s) "
-											   "VALUES ($1, $2, $3, $4, $5, $6%s)", tbl,
-											   have_tl ? ", timeline" : "",
-											   have_tl ? ", $7" : ""),
-									  have_tl ? 7 : 6, argtypes, values, nulls,
-									  false, 0) != SPI_OK_INSERT)
-				elog(ERROR, "could not update leaf_alloc_source");
-		}
-		else if (have_tl && c->cur->timeline != 0 &&
-				 rec_timeline != c->cur->timeline)
-		{
-			/* 1.0 recorded no timeline; or leaf.alloc_failover = synchronous */
-			values[0] = Int64GetDatum((int64) c->cur->timeline);
-			if (SPI_execute_with_args(psprintf("UPDATE %s SET timeline = $1, recorded_at = pg_catalog.now() "
-											   "WHERE state OPERATOR(pg_catalog.=) 'current'", tbl),
-									  1, &argtypes[6], values, NULL,
-									  false, 0) != SPI_OK_UPDATE)
-				elog(ERROR, "could not update leaf_alloc_source");
-			if (restarted)
-				ereport(LOG,
-						(errmsg("leaf allocator took timeline %u of %s for database \"%s\", where segments were last loaded on timeline %u",
-								c->cur->timeline, cur_desc,
-								get_database_name(MyDatabaseId), rec_timeline),
-						 errdetail("A lower timeline comes from no promotion or recovery: the server's WAL history began again, as pg_upgrade does, and leaf_alloc is the one segments were loaded from.")));
-			else if (rec_timeline != 0)
-				ereport(LOG,
-						(errmsg("leaf allocator accepted timeline %u of %s for database \"%s\", where segments were last loaded on timeline %u",
-								c->cur->timeline, cur_desc,
-								get_database_name(MyDatabaseId), rec_timeline),
-						 errdetail("\"leaf.alloc_failover\" is \"synchronous\": the promoted server is taken to have every allocation its former primary acknowledged.")));
-		}
-		if (!c->recorded)
-			ereport(LOG,
-					(errmsg("leaf allocator recorded %s as the source of segments for database \"%s\"",
-							cur_desc, get_database_name(MyDatabaseId))));
-	}
-	SPI_finish();
-}
-
-static void
-leaf_source_check_fn(void *arg)
-{
-	leaf_source_check_txn((LeafSourceCheck *) arg);
-}
-
-/*
- * leaf_source_check_txn() in a transaction of its own.  Returns false,
- * with the error in *res, if that failed.
- */
-static bool
-leaf_source_run(LeafSourceCheck *c, LeafLoadResult *res)
-{
-	char		msg[LEAF_ERRMSG_LEN];
-
-	if (leaf_in_transaction(leaf_source_check_fn, c,
-							"leaf: checking the source of segments",
-							&res->sqlstate, msg, sizeof(msg)))
-		return true;
-	snprintf(res->msg, sizeof(res->msg),
-			 "could not check the source of segments: %s", msg);
-	return false;
-}
-
-/*
- * May segments for job come from cur?  Returns true if cur is the
- * recorded source (recording it first if there is none) on a timeline
- * that may be used; otherwise fills *res with the failure: LF006 for
- * another source, LF007 for an unconfirmed new timeline.
- */
-static bool
-leaf_source_check(const LeafSourceIdent *cur, const LeafLoadJob *job,
-				  LeafLoadResult *res)
-{
-	LeafSourceCheck c;
-
-	/*
-	 * Checked already.  Before ALTER EXTENSION leaf UPDATE to 1.1 there is
-	 * no timeline to record; check again now and then, so that it is
-	 * recorded soon after the update.
-	 */
-	if (leaf_checked && leaf_checked_extoid == job->extoid &&
-		leaf_same_source(&leaf_checked_ident, cur) &&
-		leaf_checked_ident.timeline == cur->timeline &&
-		(leaf_checked_tl ||
-		 !TimestampDifferenceExceeds(leaf_checked_at, GetCurrentTimestamp(),
-									 leaf_tag_refresh_ms)))
-		return true;
-
-	memset(&c, 0, sizeof(c));
-	c.cur = cur;
-	c.write = true;
-	if (!leaf_source_run(&c, res))
-	{
-		res->status = LEAF_LOAD_FAILED;
-		return false;
-	}
-	if (c.extoid != job->extoid)
-	{
-		res->status = LEAF_LOAD_EXT_GONE;
-		return false;
-	}
-	if (!c.same || c.promoted)
-	{
-		leaf_checked = false;
-		leaf_refused = true;
-		leaf_refused_timeline = c.same;
-		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = c.same ? ERRCODE_LEAF_ALLOC_PROMOTED :
-			ERRCODE_LEAF_ALLOC_SOURCE_CHANGED;
-		strlcpy(res->msg, c.detail, sizeof(res->msg));
-		return false;
-	}
-	leaf_checked_ident = *cur;
-	leaf_checked_extoid = c.extoid;
-	leaf_checked = true;
-	leaf_checked_tl = c.have_tl;
-	leaf_checked_at = GetCurrentTimestamp();
-	leaf_refused = false;
-	leaf_refused_timeline = false;
-	return true;
-}
-
-/*
- * Before a load from this database's own leaf_alloc: the same check, on
- * this server's timeline.
- */
-bool
-leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res)
-{
-	LeafSourceIdent local;
-
-	/* a connection left from fleet mode is of no more use */
-	if (leaf_conn != NULL)
-		leaf_remote_disconnect();
-
-	memset(&local, 0, sizeof(local));
-	local.remote = false;
-	local.dboid = MyDatabaseId;
-	local.timeline = GetWALInsertionTimeLine();
-	return leaf_source_check(&local, job, res);
-}
-
-/*
- * Raise the error of a refused change of allocation database, for a
- * caller waiting for a segment of tag; detail comes from the allocator.
- */
-void
-leaf_report_source_changed(const char *tag, const char *detail)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_LEAF_ALLOC_SOURCE_CHANGED),
-			 errmsg("refusing to draw segments of biz_tag \"%s\" from another allocation database",
-					tag),
-			 superuser() ?
-			 errdetail_internal("%s", detail) :
-			 errdetail("This database drew its segments from another allocation database before."),
-			 errhint("Once every max_id in the new leaf_alloc lies above every ID handed out before, a superuser confirms the change with SELECT leaf_alloc_source_confirm(); the table leaf_alloc_source shows both.")));
-}
-
-/*
- * Raise the error of a load refused because the allocation database is on
- * a timeline that is not confirmed; msg comes from the allocator.
- */
-void
-leaf_report_promoted(const char *tag, const char *msg)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_LEAF_ALLOC_PROMOTED),
-			 errmsg_internal("%s", msg),
-			 errdetail("biz_tag \"%s\" has no segment left, and the last allocations before the promotion or restore may be missing from leaf_alloc.",
-					   tag),
-			 errhint("Once every max_id in leaf_alloc lies above every ID handed out before, a superuser confirms with SELECT leaf_alloc_source_confirm(); see \"leaf.alloc_failover\".")));
+	RESUME_CANCEL_INTERRUPTS();
+	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
 /*
@@ -1245,30 +781,10 @@ leaf_remote_tags_read(HTAB *tags, char *errbuf, size_t errlen)
 
 	/*
 	 * The tags of an allocation database that is not (yet) confirmed do
-	 * not decide which slots to free.  This runs in the caller's
-	 * transaction, so it only reads what is recorded.
+	 * not decide which slots to free.
 	 */
-	if (!leaf_checked || !leaf_same_source(&leaf_checked_ident, &leaf_remote_ident) ||
-		leaf_checked_ident.timeline != leaf_remote_ident.timeline)
-	{
-		LeafSourceCheck c;
-
-		memset(&c, 0, sizeof(c));
-		c.cur = &leaf_remote_ident;
-		leaf_source_check_txn(&c);
-		if (c.recorded && !c.same)
-		{
-			snprintf(errbuf, errlen,
-					 "the allocation database changed and the change is not confirmed: %s",
-					 c.detail);
-			return false;
-		}
-		if (c.promoted)
-		{
-			snprintf(errbuf, errlen, "%s", c.detail);
-			return false;
-		}
-	}
+	if (!leaf_source_recorded_ok(&leaf_remote_ident, errbuf, errlen))
+		return false;
 
 	snprintf(sql, sizeof(sql), "SELECT biz_tag FROM %s", leaf_qual_table);
 	r = leaf_remote_exec(sql, 0, NULL, errbuf, errlen);
@@ -1293,10 +809,11 @@ leaf_remote_tags_read(HTAB *tags, char *errbuf, size_t errlen)
 }
 
 /*
- * The list of tags, with any error scrubbed of secrets.
+ * The list of tags, with any error scrubbed of secrets.  (nsp, leaf's
+ * schema in this database, is for the local source.)
  */
-bool
-leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen)
+static bool
+leaf_remote_tags(Oid nsp, HTAB *tags, char *errbuf, size_t errlen)
 {
 	bool		ok = leaf_remote_tags_read(tags, errbuf, errlen);
 
@@ -1306,21 +823,23 @@ leaf_remote_tags(HTAB *tags, char *errbuf, size_t errlen)
 }
 
 /*
- * Describe where segments come from: "local", or host:port/dbname of the
- * current connection (never the password), or the fact that there is
- * none; and whether a change of source waits for confirmation.
+ * Describe where segments come from: host:port/dbname of the current
+ * connection (never the password), or the fact that there is none; and
+ * whether a change of source waits for confirmation.
  */
-void
-leaf_remote_source(char *buf, size_t len)
+static void
+leaf_remote_describe(char *buf, size_t len)
 {
-	const char *refused = !leaf_refused ? "" :
-		leaf_refused_timeline ? " (new timeline not confirmed)" :
-		" (change not confirmed)";
-
-	if (!leaf_remote_enabled())
-		snprintf(buf, len, "local%s", refused);
-	else if (leaf_conn != NULL && PQstatus(leaf_conn) == CONNECTION_OK)
-		snprintf(buf, len, "remote %s%s", leaf_remote_ident.address, refused);
+	if (leaf_conn != NULL && PQstatus(leaf_conn) == CONNECTION_OK)
+		snprintf(buf, len, "remote %s%s", leaf_remote_ident.address,
+				 leaf_source_refusal());
 	else
 		snprintf(buf, len, "remote (not connected)");
 }
+
+const LeafAllocSource leaf_remote_source = {
+	.load = leaf_remote_load,
+	.tags = leaf_remote_tags,
+	.describe = leaf_remote_describe,
+	.remote = true,
+};

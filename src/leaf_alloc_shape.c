@@ -27,7 +27,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
-#include "leaf.h"
+#include "leaf_alloc.h"
 
 typedef struct LeafColumnShape
 {

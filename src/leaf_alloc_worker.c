@@ -4,15 +4,17 @@
  *	  The allocator: a background worker per database that loads segments.
  *
  * A backend that needs the worker of its database and finds none starts
- * it as a dynamic background worker.  The worker connects to that
- * database and loops: it loads the segments callers asked for, each in a
- * transaction of its own that is committed before the segment is
- * published in shared memory (with synchronous_commit at least "on",
- * whatever the setting; a commit that is not flushed, or not confirmed by
- * the synchronous standbys because its wait was cancelled, is never
- * published), and now and then frees the slots of tags
- * that were deleted from leaf_alloc.  When the extension is dropped, the
- * worker frees the database's slots and exits.
+ * it as a dynamic background worker (leaf_alloc_slots.c keeps a slot per
+ * database).  The worker connects to that database and loops: it loads
+ * the segments callers asked for from the source in use, this database's
+ * leaf_alloc (leaf_alloc_local.c) or another server's (fleet mode,
+ * leaf_alloc_remote.c), each in a transaction of its own that is
+ * committed before the segment is published in shared memory (with
+ * synchronous_commit at least "on", whatever the setting; a commit that
+ * is not flushed, or not confirmed by the synchronous standbys because
+ * its wait was cancelled, is never published), and now and then frees
+ * the slots of tags that were deleted from leaf_alloc.  When the
+ * extension is dropped, the worker frees the database's slots and exits.
  *
  * A failed load is recorded in the tag's slot.  Failures that retrying
  * cannot mend (tag deleted, bigint range used up, max_id moved back) end
@@ -24,31 +26,28 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "access/xlog.h"
 #include "commands/dbcommands.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
-#include "replication/syncrep.h"
-#include "replication/walsender.h"
-#include "replication/walsender_private.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
-#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/ps_status.h"
-#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/wait_event.h"
 
-#include "leaf.h"
+#include "leaf_alloc.h"
+#include "leaf_alloc_slots.h"
+#include "leaf_compat.h"
+#include "leaf_errcodes.h"
+#include "leaf_segment.h"
+#include "leaf_segment_shmem.h"
 
 /* How long to wait before retrying a load that failed. */
 #define LEAF_RETRY_MS			500
@@ -62,57 +61,29 @@ static Oid	leaf_worker_dboid = InvalidOid;
 static char leaf_worker_dbname[NAMEDATALEN];
 
 /*
- * A database command (DROP DATABASE and the like, see leaf_utility.c) asks
+ * A database command (DROP DATABASE and the like, see leaf_ddl.c) asks
  * the worker to exit by setting stop_requested in its slot, then sending
- * SIGTERM.  Such a stop is routine: the worker ends what it is doing and
- * exits with a LOG line, instead of the FATAL "terminating background
- * worker ... due to administrator command" of die(), which other SIGTERMs
- * (pg_terminate_backend, shutdown) still get.
+ * SIGTERM (leaf_stop_alloc_worker).  Such a stop is routine: the worker
+ * ends what it is doing and exits with a LOG line, instead of the FATAL
+ * "terminating background worker ... due to administrator command" of
+ * die(), which other SIGTERMs (pg_terminate_backend, shutdown) still get.
  */
-static volatile LeafWorkerSlot *leaf_my_slot = NULL;
-static volatile sig_atomic_t leaf_stop_pending = false;
-static volatile sig_atomic_t leaf_in_xact = false;	/* in leaf_in_transaction */
-
 static void
 leaf_worker_sigterm(SIGNAL_ARGS)
 {
 	int			save_errno = errno;
 
-	/*
-	 * stop_requested is read without the spinlock, which a signal handler
-	 * must not take: it was set before the kill() that got us here.
-	 */
-	if (leaf_my_slot != NULL && leaf_my_slot->stop_requested)
+	/* a signal handler takes no lock: see leaf_alloc_slot_stop_requested */
+	if (leaf_alloc_slot_stop_requested())
 	{
-		leaf_stop_pending = true;
-
-		/*
-		 * A load's transaction may be waiting (a row lock, the synchronous
-		 * standbys): cancel it as a query cancel would.  Its segment is
-		 * then not used.  Outside a transaction, a cancel has nothing to
-		 * end, and its ERROR would be FATAL.
-		 */
-		if (leaf_in_xact)
-		{
-			QueryCancelPending = true;
-			InterruptPending = true;
-		}
+		/* ends a load's transaction too (see leaf_alloc_request_stop) */
+		leaf_alloc_request_stop();
 		SetLatch(MyLatch);
 	}
 	else
 		die(LEAF_SIGNAL_ARGS);
 
 	errno = save_errno;
-}
-
-/*
- * Has a database command asked this worker to exit?  Waits in the middle
- * of a load (fleet mode) give up when it has.
- */
-bool
-leaf_alloc_worker_stopping(void)
-{
-	return leaf_stop_pending;
 }
 
 static void
@@ -138,110 +109,6 @@ leaf_worker_interrupts(void)
 	CHECK_FOR_INTERRUPTS();
 }
 
-void
-leaf_launch_alloc_worker(Oid dboid)
-{
-	BackgroundWorker worker;
-	LeafWorkerSlot *w;
-	bool		ok;
-	char	   *dbname;
-
-	TimestampTz now = GetCurrentTimestamp();
-
-	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
-	w = leaf_worker_slot_for(dboid);
-	if (w != NULL)
-	{
-		pid_t		pid;
-		TimestampTz started;
-
-		SpinLockAcquire(&leaf_seg->mutex);
-		pid = w->pid;
-		started = w->started;
-		SpinLockRelease(&leaf_seg->mutex);
-		/* a launch that never came up is replaced after 10 s */
-		if (pid != 0 ||
-			!TimestampDifferenceExceeds(started, now, 10 * 1000))
-		{
-			LWLockRelease(leaf_seg->lock);
-			return;
-		}
-	}
-	else
-		w = leaf_worker_slot_for(InvalidOid);
-	if (w == NULL)
-	{
-		LWLockRelease(leaf_seg->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("too many databases use leaf segment mode"),
-				 errdetail("Each database has an allocator worker of its own, and %d are running.",
-						   leaf_max_databases),
-				 errhint("Increase \"leaf.max_databases\" and restart the server.")));
-	}
-	SpinLockAcquire(&leaf_seg->mutex);
-	w->dboid = dboid;
-	w->pid = 0;
-	w->latch = NULL;
-	w->started = now;
-	w->stop_requested = false;
-	SpinLockRelease(&leaf_seg->mutex);
-	LWLockRelease(leaf_seg->lock);
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "leaf");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "leaf_alloc_worker_main");
-	/* the process title: the caller is in a transaction of that database */
-	dbname = IsTransactionState() ? get_database_name(dboid) : NULL;
-	if (dbname != NULL)
-		snprintf(worker.bgw_name, BGW_MAXLEN,
-				 "leaf allocator for database \"%s\"", dbname);
-	else
-		snprintf(worker.bgw_name, BGW_MAXLEN,
-				 "leaf allocator for database with OID %u", dboid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "leaf allocator");
-	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
-	worker.bgw_notify_pid = 0;
-
-	ok = RegisterDynamicBackgroundWorker(&worker, NULL);
-	if (!ok)
-	{
-		LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
-		if (w->dboid == dboid && w->pid == 0)
-			w->dboid = InvalidOid;
-		LWLockRelease(leaf_seg->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("could not start the leaf allocator worker"),
-				 errhint("Consider increasing configuration parameter \"max_worker_processes\".")));
-	}
-}
-
-/*
- * Give this worker's slot in the registry back, if it still holds it.
- * Caller holds leaf_seg->lock exclusively.
- */
-static void
-leaf_release_worker_slot(void)
-{
-	LeafWorkerSlot *w;
-
-	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
-	w = leaf_worker_slot_for(leaf_worker_dboid);
-	if (w != NULL && w->pid == MyProcPid)
-	{
-		SpinLockAcquire(&leaf_seg->mutex);
-		w->pid = 0;
-		w->latch = NULL;
-		SpinLockRelease(&leaf_seg->mutex);
-		w->dboid = InvalidOid;
-	}
-}
-
 /*
  * Does a tag slot wait for a load by this worker?  Caller holds the
  * slot's mutex.
@@ -253,252 +120,14 @@ leaf_slot_wants_load(const LeafTagSlot *slot)
 		slot->loading && !slot->next_ready;
 }
 
-static void
-leaf_worker_detach(int code, Datum arg)
-{
-	leaf_my_slot = NULL;
-	LWLockReleaseAll();
-	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
-	leaf_release_worker_slot();
-	LWLockRelease(leaf_seg->lock);
-}
-
-
 /*
- * The step of the next load, as Leaf computes it: the table's step for
- * the first two loads and whenever the table's step was changed; after
- * that, doubled if the last segment lasted less than
- * leaf.segment_duration (up to LEAF_MAX_DYNAMIC_STEP), halved if it
- * lasted twice as long or more, never below the table's step.
+ * The source of segments, as leaf.alloc_conninfo says now (a reload may
+ * change it between two loads).
  */
-static int64
-leaf_dynamic_step(const LeafLoadJob *job, int32 row_step, TimestampTz now)
+static const LeafAllocSource *
+leaf_source(void)
 {
-	int64		step;
-	int64		lasted_ms;
-
-	if (job->nloads < 2 || row_step != job->min_step)
-		return row_step;
-
-	step = job->step;
-	lasted_ms = (now - job->last_load) / 1000;
-	if (lasted_ms < leaf_segment_duration_ms)
-	{
-		if (step * 2 <= LEAF_MAX_DYNAMIC_STEP)
-			step *= 2;
-	}
-	else if (lasted_ms >= 2 * (int64) leaf_segment_duration_ms)
-	{
-		if (step / 2 >= row_step)
-			step /= 2;
-	}
-	return Max(step, row_step);
-}
-
-/*
- * Given the row of a tag (max_id and step, read under a row lock), decide
- * the next segment.  Returns false, with a final failure in *res, when no
- * segment may be taken; otherwise res->start and res->size say what to
- * take and max_id must be set to res->db_max_id.
- */
-bool
-leaf_plan_segment(const LeafLoadJob *job, int64 max_id, int32 row_step,
-				  LeafLoadResult *res)
-{
-	int64		size;
-
-	res->min_step = row_step;
-	if (row_step <= 0)
-	{
-		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
-		snprintf(res->msg, sizeof(res->msg),
-				 "step of biz_tag \"%s\" is %d, but it must be positive",
-				 job->tag, row_step);
-		return false;
-	}
-	if (job->db_max_id != PG_INT64_MIN && max_id < job->db_max_id)
-	{
-		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = ERRCODE_LEAF_MAX_ID_BACKWARDS;
-		snprintf(res->msg, sizeof(res->msg),
-				 "max_id of biz_tag \"%s\" moved backwards from " INT64_FORMAT
-				 " to " INT64_FORMAT "; was the tag deleted and added again?",
-				 job->tag, job->db_max_id, max_id);
-		return false;
-	}
-
-	res->step = leaf_dynamic_step(job, row_step, GetCurrentTimestamp());
-	size = Max(res->step, job->want);
-
-	/*
-	 * Near the end of the bigint range the dynamic step may be more than
-	 * is left: the last segment is what is left, down to the table's step
-	 * (or what the caller asked for).
-	 */
-	if (max_id >= 0 && max_id > PG_INT64_MAX - size &&
-		PG_INT64_MAX - max_id >= Max(row_step, job->want))
-		size = PG_INT64_MAX - max_id;
-	if (max_id > PG_INT64_MAX - size)
-	{
-		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED;
-		snprintf(res->msg, sizeof(res->msg),
-				 "biz_tag \"%s\" has run out of IDs: max_id " INT64_FORMAT
-				 " plus a step of " INT64_FORMAT " is past the bigint range",
-				 job->tag, max_id, size);
-		return false;
-	}
-	res->status = LEAF_LOAD_OK;
-	res->start = max_id;
-	res->size = size;
-	res->db_max_id = max_id + size;
-	return true;
-}
-
-/*
- * The two statements of a local load, planned once and kept for the life
- * of the worker (the plan cache replans them after DDL).  They are built
- * again if the extension moves to another schema.
- */
-static SPIPlanPtr leaf_select_plan = NULL;
-static SPIPlanPtr leaf_exists_plan = NULL;
-static SPIPlanPtr leaf_update_plan = NULL;
-static Oid	leaf_plans_nsp = InvalidOid;
-
-static void
-leaf_prepare_plans(Oid nsp)
-{
-	Oid			argtypes[2] = {TEXTOID, INT8OID};
-	const char *qual = quote_identifier(get_namespace_name(nsp));
-	SPIPlanPtr	sel;
-	SPIPlanPtr	exists;
-	SPIPlanPtr	upd;
-
-	if (leaf_select_plan != NULL && leaf_plans_nsp == nsp)
-		return;
-
-	/*
-	 * SKIP LOCKED: a row that a caller's transaction holds must not hold up
-	 * the loads of the other tags behind it (the tag is retried later).
-	 */
-	sel = SPI_prepare(psprintf("SELECT max_id, step FROM %s.leaf_alloc "
-							   "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar "
-							   "FOR UPDATE SKIP LOCKED", qual), 1, argtypes);
-	exists = SPI_prepare(psprintf("SELECT 1 FROM %s.leaf_alloc "
-								  "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
-								  qual), 1, argtypes);
-	upd = SPI_prepare(psprintf("UPDATE %s.leaf_alloc SET max_id = $2 "
-							   "WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
-							   qual), 2, argtypes);
-	if (sel == NULL || exists == NULL || upd == NULL)
-		elog(ERROR, "could not prepare the statements of a load: %s",
-			 SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(sel) != 0 || SPI_keepplan(exists) != 0 ||
-		SPI_keepplan(upd) != 0)
-		elog(ERROR, "could not keep the statements of a load");
-
-	if (leaf_select_plan != NULL)
-		SPI_freeplan(leaf_select_plan);
-	if (leaf_exists_plan != NULL)
-		SPI_freeplan(leaf_exists_plan);
-	if (leaf_update_plan != NULL)
-		SPI_freeplan(leaf_update_plan);
-	leaf_select_plan = sel;
-	leaf_exists_plan = exists;
-	leaf_update_plan = upd;
-	leaf_plans_nsp = nsp;
-}
-
-/*
- * The synchronous replication wait mode the last local load committed
- * with, read inside its transaction (SET LOCAL below ends with it).
- */
-static int	leaf_commit_wait_mode = SYNC_REP_WAIT_FLUSH;
-
-/*
- * Move leaf_alloc.max_id up for one tag in the local database.  Runs
- * inside the caller's transaction; errors are thrown.
- */
-static void
-leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
-{
-	Oid			extoid;
-	Oid			nsp;
-	Datum		args[2];
-	bool		isnull;
-	int64		max_id;
-	int32		row_step;
-
-	/*
-	 * A segment must be durable, and on the synchronous standbys if there
-	 * are any, before any of its IDs is handed out.  So every load commits
-	 * with synchronous_commit at least "on", as if by SET LOCAL, whatever
-	 * the setting is now (a reload may have changed it since the last
-	 * load).  leaf_commit_confirmed() checks the outcome after the commit.
-	 */
-	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_FLUSH)
-		(void) set_config_option("synchronous_commit", "on",
-								 PGC_SUSET, PGC_S_SESSION,
-								 GUC_ACTION_LOCAL, true, 0, false);
-	leaf_commit_wait_mode = (synchronous_commit == SYNCHRONOUS_COMMIT_REMOTE_APPLY) ?
-		SYNC_REP_WAIT_APPLY : SYNC_REP_WAIT_FLUSH;
-
-	nsp = leaf_extension_namespace(&extoid);
-	if (!OidIsValid(extoid) || extoid != job->extoid)
-	{
-		res->status = LEAF_LOAD_EXT_GONE;
-		return;
-	}
-	/* never read a column as a type it no longer has */
-	if (!leaf_alloc_shape_ok(nsp, res->msg, sizeof(res->msg)))
-	{
-		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = ERRCODE_LEAF_ALLOC_SHAPE;
-		return;
-	}
-	leaf_prepare_plans(nsp);
-
-	args[0] = CStringGetTextDatum(job->tag);
-	if (SPI_execute_plan(leaf_select_plan, args, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read leaf_alloc");
-	if (SPI_processed == 0)
-	{
-		/* gone, or locked by another transaction? */
-		if (SPI_execute_plan(leaf_exists_plan, args, NULL, true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not read leaf_alloc");
-		if (SPI_processed == 0)
-		{
-			res->status = LEAF_LOAD_TAG_GONE;
-			return;
-		}
-		res->status = LEAF_LOAD_FAILED;
-		res->sqlstate = ERRCODE_LOCK_NOT_AVAILABLE;
-		snprintf(res->msg, sizeof(res->msg),
-				 "the row of biz_tag \"%s\" in leaf_alloc is locked by another transaction",
-				 job->tag);
-		return;
-	}
-	/* the plan was made for the columns checked above; make sure */
-	if (SPI_gettypeid(SPI_tuptable->tupdesc, 1) != INT8OID ||
-		SPI_gettypeid(SPI_tuptable->tupdesc, 2) != INT4OID)
-		elog(ERROR, "leaf_alloc.max_id or leaf_alloc.step changed type during a load");
-	max_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-										 SPI_tuptable->tupdesc, 1, &isnull));
-	if (isnull)
-		elog(ERROR, "leaf_alloc.max_id of biz_tag \"%s\" is NULL", job->tag);
-	row_step = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-										   SPI_tuptable->tupdesc, 2, &isnull));
-	if (isnull)
-		elog(ERROR, "leaf_alloc.step of biz_tag \"%s\" is NULL", job->tag);
-
-	if (!leaf_plan_segment(job, max_id, row_step, res))
-		return;
-
-	args[1] = Int64GetDatum(res->db_max_id);
-	if (SPI_execute_plan(leaf_update_plan, args, NULL, false, 0) != SPI_OK_UPDATE ||
-		SPI_processed != 1)
-		elog(ERROR, "could not update leaf_alloc");
+	return leaf_remote_enabled() ? &leaf_remote_source : &leaf_local_source;
 }
 
 /*
@@ -516,7 +145,7 @@ leaf_log_failure(const LeafLoadJob *job, const LeafLoadResult *res)
 
 	if (res->status != LEAF_LOAD_FAILED && res->status != LEAF_LOAD_FINAL)
 		return;
-	if (leaf_stop_pending)
+	if (leaf_alloc_stopping())
 		return;					/* cut short on purpose */
 	now = GetCurrentTimestamp();
 	if (strcmp(last_msg, res->msg) == 0 &&
@@ -544,150 +173,9 @@ static void
 leaf_report_source(void)
 {
 	char		source[LEAF_SOURCE_LEN];
-	LeafWorkerSlot *w;
 
-	leaf_remote_source(source, sizeof(source));
-
-	LWLockAcquire(leaf_seg->lock, LW_SHARED);
-	w = leaf_worker_slot_for(leaf_worker_dboid);
-	if (w != NULL)
-	{
-		SpinLockAcquire(&leaf_seg->mutex);
-		if (w->pid == MyProcPid)
-			strlcpy(w->source, source, sizeof(w->source));
-		SpinLockRelease(&leaf_seg->mutex);
-	}
-	LWLockRelease(leaf_seg->lock);
-}
-
-/*
- * Run fn(arg) in a transaction of its own, with SPI connected and a
- * snapshot set.  Returns true once the transaction has committed;
- * otherwise it has been rolled back, and the error's SQLSTATE and message
- * are in *sqlstate and errbuf.  An error never leaves this function, so a
- * failure does not end the worker.
- */
-bool
-leaf_in_transaction(void (*fn) (void *arg), void *arg, const char *activity,
-					int *sqlstate, char *errbuf, size_t errlen)
-{
-	MemoryContext oldcxt = CurrentMemoryContext;
-	volatile bool ok = false;
-
-	leaf_in_xact = true;
-	PG_TRY();
-	{
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		PushActiveSnapshot(GetTransactionSnapshot());
-		pgstat_report_activity(STATE_RUNNING, activity);
-
-		fn(arg);
-
-		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		pgstat_report_stat(false);
-		pgstat_report_activity(STATE_IDLE, NULL);
-		ok = true;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		pgstat_report_activity(STATE_IDLE, NULL);
-
-		*sqlstate = edata->sqlerrcode;
-		strlcpy(errbuf, edata->message ? edata->message : "unknown error",
-				errlen);
-		FreeErrorData(edata);
-	}
-	PG_END_TRY();
-
-	/* a cancel meant for this transaction must not outlive it */
-	leaf_in_xact = false;
-	if (leaf_stop_pending)
-		QueryCancelPending = false;
-
-	return ok;
-}
-
-/*
- * After a local load has committed: is its commit record flushed here and,
- * when synchronous replication is in effect, confirmed by the synchronous
- * standbys?  A commit whose wait for the standbys was cancelled (query
- * cancel, terminate, or a worker stopped by a DDL command) has committed
- * locally all the same, with only a WARNING; its segment might be lost in
- * a failover, so it must not be used.  Returns false, with the reason in
- * res, in that case.
- */
-static bool
-leaf_commit_confirmed(const LeafLoadJob *job, LeafLoadResult *res)
-{
-	XLogRecPtr	lsn = XactLastCommitEnd;
-	XLogRecPtr	confirmed = InvalidXLogRecPtr;
-	bool		sync_defined;
-
-	if (XLogRecPtrIsInvalid(lsn))
-		return true;			/* nothing was written */
-
-	/* durable here, even if the commit somehow did not wait for it */
-	if (GetFlushRecPtr(NULL) < lsn)
-		XLogFlush(lsn);
-
-	if (max_wal_senders == 0 || WalSndCtl == NULL)
-		return true;
-	LWLockAcquire(SyncRepLock, LW_SHARED);
-#ifdef SYNC_STANDBY_DEFINED
-	/* 15.14 and later: as SyncRepWaitForLSN decides whether to wait */
-	if (WalSndCtl->sync_standbys_status & SYNC_STANDBY_INIT)
-		sync_defined = (WalSndCtl->sync_standbys_status & SYNC_STANDBY_DEFINED) != 0;
-	else
-		sync_defined = (SyncRepStandbyNames != NULL &&
-						SyncRepStandbyNames[0] != '\0');
-#else
-	sync_defined = WalSndCtl->sync_standbys_defined;
-#endif
-	if (sync_defined)
-		confirmed = WalSndCtl->lsn[leaf_commit_wait_mode];
-	LWLockRelease(SyncRepLock);
-
-	/*
-	 * Core releases every waiter when synchronous_standby_names is
-	 * emptied, and then sync_standbys_defined is false: no standby is
-	 * synchronous, and the local flush is all that is promised.
-	 */
-	if (!sync_defined || confirmed >= lsn)
-		return true;
-
-	res->status = LEAF_LOAD_FAILED;
-	res->sqlstate = ERRCODE_LEAF_ALLOC_FAILED;
-	snprintf(res->msg, sizeof(res->msg),
-			 "segment of biz_tag \"%s\" below " INT64_FORMAT " was committed"
-			 " but not confirmed by the synchronous standbys (the wait was"
-			 " cancelled); it is not used",
-			 job->tag, res->db_max_id);
-	return false;
-}
-
-typedef struct LeafLocalLoad
-{
-	const LeafLoadJob *job;
-	LeafLoadResult *res;
-} LeafLocalLoad;
-
-static void
-leaf_alloc_local_txn(void *arg)
-{
-	LeafLocalLoad *l = (LeafLocalLoad *) arg;
-
-	leaf_alloc_local(l->job, l->res);
+	leaf_source()->describe(source, sizeof(source));
+	leaf_alloc_slot_report_source(source);
 }
 
 /*
@@ -700,31 +188,7 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 	memset(res, 0, sizeof(*res));
 	res->status = LEAF_LOAD_FAILED;
 
-	if (leaf_remote_enabled())
-	{
-		pgstat_report_activity(STATE_RUNNING, "leaf: loading a remote segment");
-		/* not in a transaction: a cancel would be FATAL (see above) */
-		HOLD_CANCEL_INTERRUPTS();
-		leaf_remote_load(job, res);
-		RESUME_CANCEL_INTERRUPTS();
-		pgstat_report_activity(STATE_IDLE, NULL);
-	}
-	else if (leaf_local_source_check(job, res))
-	{
-		LeafLocalLoad l = {job, res};
-
-		if (!leaf_in_transaction(leaf_alloc_local_txn, &l,
-								 "leaf: loading a segment",
-								 &res->sqlstate, res->msg, sizeof(res->msg)))
-			res->status = LEAF_LOAD_FAILED;
-		else if (res->status == LEAF_LOAD_OK &&
-				 leaf_commit_confirmed(job, res))
-		{
-			/* a primary's timeline stays the same while it runs */
-			res->timeline = GetWALInsertionTimeLine();
-			strlcpy(res->server, "local", sizeof(res->server));
-		}
-	}
+	leaf_source()->load(job, res);
 	leaf_report_source();
 	leaf_log_failure(job, res);
 }
@@ -787,18 +251,17 @@ leaf_publish(const LeafLoadJob *job, const LeafLoadResult *res)
  * background worker process back, so that idle databases do not use up
  * max_worker_processes; the next load asked for starts a new one
  * (leaf_wake_worker).  The cached segments stay in shared memory and are
- * served meanwhile.  The worker slot is given up under the exclusive
- * lock, after a last look for loads asked for: a caller that asks later
- * takes the lock after us, finds no worker, and launches one.  Returns
- * false if a load was asked for after all.
+ * served meanwhile.  The worker slot is given up after a last look for
+ * loads asked for, under the lock of the registry (see
+ * leaf_alloc_slot_give_up): a caller that asks later finds no worker, and
+ * launches one.
  */
 static bool
-leaf_worker_give_up_slot(void)
+leaf_loads_wanted(void)
 {
 	bool		pending = false;
 	int			i;
 
-	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
 	for (i = 0; i < leaf_slots_in_use() && !pending; i++)
 	{
 		LeafTagSlot *slot = &leaf_seg->slots[i];
@@ -807,10 +270,7 @@ leaf_worker_give_up_slot(void)
 		pending = leaf_slot_wants_load(slot);
 		SpinLockRelease(&slot->mutex);
 	}
-	if (!pending)
-		leaf_release_worker_slot();
-	LWLockRelease(leaf_seg->lock);
-	return !pending;
+	return pending;
 }
 
 /*
@@ -901,7 +361,7 @@ leaf_do_loads(void)
 			LeafLoadResult res;
 
 			leaf_worker_interrupts();
-			if (leaf_stop_pending)
+			if (leaf_alloc_stopping())
 				leaf_worker_stop();
 			if (unreachable != NULL)
 			{
@@ -963,11 +423,12 @@ leaf_refresh_tags_txn(void *arg)
 		*ext_exists = false;
 	else
 	{
-		char	   *sql;
+		const LeafAllocSource *src = leaf_source();
 		HASHCTL		ctl;
 		HTAB	   *tags;
-		uint64		i;
-		bool		have_tags = true;
+		char		err[LEAF_ERRMSG_LEN];
+		int			i;
+		bool		have_tags;
 
 		/* slots of a dropped and re-created extension */
 		leaf_free_own_slots(extoid);
@@ -979,33 +440,14 @@ leaf_refresh_tags_txn(void *arg)
 		tags = hash_create("leaf tags", 64, &ctl,
 						   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
-		if (leaf_remote_enabled())
-		{
-			char		err[LEAF_ERRMSG_LEN];
-
-			/* keep every slot while the list cannot be read */
-			have_tags = leaf_remote_tags(tags, err, sizeof(err));
-			leaf_report_source();
-			if (!have_tags)
-				ereport(LOG,
-						(errmsg("leaf allocator could not check biz_tags"),
-						 errdetail_internal("%s", err)));
-		}
-		else
-		{
-			sql = psprintf("SELECT biz_tag::pg_catalog.text FROM %s.leaf_alloc",
-						   quote_identifier(get_namespace_name(nsp)));
-			if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-				elog(ERROR, "could not read leaf_alloc");
-			for (i = 0; i < SPI_processed; i++)
-			{
-				char	   *t = SPI_getvalue(SPI_tuptable->vals[i],
-											 SPI_tuptable->tupdesc, 1);
-
-				if (t != NULL && strlen(t) <= LEAF_TAG_MAXLEN)
-					(void) hash_search(tags, t, HASH_ENTER, NULL);
-			}
-		}
+		/* keep every slot while the list cannot be read */
+		have_tags = src->tags(nsp, tags, err, sizeof(err));
+		if (src->remote)
+			leaf_report_source();	/* reading it may have connected */
+		if (!have_tags)
+			ereport(LOG,
+					(errmsg("leaf allocator could not check biz_tags"),
+					 errdetail_internal("%s", err)));
 
 		for (i = 0; i < leaf_slots_in_use(); i++)
 		{
@@ -1058,7 +500,7 @@ leaf_refresh_tags(void)
 							 "leaf: checking biz_tags",
 							 &sqlstate, err, sizeof(err)))
 	{
-		if (leaf_stop_pending)
+		if (leaf_alloc_stopping())
 			leaf_worker_stop();
 		ereport(LOG,
 				(errmsg("leaf allocator could not check biz_tags"),
@@ -1072,7 +514,6 @@ leaf_refresh_tags(void)
 void
 leaf_alloc_worker_main(Datum main_arg)
 {
-	LeafWorkerSlot *w;
 	TimestampTz next_refresh;
 
 	leaf_worker_dboid = DatumGetObjectId(main_arg);
@@ -1082,25 +523,11 @@ leaf_alloc_worker_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 
 	/* take this database's worker slot */
-	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
-	w = leaf_worker_slot_for(leaf_worker_dboid);
-	if (w == NULL)
-		w = leaf_worker_slot_for(InvalidOid);
-	if (w == NULL || (w->pid != 0 && w->pid != MyProcPid))
+	if (!leaf_alloc_slot_attach(leaf_worker_dboid))
 	{
 		/* another worker serves this database, or there is no room */
-		LWLockRelease(leaf_seg->lock);
 		proc_exit(0);
 	}
-	SpinLockAcquire(&leaf_seg->mutex);
-	w->dboid = leaf_worker_dboid;
-	w->pid = MyProcPid;
-	w->latch = MyLatch;
-	w->stop_requested = false;
-	leaf_my_slot = w;			/* before a DDL command can see our pid */
-	SpinLockRelease(&leaf_seg->mutex);
-	LWLockRelease(leaf_seg->lock);
-	before_shmem_exit(leaf_worker_detach, (Datum) 0);
 
 	/*
 	 * A database that stopped allowing connections (ALTER DATABASE ...
@@ -1137,7 +564,7 @@ leaf_alloc_worker_main(Datum main_arg)
 
 	/*
 	 * A caller holding a row of leaf_alloc must not stall the worker.
-	 * (synchronous_commit is forced for each load: see leaf_alloc_local.)
+	 * (synchronous_commit is forced for each load: see leaf_alloc_local.c.)
 	 */
 	SetConfigOption("lock_timeout", "1000", PGC_SUSET, PGC_S_OVERRIDE);
 
@@ -1166,7 +593,7 @@ leaf_alloc_worker_main(Datum main_arg)
 
 		ResetLatch(MyLatch);
 		leaf_worker_interrupts();
-		if (leaf_stop_pending)
+		if (leaf_alloc_stopping())
 			leaf_worker_stop();
 		if (ConfigReloadPending)
 		{
@@ -1200,7 +627,7 @@ leaf_alloc_worker_main(Datum main_arg)
 			now = GetCurrentTimestamp();
 			idle_left = leaf_alloc_idle_timeout_ms -
 				TimestampDifferenceMilliseconds(leaf_last_busy, now);
-			if (idle_left <= 0 && leaf_worker_give_up_slot())
+			if (idle_left <= 0 && leaf_alloc_slot_give_up(leaf_loads_wanted))
 			{
 				ereport(DEBUG1,
 						(errmsg("leaf allocator exiting for database \"%s\": nothing to load for %d ms",

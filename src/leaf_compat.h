@@ -7,15 +7,14 @@
  * The code is written against the newest API; for older majors this file
  * supplies it in terms of what they have.  Every PG_VERSION_NUM test of
  * leaf is here, and nowhere else.  The macros are expanded where they are
- * used, so this file needs no headers beyond postgres.h: a caller includes
- * what the underlying function needs (named with each macro).
+ * used, so this file needs no headers beyond postgres.h, which every .c
+ * file includes first: a caller includes what the underlying function
+ * needs (named with each macro).
  *
  *-------------------------------------------------------------------------
  */
 #ifndef LEAF_COMPAT_H
 #define LEAF_COMPAT_H
-
-#include "postgres.h"
 
 /*
  * 18 replaced pg_attribute_noreturn(), written after the declarator, by

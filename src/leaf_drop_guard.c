@@ -29,6 +29,9 @@
 #include "utils/snapmgr.h"
 
 #include "leaf.h"
+#include "leaf_compat.h"
+#include "leaf_errcodes.h"
+#include "leaf_segment.h"
 
 static object_access_hook_type prev_object_access_hook = NULL;
 

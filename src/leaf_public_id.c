@@ -48,6 +48,7 @@
 #include "utils/guc.h"
 
 #include "leaf.h"
+#include "leaf_errcodes.h"
 #include "leaf_ff1.h"
 
 /* Length of a public ID in base 62: 62^11 > 2^63 > 62^10. */

@@ -27,13 +27,8 @@
  */
 #include "postgres.h"
 
-#include "access/genam.h"
-#include "access/htup_details.h"
-#include "access/table.h"
 #include "access/xlog.h"
-#include "catalog/indexing.h"
 #include "catalog/pg_authid.h"
-#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -45,7 +40,6 @@
 #include "storage/shmem.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
@@ -54,6 +48,13 @@
 #include "utils/wait_event.h"
 
 #include "leaf.h"
+#include "leaf_alloc.h"
+#include "leaf_alloc_slots.h"
+#include "leaf_alloc_source.h"
+#include "leaf_compat.h"
+#include "leaf_errcodes.h"
+#include "leaf_segment.h"
+#include "leaf_segment_shmem.h"
 
 PG_FUNCTION_INFO_V1(leaf_segment_nextval);
 PG_FUNCTION_INFO_V1(leaf_segment_nextvals);
@@ -115,8 +116,6 @@ leaf_segment_shmem_size(void)
 	Size		size;
 
 	size = MAXALIGN(sizeof(LeafSegShared));
-	size = add_size(size, MAXALIGN(mul_size(leaf_max_databases,
-											sizeof(LeafWorkerSlot))));
 	size = add_size(size, mul_size(leaf_max_tags, sizeof(LeafTagSlot)));
 	size = add_size(size, hash_estimate_size(leaf_max_tags,
 											 sizeof(LeafTagEntry)));
@@ -144,8 +143,6 @@ leaf_segment_shmem_startup(void)
 	leaf_tag_hash = NULL;
 
 	size = MAXALIGN(sizeof(LeafSegShared));
-	size = add_size(size, MAXALIGN(mul_size(leaf_max_databases,
-											sizeof(LeafWorkerSlot))));
 	size = add_size(size, mul_size(leaf_max_tags, sizeof(LeafTagSlot)));
 
 	leaf_seg = ShmemInitStruct("leaf segment state", size, &found);
@@ -161,8 +158,6 @@ leaf_segment_shmem_startup(void)
 		ConditionVariableInit(&leaf_seg->cv);
 
 		p += MAXALIGN(sizeof(LeafSegShared));
-		leaf_seg->workers = (LeafWorkerSlot *) p;
-		p += MAXALIGN(mul_size(leaf_max_databases, sizeof(LeafWorkerSlot)));
 		leaf_seg->slots = (LeafTagSlot *) p;
 
 		for (i = 0; i < leaf_max_tags; i++)
@@ -185,92 +180,6 @@ leaf_segment_check_ready(void)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("leaf shared memory is not initialized")));
-}
-
-/*
- * Returns the namespace of the leaf extension in the current database,
- * and its OID in *extoid.  Errors out if the extension is not there.
- */
-Oid
-leaf_extension_namespace(Oid *extoid)
-{
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	Oid			nsp = InvalidOid;
-
-	*extoid = InvalidOid;
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_extname,
-				BTEqualStrategyNumber, F_NAMEEQ,
-				CStringGetDatum("leaf"));
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true,
-							  NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-	{
-		Form_pg_extension ext = (Form_pg_extension) GETSTRUCT(tup);
-
-		*extoid = ext->oid;
-		nsp = ext->extnamespace;
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-
-	return nsp;
-}
-
-/*
- * The worker slot of a database, or NULL.  Caller holds leaf_seg->lock.
- */
-LeafWorkerSlot *
-leaf_worker_slot_for(Oid dboid)
-{
-	int			i;
-
-	for (i = 0; i < leaf_max_databases; i++)
-		if (leaf_seg->workers[i].dboid == dboid)
-			return &leaf_seg->workers[i];
-	return NULL;
-}
-
-/*
- * Wake the allocator worker of a database, starting it if there is none.
- */
-void
-leaf_wake_worker(Oid dboid)
-{
-	LeafWorkerSlot *w;
-	Latch	   *latch = NULL;
-	bool		launch = false;
-
-	TimestampTz started = 0;
-	pid_t		pid = 0;
-
-	LWLockAcquire(leaf_seg->lock, LW_SHARED);
-	w = leaf_worker_slot_for(dboid);
-	if (w == NULL)
-		launch = true;
-	else
-	{
-		SpinLockAcquire(&leaf_seg->mutex);
-		latch = w->latch;
-		pid = w->pid;
-		started = w->started;
-		SpinLockRelease(&leaf_seg->mutex);
-	}
-	LWLockRelease(leaf_seg->lock);
-
-	/* a worker that never came up is replaced after a while */
-	if (w != NULL && pid == 0 &&
-		TimestampDifferenceExceeds(started, GetCurrentTimestamp(), 10 * 1000))
-		launch = true;
-
-	if (latch != NULL)
-		SetLatch(latch);
-	else if (launch)
-		leaf_launch_alloc_worker(dboid);
 }
 
 /*
@@ -458,7 +367,7 @@ leaf_report_tag_not_visible(const char *tag)
 static void
 leaf_check_unverified(const LeafTagKey *key)
 {
-	int			limit = LEAF_UNVERIFIED_PER_DB;
+	int			limit = Max(4, leaf_max_tags / 8);	/* per database */
 	int			n = 0;
 	int			i;
 
@@ -1017,21 +926,11 @@ static const char *
 leaf_source_of(Oid dboid)
 {
 	static char source[LEAF_SOURCE_LEN];
-	LeafWorkerSlot *w;
 
-	source[0] = '\0';
-	LWLockAcquire(leaf_seg->lock, LW_SHARED);
-	w = leaf_worker_slot_for(dboid);
-	if (w != NULL)
-	{
-		SpinLockAcquire(&leaf_seg->mutex);
-		strlcpy(source, w->source, sizeof(source));
-		SpinLockRelease(&leaf_seg->mutex);
-	}
-	LWLockRelease(leaf_seg->lock);
+	leaf_alloc_slot_source(dboid, source, sizeof(source));
 	if (source[0] == '\0')
-		strlcpy(source, (leaf_alloc_conninfo && leaf_alloc_conninfo[0]) ?
-				"remote" : "local", sizeof(source));
+		strlcpy(source, leaf_remote_enabled() ? "remote" : "local",
+				sizeof(source));
 	return source;
 }
 

@@ -55,6 +55,7 @@
 #include "utils/wait_event.h"
 
 #include "leaf.h"
+#include "leaf_errcodes.h"
 #include "leaf_snowflake.h"
 
 

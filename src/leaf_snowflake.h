@@ -9,7 +9,7 @@
 #ifndef LEAF_SNOWFLAKE_H
 #define LEAF_SNOWFLAKE_H
 
-#include "leaf.h"
+#include "leaf_compat.h"
 
 #define LEAF_SF_MAX_WORKER_ID	1023
 #define LEAF_SF_ADDR_LEN		256
@@ -25,7 +25,6 @@ typedef enum LeafSfPhase
 extern int	leaf_sf_worker_id;
 extern char *leaf_sf_zk_hosts;
 extern char *leaf_sf_zk_root;
-extern char *leaf_sf_node_address;
 extern char *leaf_sf_zk_auth;
 extern char *leaf_sf_zk_auth_file;
 extern int64 leaf_sf_epoch_ms;

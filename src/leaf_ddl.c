@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * leaf_utility.c
- *	  Keep allocator workers out of the way of database-level commands.
+ * leaf_ddl.c
+ *	  The ProcessUtility hook: keep allocator workers out of the way of
+ *	  database-level commands.
  *
  * An allocator worker stays connected to its database.  Left alone, it
  * would make DROP DATABASE, ALTER DATABASE ... RENAME and CREATE DATABASE
@@ -19,8 +20,6 @@
  */
 #include "postgres.h"
 
-#include <signal.h>
-
 #include "access/htup_details.h"
 #include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
@@ -32,69 +31,13 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
-#include "utils/wait_event.h"
 
 #include "leaf.h"
+#include "leaf_alloc_slots.h"
+#include "leaf_compat.h"
+#include "leaf_segment.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
-
-/*
- * Stop the allocator worker of a database, and wait (up to 5 s) until it
- * has gone.  A worker that was launched but has not taken its slot yet
- * (pid 0) is waited for, then stopped too: it would connect to the
- * database a moment later.
- */
-static void
-leaf_stop_alloc_worker(Oid dboid)
-{
-	int			i;
-	pid_t		signalled = 0;
-
-	for (i = 0; i < 500; i++)
-	{
-		LeafWorkerSlot *w;
-		pid_t		pid = 0;
-		TimestampTz started = 0;
-
-		LWLockAcquire(leaf_seg->lock, LW_SHARED);
-		w = leaf_worker_slot_for(dboid);
-		if (w != NULL)
-		{
-			SpinLockAcquire(&leaf_seg->mutex);
-			pid = w->pid;
-			started = w->started;
-			SpinLockRelease(&leaf_seg->mutex);
-		}
-		LWLockRelease(leaf_seg->lock);
-		if (w == NULL)
-			return;
-		/* a launch that never came up is given up after 10 s (see leaf_wake_worker) */
-		if (pid == 0 &&
-			TimestampDifferenceExceeds(started, GetCurrentTimestamp(), 10 * 1000))
-			return;
-
-		if (pid != 0 && pid != signalled)
-		{
-			/* it exits quietly, not with FATAL (see leaf_worker_sigterm) */
-			LWLockAcquire(leaf_seg->lock, LW_SHARED);
-			w = leaf_worker_slot_for(dboid);
-			if (w != NULL)
-			{
-				SpinLockAcquire(&leaf_seg->mutex);
-				if (w->pid == pid)
-					w->stop_requested = true;
-				SpinLockRelease(&leaf_seg->mutex);
-			}
-			LWLockRelease(leaf_seg->lock);
-			(void) kill(pid, SIGTERM);
-			signalled = pid;
-		}
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
-}
 
 /*
  * The OID of a database the current user owns, or InvalidOid.
@@ -104,7 +47,7 @@ leaf_owned_database(const char *dbname)
 {
 	Oid			dboid;
 
-	if (dbname == NULL || leaf_seg == NULL)
+	if (dbname == NULL || !leaf_alloc_slots_ready())
 		return InvalidOid;
 	dboid = get_database_oid(dbname, true);
 	if (OidIsValid(dboid) && object_ownercheck(DatabaseRelationId, dboid, GetUserId()))
@@ -187,7 +130,8 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		 * allocator that any caller can start there would make CREATE
 		 * DATABASE fail for everyone.
 		 */
-		dboid = leaf_seg != NULL ? get_database_oid(template, true) : InvalidOid;
+		dboid = leaf_alloc_slots_ready() ?
+			get_database_oid(template, true) : InvalidOid;
 		if (OidIsValid(dboid) &&
 			(leaf_database_is_template(dboid) ||
 			 object_ownercheck(DatabaseRelationId, dboid, GetUserId())))
@@ -211,7 +155,7 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 }
 
 void
-leaf_utility_init(void)
+leaf_ddl_init(void)
 {
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = leaf_ProcessUtility;
