@@ -49,7 +49,7 @@ static const struct config_enum_entry leaf_alloc_failover_options[] = {
 };
 bool		leaf_allow_drop_with_counters = false;
 
-static bool leaf_preloaded = false;
+bool		leaf_preloaded = false;	/* loaded at server start (leaf.h) */
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -284,17 +284,4 @@ leaf_shmem_startup(void)
 	leaf_alloc_slots_shmem_startup();
 	leaf_snowflake_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
-}
-
-/*
- * Raise an error unless leaf was loaded at server start.
- */
-void
-leaf_require_preload(void)
-{
-	if (!leaf_preloaded)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("leaf must be loaded via \"shared_preload_libraries\""),
-				 errhint("Add leaf to the \"shared_preload_libraries\" setting and restart the server.")));
 }

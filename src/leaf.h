@@ -39,8 +39,23 @@
 extern int	leaf_wait_timeout_ms;
 extern char *leaf_sf_node_address;
 
-/* leaf.c */
-extern void leaf_require_preload(void);
+/*
+ * Set by module load (leaf.c) when leaf is loaded at server start.  The
+ * SQL functions check it with leaf_require_preload(), an inline function
+ * so that no file calls back into module load.
+ */
+extern PGDLLIMPORT bool leaf_preloaded;
+
+/* Raise an error unless leaf was loaded at server start. */
+static inline void
+leaf_require_preload(void)
+{
+	if (!leaf_preloaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("leaf must be loaded via \"shared_preload_libraries\""),
+				 errhint("Add leaf to the \"shared_preload_libraries\" setting and restart the server.")));
+}
 
 /* segment mode: leaf_segment.c, leaf_alloc_slots.c */
 extern void leaf_segment_shmem_request(void);
