@@ -2,7 +2,7 @@
  *
  * leaf_snowflake.h
  *	  Interface between the snowflake generator (leaf_snowflake.c) and
- *	  the worker that assigns its worker ID (leaf_zk.c).
+ *	  the worker that assigns its worker ID (leaf_sf_worker.c).
  *
  *-------------------------------------------------------------------------
  */

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * leaf_zk.c
+ * leaf_sf_worker.c
  *	  The snowflake worker: worker ID, high-water mark, ZooKeeper.
  *
  * One static background worker per instance, with shared memory access
