@@ -62,51 +62,12 @@
 
 #include "leaf.h"
 #include "leaf_snowflake.h"
+#include "leaf_sf_state.h"
 
 
 
-#define LEAF_SF_STATE_FILE		"leaf_snowflake.state"
-#define LEAF_SF_STATE_TMP		"leaf_snowflake.state.tmp"
-#define LEAF_ZK_PATH_LEN		1024
 #define LEAF_ZK_DATA_LEN		1024
 #define LEAF_ZK_CONNECT_MS		4000
-
-#define LEAF_SF_ID_LEN			64
-
-/*
- * What the state file holds.  Besides the worker ID in use, it keeps a
- * high-water mark for every worker ID this data directory ever served
- * with, and the data directory it belongs to ("bound_to": the system
- * identifier and the inode of the data directory), so that a copy of it
- * (a standby, a restored backup) can tell that the worker IDs in it are
- * not its own.
- */
-typedef struct LeafSfCache
-{
-	bool		valid;
-	bool		damaged;		/* there, but unreadable or not valid */
-	bool		foreign;		/* written by another data directory */
-	char		bound_to[LEAF_SF_ID_LEN];	/* "" in files of version 1 */
-	char		moved_from[LEAF_SF_ID_LEN]; /* bound_to of a file brought
-											 * from another cluster, taken
-											 * as this one's, or "" */
-	int			worker_id;
-	char		source[16];		/* "setting" or "zookeeper" */
-	char		node_address[LEAF_SF_ADDR_LEN];
-	char		zk_root[LEAF_ZK_PATH_LEN];
-	char		zk_node[LEAF_ZK_PATH_LEN];
-	char		claimed_in[LEAF_ZK_PATH_LEN];	/* root where worker_id, set
-												 * by hand, was claimed */
-	int			declared;		/* recyclable ("bounded") as last declared
-								 * in ZooKeeper: 1, 0, or -1 if unknown */
-	int64		session_id;		/* ZooKeeper session that registered */
-	int64		hwm_ms;			/* mark of worker_id, see marks[] */
-	int64		written_ms;		/* when the file was written */
-	bool		epoch_changed;	/* some mark was converted to a new epoch */
-	/* per worker ID: high-water mark in ms since 1970 under the current
-	 * leaf.snowflake_epoch (converted when the file has another), or 0 */
-	int64		marks[LEAF_SF_MAX_WORKER_ID + 1];
-} LeafSfCache;
 
 /* What registration in ZooKeeper found. */
 typedef enum LeafZkResult
@@ -118,17 +79,15 @@ typedef enum LeafZkResult
 
 /* the worker's own state; this process only */
 static zhandle_t *leaf_zh = NULL;
-static char leaf_addr[LEAF_SF_ADDR_LEN];
+static LeafSfNode leaf_node;	/* this node's address, data directory and
+								 * root */
 static char leaf_reason[LEAF_SF_REASON_LEN];
 static char leaf_auth[LEAF_SF_ADDR_LEN];	/* digest credentials, or "" */
-static char leaf_root[LEAF_ZK_PATH_LEN];	/* leaf.zk_root, or the root the
-											 * state file records */
 static bool leaf_claimed = false;	/* the hand-set worker ID is claimed
 									 * in ZooKeeper by this run */
 static char leaf_claimed_in[LEAF_ZK_PATH_LEN];	/* root where it was claimed
 												 * (this run or before), or "" */
 static LeafSfCache leaf_cache;
-static char leaf_identity[LEAF_SF_ID_LEN];	/* this data directory */
 static int64 leaf_session_id = 0;	/* session our ephemeral node is from */
 static bool leaf_zk_bounded = false;	/* our node says: lease bounded by
 										 * ZooKeeper's mark */
@@ -158,13 +117,6 @@ static void leaf_zk_close(void);
  * Helpers
  * ---------------------------------------------------------------------
  */
-
-/* How far ahead of the clock a recorded high-water mark reaches. */
-static int64
-leaf_margin_ms(void)
-{
-	return 2 * (int64) leaf_sf_heartbeat_ms + 1000;
-}
 
 /* ZooKeeper session timeout we ask for. */
 static int
@@ -258,10 +210,10 @@ leaf_compute_address(void)
 	char		host[LEAF_SF_ADDR_LEN];
 	const char *p = ListenAddresses ? ListenAddresses : "";
 
-	leaf_addr[0] = '\0';
+	leaf_node.addr[0] = '\0';
 	if (leaf_sf_node_address && leaf_sf_node_address[0] != '\0')
 	{
-		strlcpy(leaf_addr, leaf_sf_node_address, sizeof(leaf_addr));
+		strlcpy(leaf_node.addr, leaf_sf_node_address, sizeof(leaf_node.addr));
 		return;
 	}
 
@@ -293,7 +245,7 @@ leaf_compute_address(void)
 		if (leaf_host_not_unique(host))
 			return;
 	}
-	snprintf(leaf_addr, sizeof(leaf_addr), "%s:%d", host, PostPortNumber);
+	snprintf(leaf_node.addr, sizeof(leaf_node.addr), "%s:%d", host, PostPortNumber);
 }
 
 /*
@@ -309,220 +261,8 @@ leaf_compute_identity(void)
 
 	if (stat(DataDir, &st) == 0)
 		ino = (unsigned long long) st.st_ino;
-	snprintf(leaf_identity, sizeof(leaf_identity), UINT64_FORMAT ":%llu",
+	snprintf(leaf_node.identity, sizeof(leaf_node.identity), UINT64_FORMAT ":%llu",
 			 GetSystemIdentifier(), ino);
-}
-
-/* The recorded mark of a worker ID, or 0. */
-static int64
-leaf_mark_of(int worker_id)
-{
-	if (!leaf_cache.valid || worker_id < 0 || worker_id > LEAF_SF_MAX_WORKER_ID)
-		return 0;
-	return leaf_cache.marks[worker_id];
-}
-
-/* ---------------------------------------------------------------------
- * Cache file
- * ---------------------------------------------------------------------
- */
-
-static void
-leaf_cache_read(LeafSfCache *cache)
-{
-	FILE	   *f;
-	char		line[2048];
-	int			version = 0;
-
-	int64		file_epoch = leaf_sf_epoch_ms;
-	int			i;
-
-	memset(cache, 0, sizeof(*cache));
-	cache->worker_id = -1;
-	cache->declared = -1;
-
-	f = AllocateFile(LEAF_SF_STATE_FILE, "r");
-	if (f == NULL)
-	{
-		if (errno != ENOENT)
-		{
-			cache->damaged = true;
-			ereport(LOG,
-					(errcode_for_file_access(),
-					 errmsg("could not open file \"%s\": %m", LEAF_SF_STATE_FILE)));
-		}
-		return;
-	}
-
-	while (fgets(line, sizeof(line), f) != NULL)
-	{
-		char	   *val = strchr(line, ' ');
-
-		line[strcspn(line, "\n")] = '\0';
-		if (val == NULL)
-			continue;
-		*val++ = '\0';
-		if (strcmp(line, "version") == 0)
-			version = atoi(val);
-		else if (strcmp(line, "worker_id") == 0)
-			cache->worker_id = atoi(val);
-		else if (strcmp(line, "source") == 0)
-			strlcpy(cache->source, val, sizeof(cache->source));
-		else if (strcmp(line, "node_address") == 0)
-			strlcpy(cache->node_address, val, sizeof(cache->node_address));
-		else if (strcmp(line, "zk_root") == 0)
-			strlcpy(cache->zk_root, val, sizeof(cache->zk_root));
-		else if (strcmp(line, "zk_node") == 0)
-			strlcpy(cache->zk_node, val, sizeof(cache->zk_node));
-		else if (strcmp(line, "claimed_in") == 0)
-			strlcpy(cache->claimed_in, val, sizeof(cache->claimed_in));
-		else if (strcmp(line, "recyclable") == 0)
-			cache->declared = atoi(val) != 0;
-		else if (strcmp(line, "high_water_ms") == 0)
-			cache->hwm_ms = strtoll(val, NULL, 10);
-		else if (strcmp(line, "written_ms") == 0)
-			cache->written_ms = strtoll(val, NULL, 10);
-		else if (strcmp(line, "bound_to") == 0)
-			strlcpy(cache->bound_to, val, sizeof(cache->bound_to));
-		else if (strcmp(line, "session") == 0)
-			cache->session_id = strtoll(val, NULL, 16);
-		else if (strcmp(line, "epoch_ms") == 0)
-			file_epoch = strtoll(val, NULL, 10);
-		else if (strcmp(line, "mark") == 0)
-		{
-			int			wid;
-			long long	hwm;
-
-			if (sscanf(val, "%d %lld", &wid, &hwm) == 2 &&
-				wid >= 0 && wid <= LEAF_SF_MAX_WORKER_ID)
-				cache->marks[wid] = Max(cache->marks[wid], (int64) hwm);
-		}
-	}
-	FreeFile(f);
-
-	if ((version == 1 || version == 2) && cache->worker_id >= 0 &&
-		cache->worker_id <= LEAF_SF_MAX_WORKER_ID && cache->hwm_ms > 0)
-		cache->valid = true;
-	else
-	{
-		cache->damaged = true;
-		ereport(LOG,
-				(errmsg("ignoring invalid snowflake state file \"%s\"",
-						LEAF_SF_STATE_FILE)));
-		return;
-	}
-
-	cache->marks[cache->worker_id] = Max(cache->marks[cache->worker_id],
-										 cache->hwm_ms);
-
-	/*
-	 * The marks bound timestamps counted from the file's epoch.  What must
-	 * not repeat is the ID, so under another epoch a mark moves by the
-	 * difference: a later epoch makes the same ID later on the clock.
-	 */
-	if (file_epoch != leaf_sf_epoch_ms)
-	{
-		for (i = 0; i <= LEAF_SF_MAX_WORKER_ID; i++)
-			if (cache->marks[i] > 0)
-				cache->marks[i] += leaf_sf_epoch_ms - file_epoch;
-		cache->hwm_ms = cache->marks[cache->worker_id];
-		cache->epoch_changed = true;
-		ereport(LOG,
-				(errmsg("leaf.snowflake_epoch changed from " INT64_FORMAT " to " INT64_FORMAT " since \"%s\" was written",
-						file_epoch, leaf_sf_epoch_ms, LEAF_SF_STATE_FILE),
-				 errdetail("The recorded high-water marks are kept in ID space: they move by " INT64_FORMAT " ms.",
-						   leaf_sf_epoch_ms - file_epoch)));
-	}
-
-	/*
-	 * A file of version 1 belongs to whoever reads it first.  A copy of
-	 * this data directory (a standby, a restored backup, a copied
-	 * directory) has its system identifier and another inode: its file is
-	 * the original's.  A file bound to another system identifier was put
-	 * here by hand from another cluster, since no copy of a data directory
-	 * changes that identifier: pg_upgrade gives the new cluster one of its
-	 * own and leaves the state file behind, to be copied over.  That file
-	 * is taken as this data directory's, marks and ZooKeeper node with it.
-	 */
-	if (cache->bound_to[0] != '\0' && strcmp(cache->bound_to, leaf_identity) != 0)
-	{
-		size_t		sys = strcspn(leaf_identity, ":");
-
-		if (strncmp(cache->bound_to, leaf_identity, sys) == 0 &&
-			cache->bound_to[sys] == ':')
-			cache->foreign = true;
-		else
-			strlcpy(cache->moved_from, cache->bound_to, sizeof(cache->moved_from));
-	}
-}
-
-/*
- * A state file that cannot be replaced (a read-only or full directory) is
- * retried at every heartbeat, and whenever a caller finds the lease run
- * out: its errors are logged once a minute, not each time.
- */
-static TimestampTz leaf_write_failure_logged = 0;
-static int64 leaf_write_failures = 0;
-
-static bool
-leaf_cache_write_failed(int elevel)
-{
-	leaf_write_failures++;
-	if (elevel >= LOG)
-		leaf_write_failure_logged = GetCurrentTimestamp();
-	return false;
-}
-
-/* Write data as the state file, durably; see leaf_cache_write(). */
-static bool
-leaf_cache_write_file(const char *data, int len)
-{
-	int			fd;
-	int			elevel = LOG;
-
-	if (leaf_write_failure_logged != 0 &&
-		!TimestampDifferenceExceeds(leaf_write_failure_logged,
-									GetCurrentTimestamp(), 60 * 1000))
-		elevel = DEBUG1;
-
-	fd = OpenTransientFile(LEAF_SF_STATE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
-	if (fd < 0)
-	{
-		ereport(elevel,
-				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", LEAF_SF_STATE_TMP)));
-		return leaf_cache_write_failed(elevel);
-	}
-	errno = 0;
-	if (write(fd, data, len) != len)
-	{
-		if (errno == 0)
-			errno = ENOSPC;
-		ereport(elevel,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", LEAF_SF_STATE_TMP)));
-		CloseTransientFile(fd);
-		return leaf_cache_write_failed(elevel);
-	}
-	if (pg_fsync(fd) != 0)
-	{
-		ereport(elevel,
-				(errcode_for_file_access(),
-				 errmsg("could not fsync file \"%s\": %m", LEAF_SF_STATE_TMP)));
-		CloseTransientFile(fd);
-		return leaf_cache_write_failed(elevel);
-	}
-	if (CloseTransientFile(fd) != 0)
-		return leaf_cache_write_failed(elevel);
-	if (durable_rename(LEAF_SF_STATE_TMP, LEAF_SF_STATE_FILE, elevel) != 0)
-		return leaf_cache_write_failed(elevel);
-	if (leaf_write_failures > 0)
-		ereport(LOG,
-				(errmsg("wrote \"%s\" again, after " INT64_FORMAT " failed attempts",
-						LEAF_SF_STATE_FILE, leaf_write_failures)));
-	leaf_write_failures = 0;
-	leaf_write_failure_logged = 0;
-	return true;
 }
 
 /*
@@ -541,57 +281,23 @@ leaf_recyclable(void)
 }
 
 /*
- * Write the cache file durably: temporary file, fsync, rename, fsync of
- * the directory.  Returns false (after logging) on failure.
+ * Write the state file and, if that worked, note the mark it now holds.
+ * Returns false (after logging) on failure.
  */
 static bool
 leaf_cache_write(int worker_id, const char *source, int64 hwm_ms)
 {
-	StringInfoData buf;
-	int			len;
-	int			i;
+	LeafSfStateRecord rec;
 
-	if (worker_id < 0 || worker_id > LEAF_SF_MAX_WORKER_ID)
+	rec.worker_id = worker_id;
+	rec.source = source;
+	rec.hwm_ms = hwm_ms;
+	rec.zk_node = leaf_node_path;
+	rec.session_id = leaf_session_id;
+	rec.recyclable = leaf_recyclable();
+	rec.claimed_in = leaf_claimed_in;
+	if (!leaf_sf_state_write(&leaf_cache, &leaf_node, &rec))
 		return false;
-
-	initStringInfo(&buf);
-	appendStringInfo(&buf,
-					 "version 2\n"
-					 "bound_to %s\n"
-					 "worker_id %d\n"
-					 "source %s\n"
-					 "node_address %s\n"
-					 "zk_root %s\n"
-					 "zk_node %s\n"
-					 "session %llx\n"
-					 "recyclable %d\n"
-					 "claimed_in %s\n"
-					 "epoch_ms " INT64_FORMAT "\n"
-					 "high_water_ms " INT64_FORMAT "\n"
-					 "written_ms " INT64_FORMAT "\n",
-					 leaf_identity, worker_id, source, leaf_addr,
-					 leaf_root,
-					 leaf_node_path, (unsigned long long) leaf_session_id,
-					 leaf_recyclable() ? 1 : 0,
-					 strcmp(source, "setting") == 0 ? leaf_claimed_in : "",
-					 leaf_sf_epoch_ms, hwm_ms, leaf_sf_clock_ms());
-	for (i = 0; i <= LEAF_SF_MAX_WORKER_ID; i++)
-	{
-		int64		m = (i == worker_id) ? hwm_ms : leaf_cache.marks[i];
-
-		if (m > 0)
-			appendStringInfo(&buf, "mark %d " INT64_FORMAT "\n", i, m);
-	}
-	len = buf.len;
-
-	if (!leaf_cache_write_file(buf.data, len))
-		return false;
-	pfree(buf.data);
-
-	/* the file now holds this data directory's marks only */
-	leaf_cache.valid = true;
-	leaf_cache.foreign = false;
-	leaf_cache.marks[worker_id] = hwm_ms;
 	leaf_file_hwm = hwm_ms;
 	return true;
 }
@@ -785,7 +491,7 @@ leaf_zk_ensure_tree(void)
 {
 	static const char *const folders[] = {"forever", "temporary", "claimed", "clock"};
 	char		path[LEAF_ZK_PATH_LEN];
-	const char *p = leaf_root;
+	const char *p = leaf_node.root;
 	struct ACL_vector acl = {0, NULL};
 	struct Stat st;
 	int			rc;
@@ -793,20 +499,20 @@ leaf_zk_ensure_tree(void)
 
 	while ((p = strchr(p + 1, '/')) != NULL)
 	{
-		snprintf(path, sizeof(path), "%.*s", (int) (p - leaf_root),
-				 leaf_root);
+		snprintf(path, sizeof(path), "%.*s", (int) (p - leaf_node.root),
+				 leaf_node.root);
 		if ((rc = leaf_zk_ensure(path, leaf_zk_acl())) != ZOK)
 			return rc;
 	}
-	if ((rc = leaf_zk_ensure(leaf_root, leaf_zk_acl())) != ZOK)
+	if ((rc = leaf_zk_ensure(leaf_node.root, leaf_zk_acl())) != ZOK)
 		return rc;
 	for (i = 0; i < lengthof(folders) && rc == ZOK; i++)
 	{
-		snprintf(path, sizeof(path), "%s/%s", leaf_root, folders[i]);
+		snprintf(path, sizeof(path), "%s/%s", leaf_node.root, folders[i]);
 		if (zoo_exists(leaf_zh, path, 0, &st) == ZOK)
 			continue;
 		if (acl.count == 0 &&
-			(rc = zoo_get_acl(leaf_zh, leaf_root, &acl, &st)) != ZOK)
+			(rc = zoo_get_acl(leaf_zh, leaf_node.root, &acl, &st)) != ZOK)
 			break;
 		rc = leaf_zk_ensure(path, &acl);
 	}
@@ -828,7 +534,7 @@ leaf_zk_format(char *buf, size_t size, int64 ts, int64 hwm, bool bounded)
 	return snprintf(buf, size,
 					"{\"addr\":\"%s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT
 					",\"ep\":" INT64_FORMAT ",\"id\":\"%s\",\"bounded\":%d}",
-					leaf_addr, ts, hwm, leaf_sf_epoch_ms, leaf_identity,
+					leaf_node.addr, ts, hwm, leaf_sf_epoch_ms, leaf_node.identity,
 					bounded ? 1 : 0);
 }
 
@@ -881,7 +587,7 @@ leaf_zk_get(const char *path, char *buf, int size, struct Stat *stat)
 static void
 leaf_claim_path(char *buf, size_t size, int worker_id)
 {
-	snprintf(buf, size, "%s/claimed/%010d", leaf_root, worker_id);
+	snprintf(buf, size, "%s/claimed/%010d", leaf_node.root, worker_id);
 }
 
 /*
@@ -939,7 +645,7 @@ leaf_zk_ephemeral_ours(const char *path, LeafZkNode *nodes, int nnodes)
 	for (i = 0; i < nnodes; i++)
 		if (strcmp(nodes[i].name, data) == 0)
 			return nodes[i].id[0] != '\0' &&
-				strcmp(nodes[i].id, leaf_identity) == 0;
+				strcmp(nodes[i].id, leaf_node.identity) == 0;
 	return false;
 }
 
@@ -950,7 +656,7 @@ leaf_addr_running(const struct String_vector *temp)
 	int			j;
 
 	for (j = 0; j < temp->count; j++)
-		if (strcmp(temp->data[j], leaf_addr) == 0)
+		if (strcmp(temp->data[j], leaf_node.addr) == 0)
 			return true;
 	return false;
 }
@@ -976,9 +682,9 @@ leaf_zk_probe_clock(int64 *offset, int64 *zk_now)
 	int64		after;
 	int			rc;
 
-	snprintf(path, sizeof(path), "%s/clock", leaf_root);
+	snprintf(path, sizeof(path), "%s/clock", leaf_node.root);
 	before = leaf_sf_clock_ms();
-	rc = zoo_set2(leaf_zh, path, leaf_addr, strlen(leaf_addr), -1, &st);
+	rc = zoo_set2(leaf_zh, path, leaf_node.addr, strlen(leaf_node.addr), -1, &st);
 	after = leaf_sf_clock_ms();
 	if (rc != ZOK)
 		return rc;
@@ -1027,13 +733,13 @@ leaf_zk_check_peers(int64 my_offset, struct String_vector *temp)
 		struct Stat st;
 		int64		ts;
 
-		if (strcmp(temp->data[i], leaf_addr) == 0)
+		if (strcmp(temp->data[i], leaf_node.addr) == 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/temporary/%s", leaf_root,
+		snprintf(path, sizeof(path), "%s/temporary/%s", leaf_node.root,
 				 temp->data[i]);
 		if (leaf_zk_get(path, data, sizeof(data), &st) != ZOK || data[0] == '\0')
 			continue;
-		snprintf(fpath, sizeof(fpath), "%s/forever/%s", leaf_root, data);
+		snprintf(fpath, sizeof(fpath), "%s/forever/%s", leaf_node.root, data);
 		if (leaf_zk_get(fpath, data, sizeof(data), &st) != ZOK)
 			continue;
 		ts = leaf_json_int(data, "ts");
@@ -1120,11 +826,11 @@ leaf_zk_register(bool check_peers)
 	if ((rc = leaf_zk_probe_clock(&my_offset, &zk_now)) != ZOK)
 		return leaf_zk_fail_rc("clock probe", rc);
 
-	snprintf(path, sizeof(path), "%s/temporary", leaf_root);
+	snprintf(path, sizeof(path), "%s/temporary", leaf_node.root);
 	if ((rc = zoo_get_children(leaf_zh, path, 0, &temp)) != ZOK)
 		return leaf_zk_fail_rc("list running nodes", rc);
 
-	snprintf(path, sizeof(path), "%s/forever", leaf_root);
+	snprintf(path, sizeof(path), "%s/forever", leaf_node.root);
 	if ((rc = zoo_get_children(leaf_zh, path, 0, &children)) != ZOK)
 	{
 		deallocate_String_vector(&temp);
@@ -1133,7 +839,7 @@ leaf_zk_register(bool check_peers)
 
 	/* worker IDs set by hand and claimed here (none in older trees) */
 	claimed = palloc0(sizeof(bool) * (LEAF_SF_MAX_WORKER_ID + 1));
-	snprintf(path, sizeof(path), "%s/claimed", leaf_root);
+	snprintf(path, sizeof(path), "%s/claimed", leaf_node.root);
 	rc = zoo_get_children(leaf_zh, path, 0, &claims);
 	if (rc != ZOK && rc != ZNONODE)
 	{
@@ -1158,7 +864,7 @@ leaf_zk_register(bool check_peers)
 
 		if (ShutdownRequestPending)
 			goto done;
-		snprintf(tpath, sizeof(tpath), "%s/temporary/%s", leaf_root,
+		snprintf(tpath, sizeof(tpath), "%s/temporary/%s", leaf_node.root,
 				 temp.data[j]);
 		if (leaf_zk_get(tpath, tdata, sizeof(tdata), &st) == ZOK)
 			temp_names[j] = pstrdup(tdata);
@@ -1175,7 +881,7 @@ leaf_zk_register(bool check_peers)
 			goto done;
 		strlcpy(n->name, children.data[i], sizeof(n->name));
 		n->seq = dash ? strtol(dash + 1, NULL, 10) : -1;
-		snprintf(path, sizeof(path), "%s/forever/%s", leaf_root, n->name);
+		snprintf(path, sizeof(path), "%s/forever/%s", leaf_node.root, n->name);
 		rc = leaf_zk_get(path, data, sizeof(data), &st);
 		if (rc == ZNONODE)
 		{
@@ -1212,18 +918,18 @@ leaf_zk_register(bool check_peers)
 
 		for (j = 0; j < temp.count; j++)
 			if (temp_names[j] != NULL && strcmp(temp_names[j], n->name) == 0 &&
-				strcmp(temp.data[j], leaf_addr) != 0)
+				strcmp(temp.data[j], leaf_node.addr) != 0)
 				n->live = true;
 
-		if (n->seq >= 0 && strcmp(n->owner, leaf_addr) == 0 &&
-			n->id[0] != '\0' && strcmp(n->id, leaf_identity) != 0 &&
+		if (n->seq >= 0 && strcmp(n->owner, leaf_node.addr) == 0 &&
+			n->id[0] != '\0' && strcmp(n->id, leaf_node.identity) != 0 &&
 			leaf_cache.moved_from[0] != '\0' &&
 			strcmp(n->id, leaf_cache.moved_from) == 0 &&
 			!leaf_addr_running(&temp))
 		{
 			/*
 			 * The node of the data directory whose state file this one took
-			 * over (see leaf_cache_read), not running: ours from now on.
+			 * over (see leaf_sf_state_read), not running: ours from now on.
 			 * Its data names this data directory at once, so that a restart
 			 * with the file rewritten still finds it ours.
 			 */
@@ -1238,19 +944,19 @@ leaf_zk_register(bool check_peers)
 			ereport(LOG,
 					(errmsg("leaf snowflake worker took over %s, the forever node of data directory %s, whose state file it now uses",
 							path, n->id)));
-			strlcpy(n->id, leaf_identity, sizeof(n->id));
+			strlcpy(n->id, leaf_node.identity, sizeof(n->id));
 			n->version = st.version;
 		}
-		if (n->seq >= 0 && strcmp(n->owner, leaf_addr) == 0 &&
-			n->id[0] != '\0' && strcmp(n->id, leaf_identity) != 0)
+		if (n->seq >= 0 && strcmp(n->owner, leaf_node.addr) == 0 &&
+			n->id[0] != '\0' && strcmp(n->id, leaf_node.identity) != 0)
 		{
 			/* our address, but another data directory's node */
 			leaf_not_ready("node address %s is registered in ZooKeeper by another data directory (%s, worker ID %ld); set leaf.node_address to an address unique to this node, or delete that forever node if its data directory will never serve again",
-						   leaf_addr, n->name, n->seq);
+						   leaf_node.addr, n->name, n->seq);
 			result = LEAF_ZK_FAIL;
 			goto done;
 		}
-		if (n->seq >= 0 && strcmp(n->owner, leaf_addr) == 0)
+		if (n->seq >= 0 && strcmp(n->owner, leaf_node.addr) == 0)
 		{
 			if (n->seq <= LEAF_SF_MAX_WORKER_ID)
 			{
@@ -1278,7 +984,7 @@ leaf_zk_register(bool check_peers)
 	{
 		if (mine->ts == 0 && mine->hwm == 0)
 		{
-			snprintf(path, sizeof(path), "%s/forever/%s", leaf_root, mine->name);
+			snprintf(path, sizeof(path), "%s/forever/%s", leaf_node.root, mine->name);
 			rc = zoo_delete(leaf_zh, path, mine->version);
 			if (rc != ZOK && rc != ZNONODE)
 			{
@@ -1293,8 +999,8 @@ leaf_zk_register(bool check_peers)
 			if (!leaf_claim_owner((int) mine->seq, claimer, sizeof(claimer)))
 				strlcpy(claimer, "a node", sizeof(claimer));
 			leaf_not_ready("worker ID %ld of %s (%s/forever/%s) is also claimed by %s, which has leaf.worker_id = %ld; two nodes must never serve with one worker ID: set leaf.worker_id there to an ID no node of %s uses, then delete %s/claimed/%010ld",
-						   mine->seq, leaf_addr, leaf_root, mine->name, claimer,
-						   mine->seq, leaf_root, leaf_root, mine->seq);
+						   mine->seq, leaf_node.addr, leaf_node.root, mine->name, claimer,
+						   mine->seq, leaf_node.root, leaf_node.root, mine->seq);
 			result = LEAF_ZK_FAIL;
 			goto done;
 		}
@@ -1318,11 +1024,11 @@ leaf_zk_register(bool check_peers)
 			bool		future;
 
 			if (n->seq < 0 || n->seq > LEAF_SF_MAX_WORKER_ID || n->live ||
-				!n->bounded || strcmp(n->owner, leaf_addr) == 0 ||
+				!n->bounded || strcmp(n->owner, leaf_node.addr) == 0 ||
 				claimed[n->seq] ||
 				n->mtime > zk_now - leaf_sf_reclaim_after_ms)
 				continue;
-			future = n->hwm > zk_now + leaf_margin_ms();
+			future = n->hwm > zk_now + leaf_sf_margin_ms();
 			if (future && room)
 				continue;
 			if (best == NULL || (best_future && !future) ||
@@ -1336,7 +1042,7 @@ leaf_zk_register(bool check_peers)
 		{
 			struct Stat st;
 
-			snprintf(path, sizeof(path), "%s/forever/%s", leaf_root,
+			snprintf(path, sizeof(path), "%s/forever/%s", leaf_node.root,
 					 best->name);
 			len = leaf_zk_format(data, sizeof(data), leaf_sf_clock_ms(),
 								 best->hwm, true);
@@ -1349,7 +1055,7 @@ leaf_zk_register(bool check_peers)
 			ereport(LOG,
 					(errmsg("leaf snowflake worker took over worker ID %ld of %s, last heard of " INT64_FORMAT " ms ago",
 							best->seq, best->owner, zk_now - best->mtime)));
-			strlcpy(best->owner, leaf_addr, sizeof(best->owner));
+			strlcpy(best->owner, leaf_node.addr, sizeof(best->owner));
 			best->version = st.version;
 			best->bounded = true;
 			mine = best;
@@ -1360,7 +1066,7 @@ leaf_zk_register(bool check_peers)
 	{
 		leaf_wid = (int) mine->seq;
 		snprintf(leaf_node_path, sizeof(leaf_node_path), "%s/forever/%s",
-				 leaf_root, mine->name);
+				 leaf_node.root, mine->name);
 		leaf_node_version = mine->version;
 		leaf_node_hwm = mine->hwm;
 		leaf_zk_bounded = mine->bounded;
@@ -1376,7 +1082,7 @@ leaf_zk_register(bool check_peers)
 	else if (mine_high != NULL)
 	{
 		leaf_not_ready("ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
-					   mine_high->seq, leaf_addr, LEAF_SF_MAX_WORKER_ID);
+					   mine_high->seq, leaf_node.addr, LEAF_SF_MAX_WORKER_ID);
 		result = LEAF_ZK_FAIL;
 		goto done;
 	}
@@ -1399,7 +1105,7 @@ leaf_zk_register(bool check_peers)
 			struct Stat st;
 			char		cpath[LEAF_ZK_PATH_LEN];
 
-			snprintf(path, sizeof(path), "%s/forever/%s-", leaf_root, leaf_addr);
+			snprintf(path, sizeof(path), "%s/forever/%s-", leaf_node.root, leaf_node.addr);
 			len = leaf_zk_format(data, sizeof(data), 0, 0,
 								 leaf_sf_reclaim_after_ms > 0);
 			rc = zoo_create(leaf_zh, path, data, len, leaf_zk_acl(),
@@ -1439,11 +1145,11 @@ leaf_zk_register(bool check_peers)
 		}
 		ereport(LOG,
 				(errmsg("leaf snowflake worker registered %s as \"%s\"",
-						leaf_addr, created)));
+						leaf_node.addr, created)));
 		if (seq < 0 || seq > LEAF_SF_MAX_WORKER_ID)
 		{
 			leaf_not_ready("ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
-						   seq, leaf_addr, LEAF_SF_MAX_WORKER_ID);
+						   seq, leaf_node.addr, LEAF_SF_MAX_WORKER_ID);
 			result = LEAF_ZK_FAIL;
 			goto done;
 		}
@@ -1456,7 +1162,7 @@ leaf_zk_register(bool check_peers)
 	}
 
 	/* our lease: ephemeral temporary/<address>, naming our forever node */
-	snprintf(path, sizeof(path), "%s/temporary/%s", leaf_root, leaf_addr);
+	snprintf(path, sizeof(path), "%s/temporary/%s", leaf_node.root, leaf_node.addr);
 	{
 		const char *name = strrchr(leaf_node_path, '/') + 1;
 		struct Stat st;
@@ -1495,7 +1201,7 @@ leaf_zk_register(bool check_peers)
 				 * timeout.  Never delete it; try again later.
 				 */
 				leaf_not_ready("node address %s is in use by another running node (ZooKeeper session 0x%llx holds %s); give each node its own leaf.node_address",
-							   leaf_addr, (unsigned long long) st.ephemeralOwner,
+							   leaf_node.addr, (unsigned long long) st.ephemeralOwner,
 							   path);
 				result = LEAF_ZK_FAIL;
 				goto done;
@@ -1554,12 +1260,12 @@ leaf_zk_abandon(void)
 	/* whatever this or an earlier run may have used with it */
 	hwm = Max(hwm, leaf_file_hwm);
 	hwm = Max(hwm, leaf_node_hwm);
-	hwm = Max(hwm, leaf_mark_of(leaf_wid));
+	hwm = Max(hwm, leaf_sf_state_mark(&leaf_cache, leaf_wid));
 	hwm = Max(hwm, leaf_sf_last_issued_ms() + 1);
 	len = snprintf(data, sizeof(data),
 				   "{\"addr\":\"abandoned by %s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT
 				   ",\"ep\":" INT64_FORMAT ",\"id\":\"\",\"bounded\":1}",
-				   leaf_addr, leaf_sf_clock_ms(), hwm, leaf_sf_epoch_ms);
+				   leaf_node.addr, leaf_sf_clock_ms(), hwm, leaf_sf_epoch_ms);
 	rc = zoo_set2(leaf_zh, leaf_node_path, data, len, leaf_node_version, &st);
 	if (rc != ZOK)
 	{
@@ -1604,7 +1310,7 @@ leaf_zk_claim(int wid)
 		struct String_vector children = {0, NULL};
 		int			i;
 
-		snprintf(path, sizeof(path), "%s/forever", leaf_root);
+		snprintf(path, sizeof(path), "%s/forever", leaf_node.root);
 		if ((rc = zoo_get_children(leaf_zh, path, 0, &children)) != ZOK)
 			return leaf_zk_fail_rc("list registered nodes", rc);
 		for (i = 0; i < children.count; i++)
@@ -1616,7 +1322,7 @@ leaf_zk_claim(int wid)
 			snprintf(owner, sizeof(owner), "%.*s",
 					 (int) (dash - children.data[i]), children.data[i]);
 			leaf_not_ready("leaf.worker_id is %d, but ZooKeeper gave worker ID %d to %s (%s/forever/%s): two nodes must never serve with one worker ID; set leaf.worker_id to an ID that no node under %s uses",
-						   wid, wid, owner, leaf_root, children.data[i], leaf_root);
+						   wid, wid, owner, leaf_node.root, children.data[i], leaf_node.root);
 			deallocate_String_vector(&children);
 			if (created)
 			{
@@ -1655,9 +1361,9 @@ leaf_zk_claim(int wid)
 		 */
 		leaf_json_str(data, "addr", owner, sizeof(owner));
 		leaf_json_str(data, "id", id, sizeof(id));
-		if (!(strcmp(id, leaf_identity) == 0 ||
-			  (strcmp(owner, leaf_addr) == 0 &&
-			   strcmp(leaf_claimed_in, leaf_root) == 0)))
+		if (!(strcmp(id, leaf_node.identity) == 0 ||
+			  (strcmp(owner, leaf_node.addr) == 0 &&
+			   strcmp(leaf_claimed_in, leaf_node.root) == 0)))
 		{
 			leaf_not_ready("leaf.worker_id is %d, but %s (data directory %s) claims worker ID %d by hand as well (%s): two nodes must never serve with one worker ID; give each node its own leaf.worker_id, or, if %s will never serve again, delete %s",
 						   wid, owner[0] ? owner : "another node", id[0] ? id : "unknown",
@@ -1671,11 +1377,11 @@ leaf_zk_claim(int wid)
 			return leaf_zk_fail_rc("claim worker ID", rc);
 	}
 
-	if (strcmp(leaf_claimed_in, leaf_root) != 0 || created)
+	if (strcmp(leaf_claimed_in, leaf_node.root) != 0 || created)
 		ereport(LOG,
 				(errmsg("leaf snowflake worker claimed worker ID %d (leaf.worker_id) in ZooKeeper as \"%s/claimed/%010d\"",
-						wid, leaf_root, wid)));
-	strlcpy(leaf_claimed_in, leaf_root, sizeof(leaf_claimed_in));
+						wid, leaf_node.root, wid)));
+	strlcpy(leaf_claimed_in, leaf_node.root, sizeof(leaf_claimed_in));
 	leaf_claimed = true;
 	return LEAF_ZK_OK;
 }
@@ -1704,8 +1410,8 @@ leaf_zk_heartbeat(int64 now, int64 hwm, bool bounded)
 		{
 			leaf_json_str(cur, "addr", owner, sizeof(owner));
 			leaf_json_str(cur, "id", id, sizeof(id));
-			if (strcmp(owner, leaf_addr) == 0 &&
-				(id[0] == '\0' || strcmp(id, leaf_identity) == 0))
+			if (strcmp(owner, leaf_node.addr) == 0 &&
+				(id[0] == '\0' || strcmp(id, leaf_node.identity) == 0))
 			{
 				leaf_node_version = st.version;
 				rc = zoo_set2(leaf_zh, leaf_node_path, data, len,
@@ -1799,7 +1505,7 @@ static void
 leaf_record(bool use_zk, const char *source)
 {
 	int64		now = leaf_sf_clock_ms();
-	int64		hwm = now + leaf_margin_ms();
+	int64		hwm = now + leaf_sf_margin_ms();
 	int64		lease;
 	bool		zk_ok = false;
 	bool		bounded = leaf_sf_reclaim_after_ms > 0;
@@ -1912,8 +1618,8 @@ leaf_cache_usable(void)
 {
 	return leaf_cache.valid && !leaf_cache.foreign &&
 		strcmp(leaf_cache.source, "zookeeper") == 0 &&
-		strcmp(leaf_cache.node_address, leaf_addr) == 0 &&
-		strcmp(leaf_cache.zk_root, leaf_root) == 0;
+		strcmp(leaf_cache.node_address, leaf_node.addr) == 0 &&
+		strcmp(leaf_cache.zk_root, leaf_node.root) == 0;
 }
 
 /*
@@ -2035,16 +1741,16 @@ leaf_zk_config_problem(void)
 		snprintf(buf, sizeof(buf), "leaf.zk_hosts is not a list of host:port: \"%s\"",
 				 leaf_sf_zk_hosts);
 	}
-	else if (leaf_root[0] == '\0')
+	else if (leaf_node.root[0] == '\0')
 		snprintf(buf, sizeof(buf), "leaf.zk_root is not set: every node of a fleet must name the fleet's root, such as '/leaf/orders'");
-	else if (!leaf_zk_root_valid(leaf_root))
+	else if (!leaf_zk_root_valid(leaf_node.root))
 		snprintf(buf, sizeof(buf), "leaf.zk_root is not an absolute ZooKeeper path: \"%s\"",
-				 leaf_root);
-	else if (leaf_addr[0] == '\0')
+				 leaf_node.root);
+	else if (leaf_node.addr[0] == '\0')
 		snprintf(buf, sizeof(buf), "no node address unique to this host: listen_addresses has only loopback or wildcard entries and the host name is not usable; set leaf.node_address");
-	else if (strpbrk(leaf_addr, "/\"\\") != NULL)
+	else if (strpbrk(leaf_node.addr, "/\"\\") != NULL)
 		snprintf(buf, sizeof(buf), "node address \"%s\" must not contain \"/\", a double quote or a backslash",
-				 leaf_addr);
+				 leaf_node.addr);
 	else
 		return NULL;
 	return buf;
@@ -2076,7 +1782,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 	leaf_sf_report(LEAF_SF_STARTING, NULL);
 	leaf_compute_address();
 	leaf_compute_identity();
-	leaf_cache_read(&leaf_cache);
+	leaf_sf_state_read(&leaf_cache, leaf_node.identity);
 
 	use_zk = (leaf_sf_worker_id == -1);
 	claim = !use_zk && leaf_sf_zk_hosts[0] != '\0';
@@ -2087,32 +1793,32 @@ leaf_snowflake_worker_main(Datum main_arg)
 	 * configuration lost the line does not join another fleet.  A node
 	 * that registered under a root before keeps it.
 	 */
-	strlcpy(leaf_root, leaf_sf_zk_root ? leaf_sf_zk_root : "", sizeof(leaf_root));
-	if (leaf_root[0] == '\0' && (use_zk || claim) && leaf_cache.valid &&
+	strlcpy(leaf_node.root, leaf_sf_zk_root ? leaf_sf_zk_root : "", sizeof(leaf_node.root));
+	if (leaf_node.root[0] == '\0' && (use_zk || claim) && leaf_cache.valid &&
 		!leaf_cache.foreign && leaf_cache.zk_root[0] != '\0')
 	{
-		strlcpy(leaf_root, leaf_cache.zk_root, sizeof(leaf_root));
+		strlcpy(leaf_node.root, leaf_cache.zk_root, sizeof(leaf_node.root));
 		ereport(LOG,
 				(errmsg("leaf.zk_root is not set, using \"%s\", where this node registered before",
-						leaf_root),
+						leaf_node.root),
 				 errhint("Set leaf.zk_root = '%s' in the configuration of this node.",
-						 leaf_root)));
+						 leaf_node.root)));
 	}
 	if (claim && leaf_cache.valid && !leaf_cache.foreign &&
 		leaf_cache.worker_id == leaf_sf_worker_id &&
-		strcmp(leaf_cache.source, "setting") == 0 && leaf_root[0] != '\0' &&
-		strcmp(leaf_cache.claimed_in, leaf_root) == 0)
-		strlcpy(leaf_claimed_in, leaf_root, sizeof(leaf_claimed_in));
+		strcmp(leaf_cache.source, "setting") == 0 && leaf_node.root[0] != '\0' &&
+		strcmp(leaf_cache.claimed_in, leaf_node.root) == 0)
+		strlcpy(leaf_claimed_in, leaf_node.root, sizeof(leaf_claimed_in));
 
 	if (leaf_cache.foreign)
 		ereport(LOG,
 				(errmsg("\"%s\" was written by another data directory (%s), this one is %s",
-						LEAF_SF_STATE_FILE, leaf_cache.bound_to, leaf_identity),
+						LEAF_SF_STATE_FILE, leaf_cache.bound_to, leaf_node.identity),
 				 errdetail("This data directory is a copy (a standby, a restored backup or a copied directory): the worker IDs recorded there belong to the original.")));
 	else if (leaf_cache.moved_from[0] != '\0')
 		ereport(LOG,
 				(errmsg("\"%s\" was written by data directory %s of another cluster, and is taken as the state of this one (%s)",
-						LEAF_SF_STATE_FILE, leaf_cache.moved_from, leaf_identity),
+						LEAF_SF_STATE_FILE, leaf_cache.moved_from, leaf_node.identity),
 				 errdetail("A copy of a data directory keeps its system identifier; a state file of another one was brought here by hand, as after pg_upgrade.")));
 
 	if (!use_zk)
@@ -2132,7 +1838,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 						   LEAF_SF_STATE_FILE, leaf_sf_worker_id,
 						   2 * leaf_sf_heartbeat_ms + 1000);
 		}
-		else if (leaf_cache.foreign && leaf_mark_of(leaf_sf_worker_id) > 0)
+		else if (leaf_cache.foreign && leaf_sf_state_mark(&leaf_cache, leaf_sf_worker_id) > 0)
 		{
 			/* a copy must not serve with the original's worker ID */
 			leaf_not_ready("worker ID %d belongs to another data directory: \"%s\" is a copy of the state of %s; set leaf.worker_id to a worker ID no other node uses, or, if the original data directory will never serve again, delete the line \"bound_to\" from \"%s\"",
@@ -2145,14 +1851,14 @@ leaf_snowflake_worker_main(Datum main_arg)
 			if (leaf_cache.foreign)
 				memset(leaf_cache.marks, 0, sizeof(leaf_cache.marks));
 			leaf_wid = leaf_sf_worker_id;
-			floor_ms = Max(last_issued, leaf_mark_of(leaf_wid));
+			floor_ms = Max(last_issued, leaf_sf_state_mark(&leaf_cache, leaf_wid));
 			if (leaf_cache.epoch_changed && floor_ms > leaf_sf_clock_ms())
 				ereport(LOG,
 						(errmsg("leaf.snowflake_epoch was moved later: worker ID %d waits until " INT64_FORMAT " so that its IDs stay above those it issued",
 								leaf_wid, floor_ms)));
 			leaf_file_hwm = 0;
 			have_floor = true;
-			leaf_sf_report_identity(leaf_wid, "setting", leaf_addr, NULL);
+			leaf_sf_report_identity(leaf_wid, "setting", leaf_node.addr, NULL);
 			if (claim)
 			{
 				const char *bad = leaf_zk_config_problem();
@@ -2275,7 +1981,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 				delay = Max(delay, 10000);
 			}
 			else if (!connected && !leaf_serving &&
-					 strcmp(leaf_claimed_in, leaf_root) != 0)
+					 strcmp(leaf_claimed_in, leaf_node.root) != 0)
 				leaf_not_ready("leaf.worker_id %d is not used before it is claimed in ZooKeeper (leaf.zk_hosts is set), and ZooKeeper at \"%s\" is unreachable; once claimed, the worker ID is used from \"%s\" when ZooKeeper is down",
 							   leaf_wid, leaf_sf_zk_hosts, LEAF_SF_STATE_FILE);
 		}
@@ -2294,7 +2000,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 			{
 				int64		f = Max(leaf_node_hwm, last_issued);
 
-				f = Max(f, leaf_mark_of(leaf_wid));
+				f = Max(f, leaf_sf_state_mark(&leaf_cache, leaf_wid));
 				leaf_peer_checked = true;
 				if (leaf_serving && (leaf_wid != serving_wid || leaf_fresh_node))
 				{
@@ -2316,13 +2022,13 @@ leaf_snowflake_worker_main(Datum main_arg)
 					 * of ours.
 					 */
 					f = Max(f, leaf_sf_clock_ms() +
-							Max(leaf_margin_ms(),
+							Max(leaf_sf_margin_ms(),
 								leaf_zk_session_timeout() + leaf_sf_heartbeat_ms) +
 							Max(leaf_sf_max_clock_drift_ms, 0));
 					fresh_floor = true;
 				}
 				source = "zookeeper";
-				leaf_sf_report_identity(leaf_wid, source, leaf_addr,
+				leaf_sf_report_identity(leaf_wid, source, leaf_node.addr,
 										leaf_node_path);
 				if (leaf_serving && leaf_sf_get_lease() > 0)
 				{
@@ -2345,7 +2051,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 					int64		mark = Max(floor_ms, leaf_sf_get_lease());
 
 					mark = Max(mark, leaf_file_hwm);
-					mark = Max(mark, leaf_mark_of(leaf_wid));
+					mark = Max(mark, leaf_sf_state_mark(&leaf_cache, leaf_wid));
 					(void) leaf_cache_write(leaf_wid, source, mark);
 				}
 			}
@@ -2377,7 +2083,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 					floor_ms = Max(leaf_cache.hwm_ms, last_issued);
 					have_floor = true;
 					source = "cache file";
-					leaf_sf_report_identity(leaf_wid, source, leaf_addr,
+					leaf_sf_report_identity(leaf_wid, source, leaf_node.addr,
 											leaf_node_path);
 					ereport(LOG,
 							(errmsg("ZooKeeper at \"%s\" is unreachable, using worker ID %d from \"%s\"",
@@ -2403,7 +2109,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 
 		if (have_floor && leaf_wid >= 0 && !leaf_serving &&
 			(!claim || leaf_claimed ||
-			 (!claim_refused && strcmp(leaf_claimed_in, leaf_root) == 0)))
+			 (!claim_refused && strcmp(leaf_claimed_in, leaf_node.root) == 0)))
 		{
 			if (!leaf_try_serve(floor_ms, use_zk, source, fresh_floor))
 				delay = Min(delay, Max(floor_ms - leaf_sf_clock_ms() + 1, 10));
