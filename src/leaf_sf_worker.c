@@ -39,13 +39,9 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <zookeeper/zookeeper.h>
 
 #include "access/xlog.h"
 #include "miscadmin.h"
@@ -63,10 +59,10 @@
 #include "leaf.h"
 #include "leaf_snowflake.h"
 #include "leaf_sf_state.h"
+#include "leaf_zk_client.h"
 
 
 
-#define LEAF_ZK_DATA_LEN		1024
 #define LEAF_ZK_CONNECT_MS		4000
 
 /* What registration in ZooKeeper found. */
@@ -78,11 +74,10 @@ typedef enum LeafZkResult
 } LeafZkResult;
 
 /* the worker's own state; this process only */
-static zhandle_t *leaf_zh = NULL;
+static LeafZkSession leaf_zk;	/* the ZooKeeper session */
 static LeafSfNode leaf_node;	/* this node's address, data directory and
 								 * root */
 static char leaf_reason[LEAF_SF_REASON_LEN];
-static char leaf_auth[LEAF_SF_ADDR_LEN];	/* digest credentials, or "" */
 static bool leaf_claimed = false;	/* the hand-set worker ID is claimed
 									 * in ZooKeeper by this run */
 static char leaf_claimed_in[LEAF_ZK_PATH_LEN];	/* root where it was claimed
@@ -95,7 +90,6 @@ static bool leaf_zk_bounded = false;	/* our node says: lease bounded by
 static int	leaf_wid = -1;		/* worker ID we serve with, -1 if none */
 static bool leaf_serving = false;
 static int	serving_wid = -1;	/* worker ID the generator uses */
-static bool leaf_registered = false;	/* our forever node is known */
 static bool leaf_peer_checked = false;
 static char leaf_node_path[LEAF_ZK_PATH_LEN];
 static int32 leaf_node_version = -1;
@@ -111,19 +105,10 @@ static bool leaf_new_id = false;	/* the worker ID was given up on request:
 static bool leaf_lease_out = false; /* serving, but the lease ran out */
 static int64 leaf_lease_out_since = 0;	/* when that was noticed */
 
-static void leaf_zk_close(void);
-
 /* ---------------------------------------------------------------------
  * Helpers
  * ---------------------------------------------------------------------
  */
-
-/* ZooKeeper session timeout we ask for. */
-static int
-leaf_zk_session_timeout(void)
-{
-	return Max(6000, 3 * leaf_sf_heartbeat_ms);
-}
 
 static void
 leaf_not_ready(const char *fmt,...) pg_attribute_printf(1, 2);
@@ -307,280 +292,33 @@ leaf_cache_write(int worker_id, const char *source, int64 hwm_ms)
  * ---------------------------------------------------------------------
  */
 
-/* Runs on a client thread: must not touch anything of Postgres. */
-static void
-leaf_zk_watcher(zhandle_t *zh, int type, int state, const char *path,
-				void *ctx)
-{
-}
-
-/* Runs on a client thread, like the watcher: a failure shows in zoo_state. */
-static void
-leaf_zk_auth_done(int rc, const void *data)
-{
-}
-
-/*
- * ACL of every node we create: with leaf.zk_auth, only the same digest
- * credentials may read, write, delete or change it; else open.
- */
-static struct ACL_vector *
-leaf_zk_acl(void)
-{
-	if (leaf_auth[0] != '\0')
-		return &ZOO_CREATOR_ALL_ACL;
-	return &ZOO_OPEN_ACL_UNSAFE;
-}
-
-/* Is leaf.zk_hosts a list of host:port with valid ports? */
-static bool
-leaf_zk_hosts_valid(const char *hosts)
-{
-	const char *p = hosts;
-
-	if (*p == '\0')
-		return false;
-	for (;;)
-	{
-		size_t		len = strcspn(p, ",");
-		const char *colon = NULL;
-		const char *q;
-		long		port;
-		char	   *end;
-
-		for (q = p; q < p + len; q++)
-			if (*q == ':')
-				colon = q;
-		if (colon == NULL || colon == p || colon + 1 >= p + len)
-			return false;
-		for (q = p; q < colon; q++)
-			if (*q == ' ' || *q == '/')
-				return false;
-		errno = 0;
-		port = strtol(colon + 1, &end, 10);
-		if (errno != 0 || end != p + len || port < 1 || port > 65535)
-			return false;
-		if (p[len] == '\0')
-			return true;
-		p += len + 1;
-	}
-}
-
-static bool
-leaf_zk_root_valid(const char *root)
-{
-	size_t		len = strlen(root);
-
-	return len > 1 && len < LEAF_ZK_PATH_LEN / 2 && root[0] == '/' &&
-		root[len - 1] != '/' && strstr(root, "//") == NULL;
-}
-
-static const char *
-leaf_zk_state_name(void)
-{
-	int			state;
-
-	if (leaf_zh == NULL)
-		return "disconnected";
-	state = zoo_state(leaf_zh);
-	if (state == ZOO_CONNECTED_STATE)
-		return "connected";
-	if (state == ZOO_EXPIRED_SESSION_STATE)
-		return "session expired";
-	if (state == ZOO_AUTH_FAILED_STATE)
-		return "authentication failed";
-	return "connecting";
-}
-
 /*
  * Open a session if there is none (or it expired) and wait for it to
  * connect.  Returns true when connected.
  */
 static bool
-leaf_zk_connect(int wait_ms)
+leaf_sf_connect(int wait_ms)
 {
 	int			waited = 0;
 
-	if (leaf_zh != NULL && zoo_state(leaf_zh) == ZOO_AUTH_FAILED_STATE)
+	if (leaf_zk_auth_failed(&leaf_zk))
 	{
 		leaf_sf_report_zk("authentication failed");
 		leaf_not_ready("ZooKeeper refused the credentials of leaf.zk_auth");
-		leaf_zk_close();
+		leaf_zk_close(&leaf_zk);
 		return false;
 	}
+	if (!leaf_zk_open(&leaf_zk))
+		return false;
 
-	if (leaf_zh != NULL && zoo_state(leaf_zh) == ZOO_EXPIRED_SESSION_STATE)
-	{
-		ereport(LOG,
-				(errmsg("ZooKeeper session of the leaf snowflake worker expired, opening a new one")));
-		leaf_zk_close();
-	}
-
-	if (leaf_zh == NULL)
-	{
-		sigset_t	all;
-		sigset_t	old;
-		int			timeout = leaf_zk_session_timeout();
-
-		/* the client threads must not take our signals */
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, &old);
-		zoo_set_debug_level((ZooLogLevel) 0);
-		leaf_zh = zookeeper_init(leaf_sf_zk_hosts, leaf_zk_watcher, timeout,
-								 NULL, NULL, 0);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		if (leaf_zh == NULL)
-		{
-			leaf_sf_report_zk("invalid hosts");
-			return false;
-		}
-		/* sent with every (re)connection of this session */
-		if (leaf_auth[0] != '\0')
-			(void) zoo_add_auth(leaf_zh, "digest", leaf_auth,
-								strlen(leaf_auth), leaf_zk_auth_done, NULL);
-		/* a new session must register its ephemeral node again */
-		leaf_registered = false;
-	}
-
-	while (zoo_state(leaf_zh) != ZOO_CONNECTED_STATE && waited < wait_ms)
+	while (!leaf_zk_connected(&leaf_zk) && waited < wait_ms)
 	{
 		if (!leaf_wait(20))
 			break;
 		waited += 20;
 	}
-	leaf_sf_report_zk(leaf_zk_state_name());
-	return zoo_state(leaf_zh) == ZOO_CONNECTED_STATE;
-}
-
-static void
-leaf_zk_close(void)
-{
-	if (leaf_zh != NULL)
-	{
-		zookeeper_close(leaf_zh);
-		leaf_zh = NULL;
-	}
-	leaf_registered = false;
-}
-
-/*
- * Create a persistent node with the given ACL; an existing one is fine.
- * Existence is checked first: ZooKeeper refuses a create under a parent we
- * may not write to even when the node is there already (a folder made by
- * a node with credentials).
- */
-static int
-leaf_zk_ensure(const char *path, struct ACL_vector *acl)
-{
-	struct Stat st;
-	int			rc = zoo_exists(leaf_zh, path, 0, &st);
-
-	if (rc == ZOK)
-		return ZOK;
-	rc = zoo_create(leaf_zh, path, NULL, -1, acl, ZOO_PERSISTENT, NULL, 0);
-	return rc == ZNODEEXISTS ? ZOK : rc;
-}
-
-/*
- * Create leaf.zk_root and every node above it, and its folders.  The
- * folders get the root's ACL, so that a folder a newer release adds to an
- * open tree stays open even when a node with credentials makes it.
- */
-static int
-leaf_zk_ensure_tree(void)
-{
-	static const char *const folders[] = {"forever", "temporary", "claimed", "clock"};
-	char		path[LEAF_ZK_PATH_LEN];
-	const char *p = leaf_node.root;
-	struct ACL_vector acl = {0, NULL};
-	struct Stat st;
-	int			rc;
-	int			i;
-
-	while ((p = strchr(p + 1, '/')) != NULL)
-	{
-		snprintf(path, sizeof(path), "%.*s", (int) (p - leaf_node.root),
-				 leaf_node.root);
-		if ((rc = leaf_zk_ensure(path, leaf_zk_acl())) != ZOK)
-			return rc;
-	}
-	if ((rc = leaf_zk_ensure(leaf_node.root, leaf_zk_acl())) != ZOK)
-		return rc;
-	for (i = 0; i < lengthof(folders) && rc == ZOK; i++)
-	{
-		snprintf(path, sizeof(path), "%s/%s", leaf_node.root, folders[i]);
-		if (zoo_exists(leaf_zh, path, 0, &st) == ZOK)
-			continue;
-		if (acl.count == 0 &&
-			(rc = zoo_get_acl(leaf_zh, leaf_node.root, &acl, &st)) != ZOK)
-			break;
-		rc = leaf_zk_ensure(path, &acl);
-	}
-	if (acl.count > 0)
-		deallocate_ACL_vector(&acl);
-	return rc;
-}
-
-
-/*
- * Data of a forever node: owner address, time of the write, high-water
- * mark and the epoch it is counted from, the owner's data directory, and
- * whether the owner keeps its lease within the mark held here ("bounded",
- * which is what allows a take-over, see leaf_record).
- */
-static int
-leaf_zk_format(char *buf, size_t size, int64 ts, int64 hwm, bool bounded)
-{
-	return snprintf(buf, size,
-					"{\"addr\":\"%s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT
-					",\"ep\":" INT64_FORMAT ",\"id\":\"%s\",\"bounded\":%d}",
-					leaf_node.addr, ts, hwm, leaf_sf_epoch_ms, leaf_node.identity,
-					bounded ? 1 : 0);
-}
-
-/* Value of a numeric field of our JSON, or 0. */
-static int64
-leaf_json_int(const char *json, const char *key)
-{
-	char		pat[64];
-	const char *p;
-
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	p = strstr(json, pat);
-	return p ? strtoll(p + strlen(pat), NULL, 10) : 0;
-}
-
-/* Value of a string field of our JSON into out, or "". */
-static void
-leaf_json_str(const char *json, const char *key, char *out, size_t size)
-{
-	char		pat[64];
-	const char *p;
-	size_t		len;
-
-	out[0] = '\0';
-	snprintf(pat, sizeof(pat), "\"%s\":\"", key);
-	p = strstr(json, pat);
-	if (p == NULL)
-		return;
-	p += strlen(pat);
-	len = strcspn(p, "\"");
-	if (len >= size)
-		return;
-	memcpy(out, p, len);
-	out[len] = '\0';
-}
-
-/* Get a node's data as a string. */
-static int
-leaf_zk_get(const char *path, char *buf, int size, struct Stat *stat)
-{
-	int			len = size - 1;
-	int			rc = zoo_get(leaf_zh, path, 0, buf, &len, stat);
-
-	if (rc == ZOK)
-		buf[len < 0 ? 0 : len] = '\0';
-	return rc;
+	leaf_sf_report_zk(leaf_zk_state_name(&leaf_zk));
+	return leaf_zk_connected(&leaf_zk);
 }
 
 /* Path of the claim of a worker ID set by hand (leaf.worker_id). */
@@ -603,9 +341,9 @@ leaf_claim_owner(int wid, char *out, size_t size)
 	struct Stat st;
 
 	leaf_claim_path(path, sizeof(path), wid);
-	if (leaf_zk_get(path, data, sizeof(data), &st) != ZOK)
+	if (leaf_zk_get(&leaf_zk, path, data, sizeof(data), &st) != ZOK)
 		return false;
-	leaf_json_str(data, "addr", addr, sizeof(addr));
+	leaf_zk_json_str(data, "addr", addr, sizeof(addr));
 	snprintf(out, size, "%s", addr[0] ? addr : "an unknown node");
 	return true;
 }
@@ -640,7 +378,7 @@ leaf_zk_ephemeral_ours(const char *path, LeafZkNode *nodes, int nnodes)
 	struct Stat st;
 	int			i;
 
-	if (leaf_zk_get(path, data, sizeof(data), &st) != ZOK || data[0] == '\0')
+	if (leaf_zk_get(&leaf_zk, path, data, sizeof(data), &st) != ZOK || data[0] == '\0')
 		return false;
 	for (i = 0; i < nnodes; i++)
 		if (strcmp(nodes[i].name, data) == 0)
@@ -664,7 +402,7 @@ leaf_addr_running(const struct String_vector *temp)
 static LeafZkResult
 leaf_zk_fail_rc(const char *what, int rc)
 {
-	leaf_sf_report_zk(leaf_zk_state_name());
+	leaf_sf_report_zk(leaf_zk_state_name(&leaf_zk));
 	leaf_not_ready("ZooKeeper request failed (%s): %s", what, zerror(rc));
 	return LEAF_ZK_RETRY;
 }
@@ -684,7 +422,7 @@ leaf_zk_probe_clock(int64 *offset, int64 *zk_now)
 
 	snprintf(path, sizeof(path), "%s/clock", leaf_node.root);
 	before = leaf_sf_clock_ms();
-	rc = zoo_set2(leaf_zh, path, leaf_node.addr, strlen(leaf_node.addr), -1, &st);
+	rc = zoo_set2(leaf_zk.zh, path, leaf_node.addr, strlen(leaf_node.addr), -1, &st);
 	after = leaf_sf_clock_ms();
 	if (rc != ZOK)
 		return rc;
@@ -737,12 +475,12 @@ leaf_zk_check_peers(int64 my_offset, struct String_vector *temp)
 			continue;
 		snprintf(path, sizeof(path), "%s/temporary/%s", leaf_node.root,
 				 temp->data[i]);
-		if (leaf_zk_get(path, data, sizeof(data), &st) != ZOK || data[0] == '\0')
+		if (leaf_zk_get(&leaf_zk, path, data, sizeof(data), &st) != ZOK || data[0] == '\0')
 			continue;
 		snprintf(fpath, sizeof(fpath), "%s/forever/%s", leaf_node.root, data);
-		if (leaf_zk_get(fpath, data, sizeof(data), &st) != ZOK)
+		if (leaf_zk_get(&leaf_zk, fpath, data, sizeof(data), &st) != ZOK)
 			continue;
-		ts = leaf_json_int(data, "ts");
+		ts = leaf_zk_json_int(data, "ts");
 		if (ts <= 0)
 			continue;
 		offsets[npeers] = ts - st.mtime;
@@ -821,17 +559,17 @@ leaf_zk_register(bool check_peers)
 	int			len;
 	LeafZkResult result = LEAF_ZK_RETRY;
 
-	if ((rc = leaf_zk_ensure_tree()) != ZOK)
+	if ((rc = leaf_zk_ensure_tree(&leaf_zk, leaf_node.root)) != ZOK)
 		return leaf_zk_fail_rc("create parent nodes", rc);
 	if ((rc = leaf_zk_probe_clock(&my_offset, &zk_now)) != ZOK)
 		return leaf_zk_fail_rc("clock probe", rc);
 
 	snprintf(path, sizeof(path), "%s/temporary", leaf_node.root);
-	if ((rc = zoo_get_children(leaf_zh, path, 0, &temp)) != ZOK)
+	if ((rc = zoo_get_children(leaf_zk.zh, path, 0, &temp)) != ZOK)
 		return leaf_zk_fail_rc("list running nodes", rc);
 
 	snprintf(path, sizeof(path), "%s/forever", leaf_node.root);
-	if ((rc = zoo_get_children(leaf_zh, path, 0, &children)) != ZOK)
+	if ((rc = zoo_get_children(leaf_zk.zh, path, 0, &children)) != ZOK)
 	{
 		deallocate_String_vector(&temp);
 		return leaf_zk_fail_rc("list registered nodes", rc);
@@ -840,7 +578,7 @@ leaf_zk_register(bool check_peers)
 	/* worker IDs set by hand and claimed here (none in older trees) */
 	claimed = palloc0(sizeof(bool) * (LEAF_SF_MAX_WORKER_ID + 1));
 	snprintf(path, sizeof(path), "%s/claimed", leaf_node.root);
-	rc = zoo_get_children(leaf_zh, path, 0, &claims);
+	rc = zoo_get_children(leaf_zk.zh, path, 0, &claims);
 	if (rc != ZOK && rc != ZNONODE)
 	{
 		result = leaf_zk_fail_rc("list claimed worker IDs", rc);
@@ -866,7 +604,7 @@ leaf_zk_register(bool check_peers)
 			goto done;
 		snprintf(tpath, sizeof(tpath), "%s/temporary/%s", leaf_node.root,
 				 temp.data[j]);
-		if (leaf_zk_get(tpath, tdata, sizeof(tdata), &st) == ZOK)
+		if (leaf_zk_get(&leaf_zk, tpath, tdata, sizeof(tdata), &st) == ZOK)
 			temp_names[j] = pstrdup(tdata);
 	}
 
@@ -882,7 +620,7 @@ leaf_zk_register(bool check_peers)
 		strlcpy(n->name, children.data[i], sizeof(n->name));
 		n->seq = dash ? strtol(dash + 1, NULL, 10) : -1;
 		snprintf(path, sizeof(path), "%s/forever/%s", leaf_node.root, n->name);
-		rc = leaf_zk_get(path, data, sizeof(data), &st);
+		rc = leaf_zk_get(&leaf_zk, path, data, sizeof(data), &st);
 		if (rc == ZNONODE)
 		{
 			n->seq = -1;
@@ -903,16 +641,16 @@ leaf_zk_register(bool check_peers)
 			result = leaf_zk_fail_rc("read registered node", rc);
 			goto done;
 		}
-		leaf_json_str(data, "addr", n->owner, sizeof(n->owner));
+		leaf_zk_json_str(data, "addr", n->owner, sizeof(n->owner));
 		if (n->owner[0] == '\0' && dash)
 			snprintf(n->owner, sizeof(n->owner), "%.*s",
 					 (int) (dash - children.data[i]), children.data[i]);
-		leaf_json_str(data, "id", n->id, sizeof(n->id));
-		n->ts = leaf_json_int(data, "ts");
-		n->hwm = Max(leaf_json_int(data, "hwm"), n->ts);
+		leaf_zk_json_str(data, "id", n->id, sizeof(n->id));
+		n->ts = leaf_zk_json_int(data, "ts");
+		n->hwm = Max(leaf_zk_json_int(data, "hwm"), n->ts);
 		if (strstr(data, "\"ep\":") != NULL && n->hwm > 0)
-			n->hwm += leaf_sf_epoch_ms - leaf_json_int(data, "ep");
-		n->bounded = leaf_json_int(data, "bounded") == 1;
+			n->hwm += leaf_sf_epoch_ms - leaf_zk_json_int(data, "ep");
+		n->bounded = leaf_zk_json_int(data, "bounded") == 1;
 		n->mtime = st.mtime;
 		n->version = st.version;
 
@@ -933,9 +671,9 @@ leaf_zk_register(bool check_peers)
 			 * Its data names this data directory at once, so that a restart
 			 * with the file rewritten still finds it ours.
 			 */
-			len = leaf_zk_format(data, sizeof(data), leaf_sf_clock_ms(),
-								 n->hwm, n->bounded);
-			rc = zoo_set2(leaf_zh, path, data, len, n->version, &st);
+			len = leaf_zk_format(data, sizeof(data), &leaf_node,
+								 leaf_sf_clock_ms(), n->hwm, n->bounded);
+			rc = zoo_set2(leaf_zk.zh, path, data, len, n->version, &st);
 			if (rc != ZOK)
 			{
 				result = leaf_zk_fail_rc("take over the forever node of the state file", rc);
@@ -985,7 +723,7 @@ leaf_zk_register(bool check_peers)
 		if (mine->ts == 0 && mine->hwm == 0)
 		{
 			snprintf(path, sizeof(path), "%s/forever/%s", leaf_node.root, mine->name);
-			rc = zoo_delete(leaf_zh, path, mine->version);
+			rc = zoo_delete(leaf_zk.zh, path, mine->version);
 			if (rc != ZOK && rc != ZNONODE)
 			{
 				result = leaf_zk_fail_rc("give up a claimed worker ID", rc);
@@ -1044,9 +782,9 @@ leaf_zk_register(bool check_peers)
 
 			snprintf(path, sizeof(path), "%s/forever/%s", leaf_node.root,
 					 best->name);
-			len = leaf_zk_format(data, sizeof(data), leaf_sf_clock_ms(),
+			len = leaf_zk_format(data, sizeof(data), &leaf_node, leaf_sf_clock_ms(),
 								 best->hwm, true);
-			rc = zoo_set2(leaf_zh, path, data, len, best->version, &st);
+			rc = zoo_set2(leaf_zk.zh, path, data, len, best->version, &st);
 			if (rc != ZOK)
 			{
 				result = leaf_zk_fail_rc("take over worker ID", rc);
@@ -1106,9 +844,9 @@ leaf_zk_register(bool check_peers)
 			char		cpath[LEAF_ZK_PATH_LEN];
 
 			snprintf(path, sizeof(path), "%s/forever/%s-", leaf_node.root, leaf_node.addr);
-			len = leaf_zk_format(data, sizeof(data), 0, 0,
+			len = leaf_zk_format(data, sizeof(data), &leaf_node, 0, 0,
 								 leaf_sf_reclaim_after_ms > 0);
-			rc = zoo_create(leaf_zh, path, data, len, leaf_zk_acl(),
+			rc = zoo_create(leaf_zk.zh, path, data, len, leaf_zk_acl(&leaf_zk),
 							ZOO_PERSISTENT_SEQUENTIAL, created, sizeof(created));
 			if (rc != ZOK)
 			{
@@ -1121,7 +859,7 @@ leaf_zk_register(bool check_peers)
 			if (seq < 0 || seq > LEAF_SF_MAX_WORKER_ID || skipped > LEAF_SF_MAX_WORKER_ID)
 				break;
 			leaf_claim_path(cpath, sizeof(cpath), (int) seq);
-			rc = zoo_exists(leaf_zh, cpath, 0, &st);
+			rc = zoo_exists(leaf_zk.zh, cpath, 0, &st);
 			if (rc == ZNONODE)
 				break;
 			if (rc != ZOK)
@@ -1134,7 +872,7 @@ leaf_zk_register(bool check_peers)
 			ereport(LOG,
 					(errmsg("leaf snowflake worker skips worker ID %ld: %s claims it with leaf.worker_id",
 							seq, claimer)));
-			rc = zoo_delete(leaf_zh, created, 0);
+			rc = zoo_delete(leaf_zk.zh, created, 0);
 			if (rc != ZOK && rc != ZNONODE)
 			{
 				result = leaf_zk_fail_rc("give up a claimed worker ID", rc);
@@ -1167,14 +905,14 @@ leaf_zk_register(bool check_peers)
 		const char *name = strrchr(leaf_node_path, '/') + 1;
 		struct Stat st;
 
-		int64		my_session = zoo_client_id(leaf_zh)->client_id;
+		int64		my_session = zoo_client_id(leaf_zk.zh)->client_id;
 		bool		made;
 
-		rc = zoo_create(leaf_zh, path, name, strlen(name), leaf_zk_acl(),
+		rc = zoo_create(leaf_zk.zh, path, name, strlen(name), leaf_zk_acl(&leaf_zk),
 						ZOO_EPHEMERAL, NULL, 0);
 		made = (rc == ZOK);
 		if (rc == ZNODEEXISTS &&
-			(rc = zoo_exists(leaf_zh, path, 0, &st)) == ZOK &&
+			(rc = zoo_exists(leaf_zk.zh, path, 0, &st)) == ZOK &&
 			st.ephemeralOwner != my_session)
 		{
 			if (st.ephemeralOwner != 0 &&
@@ -1187,10 +925,10 @@ leaf_zk_register(bool check_peers)
 				 * Left over by this node's earlier session, as recorded in
 				 * the state file: delete exactly that one.
 				 */
-				rc = zoo_delete(leaf_zh, path, st.version);
+				rc = zoo_delete(leaf_zk.zh, path, st.version);
 				if (rc == ZOK || rc == ZNONODE)
-					rc = zoo_create(leaf_zh, path, name, strlen(name),
-									leaf_zk_acl(), ZOO_EPHEMERAL, NULL, 0);
+					rc = zoo_create(leaf_zk.zh, path, name, strlen(name),
+									leaf_zk_acl(&leaf_zk), ZOO_EPHEMERAL, NULL, 0);
 			}
 			else
 			{
@@ -1211,7 +949,7 @@ leaf_zk_register(bool check_peers)
 			rc = ZOK;
 		/* ours already (this session): make it name our node now */
 		if (rc == ZOK && !made)
-			rc = zoo_set(leaf_zh, path, name, strlen(name), -1);
+			rc = zoo_set(leaf_zk.zh, path, name, strlen(name), -1);
 		if (rc != ZOK)
 		{
 			result = leaf_zk_fail_rc("create ephemeral node", rc);
@@ -1219,8 +957,8 @@ leaf_zk_register(bool check_peers)
 		}
 	}
 
-	leaf_session_id = zoo_client_id(leaf_zh)->client_id;
-	leaf_registered = true;
+	leaf_session_id = zoo_client_id(leaf_zk.zh)->client_id;
+	leaf_zk.registered = true;
 	result = LEAF_ZK_OK;
 
 done:
@@ -1266,7 +1004,7 @@ leaf_zk_abandon(void)
 				   "{\"addr\":\"abandoned by %s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT
 				   ",\"ep\":" INT64_FORMAT ",\"id\":\"\",\"bounded\":1}",
 				   leaf_node.addr, leaf_sf_clock_ms(), hwm, leaf_sf_epoch_ms);
-	rc = zoo_set2(leaf_zh, leaf_node_path, data, len, leaf_node_version, &st);
+	rc = zoo_set2(leaf_zk.zh, leaf_node_path, data, len, leaf_node_version, &st);
 	if (rc != ZOK)
 	{
 		ereport(LOG,
@@ -1302,7 +1040,7 @@ leaf_zk_claim(int wid)
 
 	if (wid < 0 || wid > LEAF_SF_MAX_WORKER_ID)
 		return LEAF_ZK_FAIL;
-	if ((rc = leaf_zk_ensure_tree()) != ZOK)
+	if ((rc = leaf_zk_ensure_tree(&leaf_zk, leaf_node.root)) != ZOK)
 		return leaf_zk_fail_rc("create parent nodes", rc);
 
 	for (pass = 0; pass < 2; pass++)
@@ -1311,7 +1049,7 @@ leaf_zk_claim(int wid)
 		int			i;
 
 		snprintf(path, sizeof(path), "%s/forever", leaf_node.root);
-		if ((rc = zoo_get_children(leaf_zh, path, 0, &children)) != ZOK)
+		if ((rc = zoo_get_children(leaf_zk.zh, path, 0, &children)) != ZOK)
 			return leaf_zk_fail_rc("list registered nodes", rc);
 		for (i = 0; i < children.count; i++)
 		{
@@ -1328,7 +1066,7 @@ leaf_zk_claim(int wid)
 			{
 				/* we lost the race: give the claim up again */
 				leaf_claim_path(path, sizeof(path), wid);
-				(void) zoo_delete(leaf_zh, path, -1);
+				(void) zoo_delete(leaf_zk.zh, path, -1);
 				return LEAF_ZK_RETRY;
 			}
 			return LEAF_ZK_FAIL;
@@ -1338,11 +1076,11 @@ leaf_zk_claim(int wid)
 			break;
 
 		leaf_claim_path(path, sizeof(path), wid);
-		rc = leaf_zk_get(path, data, sizeof(data), &st);
+		rc = leaf_zk_get(&leaf_zk, path, data, sizeof(data), &st);
 		if (rc == ZNONODE)
 		{
-			len = leaf_zk_format(data, sizeof(data), leaf_sf_clock_ms(), 0, false);
-			rc = zoo_create(leaf_zh, path, data, len, leaf_zk_acl(),
+			len = leaf_zk_format(data, sizeof(data), &leaf_node, leaf_sf_clock_ms(), 0, false);
+			rc = zoo_create(leaf_zk.zh, path, data, len, leaf_zk_acl(&leaf_zk),
 							ZOO_PERSISTENT, NULL, 0);
 			if (rc == ZNODEEXISTS)
 				return LEAF_ZK_RETRY;	/* someone else at the same moment */
@@ -1359,8 +1097,8 @@ leaf_zk_claim(int wid)
 		 * address wrote it and the state file says we claimed it (the data
 		 * directory of a node upgraded with pg_upgrade is a new one).
 		 */
-		leaf_json_str(data, "addr", owner, sizeof(owner));
-		leaf_json_str(data, "id", id, sizeof(id));
+		leaf_zk_json_str(data, "addr", owner, sizeof(owner));
+		leaf_zk_json_str(data, "id", id, sizeof(id));
 		if (!(strcmp(id, leaf_node.identity) == 0 ||
 			  (strcmp(owner, leaf_node.addr) == 0 &&
 			   strcmp(leaf_claimed_in, leaf_node.root) == 0)))
@@ -1371,8 +1109,8 @@ leaf_zk_claim(int wid)
 			return LEAF_ZK_FAIL;
 		}
 		/* ours: say which data directory holds it now */
-		len = leaf_zk_format(data, sizeof(data), leaf_sf_clock_ms(), 0, false);
-		rc = zoo_set(leaf_zh, path, data, len, st.version);
+		len = leaf_zk_format(data, sizeof(data), &leaf_node, leaf_sf_clock_ms(), 0, false);
+		rc = zoo_set(leaf_zk.zh, path, data, len, st.version);
 		if (rc != ZOK)
 			return leaf_zk_fail_rc("claim worker ID", rc);
 	}
@@ -1394,11 +1132,11 @@ static bool
 leaf_zk_heartbeat(int64 now, int64 hwm, bool bounded)
 {
 	char		data[LEAF_ZK_DATA_LEN];
-	int			len = leaf_zk_format(data, sizeof(data), now, hwm, bounded);
+	int			len = leaf_zk_format(data, sizeof(data), &leaf_node, now, hwm, bounded);
 	struct Stat st;
 	int			rc;
 
-	rc = zoo_set2(leaf_zh, leaf_node_path, data, len, leaf_node_version, &st);
+	rc = zoo_set2(leaf_zk.zh, leaf_node_path, data, len, leaf_node_version, &st);
 	if (rc == ZBADVERSION)
 	{
 		char		cur[LEAF_ZK_DATA_LEN];
@@ -1406,21 +1144,21 @@ leaf_zk_heartbeat(int64 now, int64 hwm, bool bounded)
 		char		id[LEAF_SF_ID_LEN];
 
 		/* a write of ours whose answer was lost, or someone else's */
-		if (leaf_zk_get(leaf_node_path, cur, sizeof(cur), &st) == ZOK)
+		if (leaf_zk_get(&leaf_zk, leaf_node_path, cur, sizeof(cur), &st) == ZOK)
 		{
-			leaf_json_str(cur, "addr", owner, sizeof(owner));
-			leaf_json_str(cur, "id", id, sizeof(id));
+			leaf_zk_json_str(cur, "addr", owner, sizeof(owner));
+			leaf_zk_json_str(cur, "id", id, sizeof(id));
 			if (strcmp(owner, leaf_node.addr) == 0 &&
 				(id[0] == '\0' || strcmp(id, leaf_node.identity) == 0))
 			{
 				leaf_node_version = st.version;
-				rc = zoo_set2(leaf_zh, leaf_node_path, data, len,
+				rc = zoo_set2(leaf_zk.zh, leaf_node_path, data, len,
 							  leaf_node_version, &st);
 			}
 			else
 			{
 				leaf_not_ready("worker ID %d was taken over by %s", leaf_wid, owner);
-				leaf_registered = false;
+				leaf_zk.registered = false;
 				leaf_wid = -1;
 				return false;
 			}
@@ -1435,13 +1173,13 @@ leaf_zk_heartbeat(int64 now, int64 hwm, bool bounded)
 		 */
 		leaf_not_ready("forever node %s is gone from ZooKeeper (deleted, or ZooKeeper lost its data), registering again",
 					   leaf_node_path);
-		leaf_registered = false;
+		leaf_zk.registered = false;
 		leaf_wid = -1;
 		return false;
 	}
 	if (rc != ZOK)
 	{
-		leaf_sf_report_zk(leaf_zk_state_name());
+		leaf_sf_report_zk(leaf_zk_state_name(&leaf_zk));
 		return false;
 	}
 	leaf_node_version = st.version;
@@ -1529,7 +1267,7 @@ leaf_record(bool use_zk, const char *source)
 	if (!use_zk || (!bounded && !leaf_zk_bounded))
 		leaf_sf_set_lease(leaf_file_hwm);
 
-	if (use_zk && leaf_registered && leaf_zh != NULL)
+	if (use_zk && leaf_zk.registered && leaf_zk.zh != NULL)
 		zk_ok = leaf_zk_heartbeat(now, hwm, bounded);
 	if (leaf_wid < 0)
 		return;
@@ -1549,7 +1287,7 @@ leaf_record(bool use_zk, const char *source)
 
 		snprintf(why, sizeof(why),
 				 "ZooKeeper has not recorded a new high-water mark (ZooKeeper state: %s), and with worker-ID recycling (leaf.worker_id_reclaim_after) the lease may not pass the mark ZooKeeper holds",
-				 leaf_zk_state_name());
+				 leaf_zk_state_name(&leaf_zk));
 		leaf_lease_report(now, why);
 	}
 }
@@ -1593,7 +1331,7 @@ leaf_try_serve(int64 floor_ms, bool use_zk, const char *source, bool fresh)
 
 	/* the first heartbeat may have found our worker ID taken over */
 	if (leaf_wid < 0 || (use_zk && strcmp(source, "zookeeper") == 0 &&
-						 !leaf_registered))
+						 !leaf_zk.registered))
 		return false;
 	if (leaf_sf_get_lease() <= now)
 	{
@@ -1669,91 +1407,8 @@ leaf_shutdown(bool use_zk, const char *source)
 		return;
 	if (!leaf_cache_write(leaf_wid, source, hwm))
 		return;
-	if (use_zk && leaf_registered && leaf_zh != NULL)
+	if (use_zk && leaf_zk.registered && leaf_zk.zh != NULL)
 		(void) leaf_zk_heartbeat(leaf_sf_clock_ms(), hwm, leaf_zk_bounded);
-}
-
-/*
- * The credentials: leaf.zk_auth, else the first line of leaf.zk_auth_file.
- * Returns a problem, or NULL.  The file must not be readable by group or
- * others, as for a libpq password file; its content is never logged.
- */
-static const char *
-leaf_zk_load_auth(void)
-{
-	static char buf[LEAF_SF_REASON_LEN];
-	FILE	   *f;
-	struct stat st;
-
-	leaf_auth[0] = '\0';
-	if (leaf_sf_zk_auth && leaf_sf_zk_auth[0] != '\0')
-	{
-		strlcpy(leaf_auth, leaf_sf_zk_auth, sizeof(leaf_auth));
-		return NULL;
-	}
-	if (leaf_sf_zk_auth_file == NULL || leaf_sf_zk_auth_file[0] == '\0')
-		return NULL;
-	f = AllocateFile(leaf_sf_zk_auth_file, "r");
-	if (f == NULL)
-	{
-		snprintf(buf, sizeof(buf), "could not open leaf.zk_auth_file \"%s\": %s",
-				 leaf_sf_zk_auth_file, strerror(errno));
-		return buf;
-	}
-	if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
-	{
-		FreeFile(f);
-		snprintf(buf, sizeof(buf), "leaf.zk_auth_file \"%s\" has group or world access; it must be readable by the server's user only (chmod 0600)",
-				 leaf_sf_zk_auth_file);
-		return buf;
-	}
-	if (fgets(leaf_auth, sizeof(leaf_auth), f) == NULL)
-		leaf_auth[0] = '\0';
-	FreeFile(f);
-	leaf_auth[strcspn(leaf_auth, "\r\n")] = '\0';
-	if (strchr(leaf_auth, ':') == NULL || leaf_auth[0] == ':')
-	{
-		leaf_auth[0] = '\0';
-		snprintf(buf, sizeof(buf), "leaf.zk_auth_file \"%s\" must hold user:password on its first line",
-				 leaf_sf_zk_auth_file);
-		return buf;
-	}
-	return NULL;
-}
-
-/*
- * What keeps this node from using ZooKeeper as configured, or NULL.  The
- * node address goes into node names and into JSON: it may not hold "/",
- * a quote or a backslash.
- */
-static const char *
-leaf_zk_config_problem(void)
-{
-	static char buf[LEAF_SF_REASON_LEN];
-
-	const char *auth_problem = leaf_zk_load_auth();
-
-	if (auth_problem != NULL)
-		return auth_problem;
-	if (!leaf_zk_hosts_valid(leaf_sf_zk_hosts))
-	{
-		leaf_sf_report_zk("invalid hosts");
-		snprintf(buf, sizeof(buf), "leaf.zk_hosts is not a list of host:port: \"%s\"",
-				 leaf_sf_zk_hosts);
-	}
-	else if (leaf_node.root[0] == '\0')
-		snprintf(buf, sizeof(buf), "leaf.zk_root is not set: every node of a fleet must name the fleet's root, such as '/leaf/orders'");
-	else if (!leaf_zk_root_valid(leaf_node.root))
-		snprintf(buf, sizeof(buf), "leaf.zk_root is not an absolute ZooKeeper path: \"%s\"",
-				 leaf_node.root);
-	else if (leaf_node.addr[0] == '\0')
-		snprintf(buf, sizeof(buf), "no node address unique to this host: listen_addresses has only loopback or wildcard entries and the host name is not usable; set leaf.node_address");
-	else if (strpbrk(leaf_node.addr, "/\"\\") != NULL)
-		snprintf(buf, sizeof(buf), "node address \"%s\" must not contain \"/\", a double quote or a backslash",
-				 leaf_node.addr);
-	else
-		return NULL;
-	return buf;
 }
 
 void
@@ -1861,7 +1516,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 			leaf_sf_report_identity(leaf_wid, "setting", leaf_node.addr, NULL);
 			if (claim)
 			{
-				const char *bad = leaf_zk_config_problem();
+				const char *bad = leaf_zk_config_problem(&leaf_zk, &leaf_node);
 
 				if (bad != NULL)
 				{
@@ -1873,7 +1528,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 			}
 		}
 	}
-	else if ((problem = leaf_zk_config_problem()) != NULL)
+	else if ((problem = leaf_zk_config_problem(&leaf_zk, &leaf_node)) != NULL)
 	{
 		leaf_not_ready("%s", problem);
 		use_zk = false;
@@ -1890,9 +1545,8 @@ leaf_snowflake_worker_main(Datum main_arg)
 		long		delay = leaf_sf_heartbeat_ms;
 
 		/* an expired session lost our ephemeral node: register again */
-		if (use_zk && leaf_registered && leaf_zh != NULL &&
-			zoo_state(leaf_zh) == ZOO_EXPIRED_SESSION_STATE)
-			leaf_registered = false;
+		if (use_zk && leaf_zk.registered && leaf_zk_expired(&leaf_zk))
+			leaf_zk.registered = false;
 
 		/*
 		 * A session that stays unconnected for longer than its timeout is
@@ -1900,11 +1554,11 @@ leaf_snowflake_worker_main(Datum main_arg)
 		 * that lost its data refuses the session, and the client keeps
 		 * trying): open a new one.
 		 */
-		if (use_zk && leaf_zh != NULL)
+		if (use_zk && leaf_zk.zh != NULL)
 		{
 			int64		now = leaf_sf_clock_ms();
 
-			if (zoo_state(leaf_zh) == ZOO_CONNECTED_STATE)
+			if (leaf_zk_connected(&leaf_zk))
 				leaf_unconnected_since = 0;
 			else if (leaf_unconnected_since == 0)
 				leaf_unconnected_since = now;
@@ -1913,7 +1567,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 				ereport(LOG,
 						(errmsg("ZooKeeper session of the leaf snowflake worker has not connected for " INT64_FORMAT " ms, more than its timeout, opening a new one",
 								now - leaf_unconnected_since)));
-				leaf_zk_close();
+				leaf_zk_close(&leaf_zk);
 				leaf_unconnected_since = 0;
 			}
 		}
@@ -1921,7 +1575,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 		/* leaf_snowflake_new_worker_id() */
 		if (leaf_sf_new_id_requested())
 		{
-			if (use_zk && leaf_registered && leaf_zh != NULL && leaf_wid >= 0 &&
+			if (use_zk && leaf_zk.registered && leaf_zk.zh != NULL && leaf_wid >= 0 &&
 				strcmp(source, "zookeeper") == 0)
 			{
 				int			old_wid = leaf_wid;
@@ -1933,7 +1587,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 					/* nothing of the old worker ID bounds the new one */
 					leaf_sf_set_lease(0);
 					leaf_file_hwm = 0;
-					leaf_registered = false;
+					leaf_zk.registered = false;
 					leaf_wid = -1;
 					have_floor = false;
 					fresh_floor = false;
@@ -1962,7 +1616,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 		/* a worker ID set by hand, with ZooKeeper: claim it there */
 		if (claim && !leaf_claimed && leaf_wid >= 0)
 		{
-			bool		connected = leaf_zk_connect(leaf_serving ? 200 : LEAF_ZK_CONNECT_MS);
+			bool		connected = leaf_sf_connect(leaf_serving ? 200 : LEAF_ZK_CONNECT_MS);
 			LeafZkResult r = LEAF_ZK_RETRY;
 
 			if (ShutdownRequestPending)
@@ -1972,7 +1626,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 			if (r == LEAF_ZK_OK)
 			{
 				claim_refused = false;
-				leaf_zk_close();
+				leaf_zk_close(&leaf_zk);
 				leaf_sf_report_zk("claimed");
 			}
 			else if (r == LEAF_ZK_FAIL)
@@ -1986,10 +1640,10 @@ leaf_snowflake_worker_main(Datum main_arg)
 							   leaf_wid, leaf_sf_zk_hosts, LEAF_SF_STATE_FILE);
 		}
 
-		if (use_zk && !leaf_registered)
+		if (use_zk && !leaf_zk.registered)
 		{
 			/* while serving, never stall the heartbeats waiting for ZooKeeper */
-			bool		connected = leaf_zk_connect(leaf_serving ? 200 : LEAF_ZK_CONNECT_MS);
+			bool		connected = leaf_sf_connect(leaf_serving ? 200 : LEAF_ZK_CONNECT_MS);
 			LeafZkResult r = LEAF_ZK_RETRY;
 
 			if (ShutdownRequestPending)
@@ -2056,7 +1710,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 				}
 			}
 			else if (!connected && !leaf_serving && !have_floor &&
-					 leaf_zh != NULL && leaf_cache_usable() &&
+					 leaf_zk.zh != NULL && leaf_cache_usable() &&
 					 leaf_sf_reclaim_after_ms == 0 &&
 					 !leaf_cache_declared_recyclable() && !leaf_zk_retried)
 			{
@@ -2068,7 +1722,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 				 * a restored ZooKeeper may have given our worker ID to
 				 * another node already.
 				 */
-				leaf_zk_close();
+				leaf_zk_close(&leaf_zk);
 				leaf_zk_retried = true;
 				delay = 10;
 			}
@@ -2089,7 +1743,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 							(errmsg("ZooKeeper at \"%s\" is unreachable, using worker ID %d from \"%s\"",
 									leaf_sf_zk_hosts, leaf_wid, LEAF_SF_STATE_FILE)));
 				}
-				else if (leaf_zh == NULL)
+				else if (leaf_zk.zh == NULL)
 					leaf_not_ready("could not start a ZooKeeper client for \"%s\": %m",
 								   leaf_sf_zk_hosts);
 				else if (leaf_cache_usable() && leaf_sf_reclaim_after_ms > 0)
@@ -2124,7 +1778,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 	}
 
 	leaf_shutdown(use_zk, source);
-	leaf_zk_close();
+	leaf_zk_close(&leaf_zk);
 	leaf_sf_detach_worker();
 
 	/*
