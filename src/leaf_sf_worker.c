@@ -59,19 +59,12 @@
 #include "leaf.h"
 #include "leaf_snowflake.h"
 #include "leaf_sf_state.h"
+#include "leaf_zk_assign.h"
 #include "leaf_zk_client.h"
 
 
 
 #define LEAF_ZK_CONNECT_MS		4000
-
-/* What registration in ZooKeeper found. */
-typedef enum LeafZkResult
-{
-	LEAF_ZK_OK,
-	LEAF_ZK_RETRY,				/* transient (connection, clock): try again */
-	LEAF_ZK_FAIL				/* needs a fix by hand; still retried slowly */
-} LeafZkResult;
 
 /* the worker's own state; this process only */
 static LeafZkSession leaf_zk;	/* the ZooKeeper session */
@@ -95,7 +88,6 @@ static char leaf_node_path[LEAF_ZK_PATH_LEN];
 static int32 leaf_node_version = -1;
 static int64 leaf_zk_hwm = 0;	/* last high-water mark ZooKeeper holds */
 static int64 leaf_node_hwm = 0; /* high-water mark read at registration */
-static bool leaf_fresh_node = false;	/* registration created our node */
 static bool leaf_zk_retried = false;	/* a new session was tried before
 										 * using the cache file */
 static int64 leaf_unconnected_since = 0;	/* session not connected since */
@@ -321,807 +313,52 @@ leaf_sf_connect(int wait_ms)
 	return leaf_zk_connected(&leaf_zk);
 }
 
-/* Path of the claim of a worker ID set by hand (leaf.worker_id). */
-static void
-leaf_claim_path(char *buf, size_t size, int worker_id)
-{
-	snprintf(buf, size, "%s/claimed/%010d", leaf_node.root, worker_id);
-}
-
 /*
- * Who claims worker ID wid by hand, as "address (data directory id)" in
- * out; false if nobody does.
- */
-static bool
-leaf_claim_owner(int wid, char *out, size_t size)
-{
-	char		path[LEAF_ZK_PATH_LEN];
-	char		data[LEAF_ZK_DATA_LEN];
-	char		addr[LEAF_SF_ADDR_LEN];
-	struct Stat st;
-
-	leaf_claim_path(path, sizeof(path), wid);
-	if (leaf_zk_get(&leaf_zk, path, data, sizeof(data), &st) != ZOK)
-		return false;
-	leaf_zk_json_str(data, "addr", addr, sizeof(addr));
-	snprintf(out, size, "%s", addr[0] ? addr : "an unknown node");
-	return true;
-}
-
-/* A child of forever, as read at registration. */
-typedef struct LeafZkNode
-{
-	char		name[LEAF_SF_ADDR_LEN + 16];
-	char		owner[LEAF_SF_ADDR_LEN];	/* "addr" in data, else name prefix */
-	long		seq;
-	char		id[LEAF_SF_ID_LEN];	/* owner's data directory, or "" */
-	int64		ts;
-	int64		hwm;			/* under our epoch */
-	int64		mtime;
-	int32		version;
-	bool		bounded;		/* owner keeps its lease within hwm */
-	bool		live;			/* some ephemeral node names it */
-} LeafZkNode;
-
-/*
- * Is the ephemeral node at path, held by a session this process does not
- * know, left over by an earlier session of this data directory?  That is
- * so if it names a forever node whose data directory is ours: an
- * immediate restart leaves its node behind for the session timeout, and
- * the state file may not have recorded that session yet.  Another node
- * with our address has another data directory.
- */
-static bool
-leaf_zk_ephemeral_ours(const char *path, LeafZkNode *nodes, int nnodes)
-{
-	char		data[LEAF_ZK_DATA_LEN];
-	struct Stat st;
-	int			i;
-
-	if (leaf_zk_get(&leaf_zk, path, data, sizeof(data), &st) != ZOK || data[0] == '\0')
-		return false;
-	for (i = 0; i < nnodes; i++)
-		if (strcmp(nodes[i].name, data) == 0)
-			return nodes[i].id[0] != '\0' &&
-				strcmp(nodes[i].id, leaf_node.identity) == 0;
-	return false;
-}
-
-/* Does a running node hold the ephemeral node of our address? */
-static bool
-leaf_addr_running(const struct String_vector *temp)
-{
-	int			j;
-
-	for (j = 0; j < temp->count; j++)
-		if (strcmp(temp->data[j], leaf_node.addr) == 0)
-			return true;
-	return false;
-}
-
-static LeafZkResult
-leaf_zk_fail_rc(const char *what, int rc)
-{
-	leaf_sf_report_zk(leaf_zk_state_name(&leaf_zk));
-	leaf_not_ready("ZooKeeper request failed (%s): %s", what, zerror(rc));
-	return LEAF_ZK_RETRY;
-}
-
-/*
- * Measure our clock against ZooKeeper's with a write to <root>/clock.
- * Sets *offset to our clock minus ZooKeeper's, *zk_now to ZooKeeper's.
- */
-static int
-leaf_zk_probe_clock(int64 *offset, int64 *zk_now)
-{
-	char		path[LEAF_ZK_PATH_LEN];
-	struct Stat st;
-	int64		before;
-	int64		after;
-	int			rc;
-
-	snprintf(path, sizeof(path), "%s/clock", leaf_node.root);
-	before = leaf_sf_clock_ms();
-	rc = zoo_set2(leaf_zk.zh, path, leaf_node.addr, strlen(leaf_node.addr), -1, &st);
-	after = leaf_sf_clock_ms();
-	if (rc != ZOK)
-		return rc;
-	*offset = (before + after) / 2 - st.mtime;
-	*zk_now = st.mtime;
-	return ZOK;
-}
-
-/*
- * Compare our clock with the running peers' clocks.  Peers are the
- * ephemeral nodes under temporary/ other than ours; each names its forever
- * node, whose last heartbeat gives the peer's offset from ZooKeeper.  The
- * yardstick is the median offset, so that one peer with a wrong clock
- * neither blocks correct nodes nor lets a wrong one in; peers far from the
- * median are named in the log.
- */
-static int
-leaf_cmp_int64(const void *a, const void *b)
-{
-	int64		x = *(const int64 *) a;
-	int64		y = *(const int64 *) b;
-
-	return (x > y) - (x < y);
-}
-
-static LeafZkResult
-leaf_zk_check_peers(int64 my_offset, struct String_vector *temp)
-{
-	int64	   *offsets;
-	char	  **names;
-	int64	   *sorted;
-	int			npeers = 0;
-	int			i;
-	int64		median;
-	int64		diff;
-	LeafZkResult result = LEAF_ZK_OK;
-
-	offsets = palloc(sizeof(int64) * Max(temp->count, 1));
-	sorted = palloc(sizeof(int64) * Max(temp->count, 1));
-	names = palloc(sizeof(char *) * Max(temp->count, 1));
-	for (i = 0; i < temp->count; i++)
-	{
-		char		path[LEAF_ZK_PATH_LEN];
-		char		data[LEAF_ZK_DATA_LEN];
-		char		fpath[LEAF_ZK_PATH_LEN];
-		struct Stat st;
-		int64		ts;
-
-		if (strcmp(temp->data[i], leaf_node.addr) == 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/temporary/%s", leaf_node.root,
-				 temp->data[i]);
-		if (leaf_zk_get(&leaf_zk, path, data, sizeof(data), &st) != ZOK || data[0] == '\0')
-			continue;
-		snprintf(fpath, sizeof(fpath), "%s/forever/%s", leaf_node.root, data);
-		if (leaf_zk_get(&leaf_zk, fpath, data, sizeof(data), &st) != ZOK)
-			continue;
-		ts = leaf_zk_json_int(data, "ts");
-		if (ts <= 0)
-			continue;
-		offsets[npeers] = ts - st.mtime;
-		names[npeers] = temp->data[i];
-		npeers++;
-	}
-
-	if (npeers == 0)
-	{
-		leaf_sf_report_peers(0, 0);
-		goto done;
-	}
-	memcpy(sorted, offsets, sizeof(int64) * npeers);
-	qsort(sorted, npeers, sizeof(int64), leaf_cmp_int64);
-	median = (npeers % 2 == 1) ? sorted[npeers / 2] :
-		sorted[npeers / 2 - 1] + (sorted[npeers / 2] - sorted[npeers / 2 - 1]) / 2;
-
-	if (leaf_sf_max_clock_drift_ms > 0)
-	{
-		for (i = 0; i < npeers; i++)
-		{
-			int64		d = offsets[i] - median;
-
-			if (d >= leaf_sf_max_clock_drift_ms || -d >= leaf_sf_max_clock_drift_ms)
-				ereport(WARNING,
-						(errmsg("the clock of running peer %s differs from the median of %d running peers by " INT64_FORMAT " ms, more than leaf.max_clock_drift_ms (%d ms)",
-								names[i], npeers, d, leaf_sf_max_clock_drift_ms),
-						 errhint("Check that node's clock; its IDs carry it.")));
-		}
-	}
-
-	diff = my_offset - median;
-	leaf_sf_report_peers(npeers, diff);
-	if (leaf_sf_max_clock_drift_ms > 0 &&
-		(diff >= leaf_sf_max_clock_drift_ms || -diff >= leaf_sf_max_clock_drift_ms))
-	{
-		leaf_not_ready("clock differs from the median of %d running peers by " INT64_FORMAT " ms, leaf.max_clock_drift_ms is %d",
-					   npeers, diff, leaf_sf_max_clock_drift_ms);
-		result = LEAF_ZK_RETRY;
-		goto done;
-	}
-	ereport(LOG,
-			(errmsg("leaf snowflake clock is within " INT64_FORMAT " ms of the median of %d running peers",
-					diff, npeers)));
-done:
-	pfree(offsets);
-	pfree(sorted);
-	pfree(names);
-	return result;
-}
-
-/*
- * Find, take over or create our forever node; check the clock against
- * peers; take our ephemeral node.  On LEAF_ZK_OK, sets leaf_wid,
- * leaf_node_path, leaf_node_version and leaf_node_hwm.
+ * Register in ZooKeeper (see leaf_zk_register).  A worker ID that
+ * registration chose becomes ours even when the ephemeral node could not
+ * be made after that: until the next registration, the state file names
+ * it.
  */
 static LeafZkResult
-leaf_zk_register(bool check_peers)
+leaf_sf_register(LeafZkRegistration *reg)
 {
-	char		path[LEAF_ZK_PATH_LEN];
-	char		data[LEAF_ZK_DATA_LEN];
-	struct String_vector children = {0, NULL};
-	struct String_vector temp = {0, NULL};
-	LeafZkNode *nodes = NULL;
-	LeafZkNode *mine = NULL;
-	LeafZkNode *mine_high = NULL;
-	struct String_vector claims = {0, NULL};
-	bool	   *claimed = NULL;
-	char	  **temp_names = NULL;
-	char		claimer[LEAF_SF_ADDR_LEN];
-	int64		my_offset = 0;
-	int64		zk_now = 0;
-	int			rc;
-	int			i;
-	int			j;
-	int			len;
-	LeafZkResult result = LEAF_ZK_RETRY;
+	LeafZkKnown known;
 
-	if ((rc = leaf_zk_ensure_tree(&leaf_zk, leaf_node.root)) != ZOK)
-		return leaf_zk_fail_rc("create parent nodes", rc);
-	if ((rc = leaf_zk_probe_clock(&my_offset, &zk_now)) != ZOK)
-		return leaf_zk_fail_rc("clock probe", rc);
-
-	snprintf(path, sizeof(path), "%s/temporary", leaf_node.root);
-	if ((rc = zoo_get_children(leaf_zk.zh, path, 0, &temp)) != ZOK)
-		return leaf_zk_fail_rc("list running nodes", rc);
-
-	snprintf(path, sizeof(path), "%s/forever", leaf_node.root);
-	if ((rc = zoo_get_children(leaf_zk.zh, path, 0, &children)) != ZOK)
+	known.own_session = leaf_session_id;
+	known.file_session = leaf_cache.foreign ? 0 : leaf_cache.session_id;
+	known.moved_from = leaf_cache.moved_from;
+	leaf_zk_register(&leaf_zk, &leaf_node, !leaf_peer_checked, &known, reg);
+	if (reg->reason[0] != '\0')
+		leaf_not_ready("%s", reg->reason);
+	if (reg->chosen)
 	{
-		deallocate_String_vector(&temp);
-		return leaf_zk_fail_rc("list registered nodes", rc);
+		leaf_wid = reg->worker_id;
+		strlcpy(leaf_node_path, reg->node_path, sizeof(leaf_node_path));
+		leaf_node_version = reg->node_version;
+		leaf_node_hwm = reg->node_hwm;
+		leaf_zk_bounded = reg->bounded;
 	}
-
-	/* worker IDs set by hand and claimed here (none in older trees) */
-	claimed = palloc0(sizeof(bool) * (LEAF_SF_MAX_WORKER_ID + 1));
-	snprintf(path, sizeof(path), "%s/claimed", leaf_node.root);
-	rc = zoo_get_children(leaf_zk.zh, path, 0, &claims);
-	if (rc != ZOK && rc != ZNONODE)
-	{
-		result = leaf_zk_fail_rc("list claimed worker IDs", rc);
-		goto done;
-	}
-	for (i = 0; i < claims.count; i++)
-	{
-		long		c = strtol(claims.data[i], NULL, 10);
-
-		if (c >= 0 && c <= LEAF_SF_MAX_WORKER_ID)
-			claimed[c] = true;
-	}
-
-	/* the forever node each running peer names, read once */
-	temp_names = palloc0(sizeof(char *) * Max(temp.count, 1));
-	for (j = 0; j < temp.count; j++)
-	{
-		char		tpath[LEAF_ZK_PATH_LEN];
-		char		tdata[LEAF_ZK_DATA_LEN];
-		struct Stat st;
-
-		if (ShutdownRequestPending)
-			goto done;
-		snprintf(tpath, sizeof(tpath), "%s/temporary/%s", leaf_node.root,
-				 temp.data[j]);
-		if (leaf_zk_get(&leaf_zk, tpath, tdata, sizeof(tdata), &st) == ZOK)
-			temp_names[j] = pstrdup(tdata);
-	}
-
-	nodes = palloc0(sizeof(LeafZkNode) * Max(children.count, 1));
-	for (i = 0; i < children.count; i++)
-	{
-		LeafZkNode *n = &nodes[i];
-		const char *dash = strrchr(children.data[i], '-');
-		struct Stat st;
-
-		if (ShutdownRequestPending)
-			goto done;
-		strlcpy(n->name, children.data[i], sizeof(n->name));
-		n->seq = dash ? strtol(dash + 1, NULL, 10) : -1;
-		snprintf(path, sizeof(path), "%s/forever/%s", leaf_node.root, n->name);
-		rc = leaf_zk_get(&leaf_zk, path, data, sizeof(data), &st);
-		if (rc == ZNONODE)
-		{
-			n->seq = -1;
-			continue;
-		}
-		if (rc == ZNOAUTH)
-		{
-			/*
-			 * A node created with credentials (leaf.zk_auth) that we lack:
-			 * another node's, since ours are open.  Its number stays taken.
-			 * So nodes get credentials one at a time.
-			 */
-			n->seq = -1;
-			continue;
-		}
-		if (rc != ZOK)
-		{
-			result = leaf_zk_fail_rc("read registered node", rc);
-			goto done;
-		}
-		leaf_zk_json_str(data, "addr", n->owner, sizeof(n->owner));
-		if (n->owner[0] == '\0' && dash)
-			snprintf(n->owner, sizeof(n->owner), "%.*s",
-					 (int) (dash - children.data[i]), children.data[i]);
-		leaf_zk_json_str(data, "id", n->id, sizeof(n->id));
-		n->ts = leaf_zk_json_int(data, "ts");
-		n->hwm = Max(leaf_zk_json_int(data, "hwm"), n->ts);
-		if (strstr(data, "\"ep\":") != NULL && n->hwm > 0)
-			n->hwm += leaf_sf_epoch_ms - leaf_zk_json_int(data, "ep");
-		n->bounded = leaf_zk_json_int(data, "bounded") == 1;
-		n->mtime = st.mtime;
-		n->version = st.version;
-
-		for (j = 0; j < temp.count; j++)
-			if (temp_names[j] != NULL && strcmp(temp_names[j], n->name) == 0 &&
-				strcmp(temp.data[j], leaf_node.addr) != 0)
-				n->live = true;
-
-		if (n->seq >= 0 && strcmp(n->owner, leaf_node.addr) == 0 &&
-			n->id[0] != '\0' && strcmp(n->id, leaf_node.identity) != 0 &&
-			leaf_cache.moved_from[0] != '\0' &&
-			strcmp(n->id, leaf_cache.moved_from) == 0 &&
-			!leaf_addr_running(&temp))
-		{
-			/*
-			 * The node of the data directory whose state file this one took
-			 * over (see leaf_sf_state_read), not running: ours from now on.
-			 * Its data names this data directory at once, so that a restart
-			 * with the file rewritten still finds it ours.
-			 */
-			len = leaf_zk_format(data, sizeof(data), &leaf_node,
-								 leaf_sf_clock_ms(), n->hwm, n->bounded);
-			rc = zoo_set2(leaf_zk.zh, path, data, len, n->version, &st);
-			if (rc != ZOK)
-			{
-				result = leaf_zk_fail_rc("take over the forever node of the state file", rc);
-				goto done;
-			}
-			ereport(LOG,
-					(errmsg("leaf snowflake worker took over %s, the forever node of data directory %s, whose state file it now uses",
-							path, n->id)));
-			strlcpy(n->id, leaf_node.identity, sizeof(n->id));
-			n->version = st.version;
-		}
-		if (n->seq >= 0 && strcmp(n->owner, leaf_node.addr) == 0 &&
-			n->id[0] != '\0' && strcmp(n->id, leaf_node.identity) != 0)
-		{
-			/* our address, but another data directory's node */
-			leaf_not_ready("node address %s is registered in ZooKeeper by another data directory (%s, worker ID %ld); set leaf.node_address to an address unique to this node, or delete that forever node if its data directory will never serve again",
-						   leaf_node.addr, n->name, n->seq);
-			result = LEAF_ZK_FAIL;
-			goto done;
-		}
-		if (n->seq >= 0 && strcmp(n->owner, leaf_node.addr) == 0)
-		{
-			if (n->seq <= LEAF_SF_MAX_WORKER_ID)
-			{
-				if (mine == NULL || n->seq < mine->seq)
-					mine = n;
-			}
-			else
-				mine_high = n;
-		}
-	}
-
-	/* the clock check of a starting node */
-	if (check_peers && leaf_zk_check_peers(my_offset, &temp) != LEAF_ZK_OK)
-	{
-		result = LEAF_ZK_RETRY;
-		goto done;
-	}
-
-	/*
-	 * Our node's worker ID claimed by hand by another node: a node that
-	 * never served with it (created by a registration that did not finish)
-	 * gives it up, for a new one below; one that did cannot.
-	 */
-	if (mine != NULL && claimed[mine->seq])
-	{
-		if (mine->ts == 0 && mine->hwm == 0)
-		{
-			snprintf(path, sizeof(path), "%s/forever/%s", leaf_node.root, mine->name);
-			rc = zoo_delete(leaf_zk.zh, path, mine->version);
-			if (rc != ZOK && rc != ZNONODE)
-			{
-				result = leaf_zk_fail_rc("give up a claimed worker ID", rc);
-				goto done;
-			}
-			mine->seq = -1;
-			mine = NULL;
-		}
-		else
-		{
-			if (!leaf_claim_owner((int) mine->seq, claimer, sizeof(claimer)))
-				strlcpy(claimer, "a node", sizeof(claimer));
-			leaf_not_ready("worker ID %ld of %s (%s/forever/%s) is also claimed by %s, which has leaf.worker_id = %ld; two nodes must never serve with one worker ID: set leaf.worker_id there to an ID no node of %s uses, then delete %s/claimed/%010ld",
-						   mine->seq, leaf_node.addr, leaf_node.root, mine->name, claimer,
-						   mine->seq, leaf_node.root, leaf_node.root, mine->seq);
-			result = LEAF_ZK_FAIL;
-			goto done;
-		}
-	}
-
-	/*
-	 * Take over the oldest dead worker ID, if allowed.  A worker ID whose
-	 * mark is ahead of ZooKeeper's clock (its holder's clock ran ahead)
-	 * could serve only once the clock passes the mark: it is taken only
-	 * when the tree may have no new worker ID left to give.
-	 */
-	if (mine == NULL && leaf_sf_reclaim_after_ms > 0)
-	{
-		LeafZkNode *best = NULL;
-		bool		best_future = false;
-		bool		room = children.count <= LEAF_SF_MAX_WORKER_ID;
-
-		for (i = 0; i < children.count; i++)
-		{
-			LeafZkNode *n = &nodes[i];
-			bool		future;
-
-			if (n->seq < 0 || n->seq > LEAF_SF_MAX_WORKER_ID || n->live ||
-				!n->bounded || strcmp(n->owner, leaf_node.addr) == 0 ||
-				claimed[n->seq] ||
-				n->mtime > zk_now - leaf_sf_reclaim_after_ms)
-				continue;
-			future = n->hwm > zk_now + leaf_sf_margin_ms();
-			if (future && room)
-				continue;
-			if (best == NULL || (best_future && !future) ||
-				(best_future == future && n->mtime < best->mtime))
-			{
-				best = n;
-				best_future = future;
-			}
-		}
-		if (best != NULL)
-		{
-			struct Stat st;
-
-			snprintf(path, sizeof(path), "%s/forever/%s", leaf_node.root,
-					 best->name);
-			len = leaf_zk_format(data, sizeof(data), &leaf_node, leaf_sf_clock_ms(),
-								 best->hwm, true);
-			rc = zoo_set2(leaf_zk.zh, path, data, len, best->version, &st);
-			if (rc != ZOK)
-			{
-				result = leaf_zk_fail_rc("take over worker ID", rc);
-				goto done;
-			}
-			ereport(LOG,
-					(errmsg("leaf snowflake worker took over worker ID %ld of %s, last heard of " INT64_FORMAT " ms ago",
-							best->seq, best->owner, zk_now - best->mtime)));
-			strlcpy(best->owner, leaf_node.addr, sizeof(best->owner));
-			best->version = st.version;
-			best->bounded = true;
-			mine = best;
-		}
-	}
-
-	if (mine != NULL)
-	{
-		leaf_wid = (int) mine->seq;
-		snprintf(leaf_node_path, sizeof(leaf_node_path), "%s/forever/%s",
-				 leaf_node.root, mine->name);
-		leaf_node_version = mine->version;
-		leaf_node_hwm = mine->hwm;
-		leaf_zk_bounded = mine->bounded;
-
-		/*
-		 * A node that never recorded a heartbeat was created by a
-		 * registration that did not finish (say, the connection was lost
-		 * before the ephemeral node was made): it is as new as one created
-		 * now, and its worker ID must wait out earlier holders the same way.
-		 */
-		leaf_fresh_node = (mine->ts == 0 && mine->hwm == 0);
-	}
-	else if (mine_high != NULL)
-	{
-		leaf_not_ready("ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
-					   mine_high->seq, leaf_node.addr, LEAF_SF_MAX_WORKER_ID);
-		result = LEAF_ZK_FAIL;
-		goto done;
-	}
-	else
-	{
-		char		created[LEAF_ZK_PATH_LEN];
-		const char *dash;
-		long		seq;
-
-		int			skipped;
-
-		/*
-		 * ZooKeeper numbers the nodes; a number claimed by a node with
-		 * leaf.worker_id is skipped.  The claim is checked after the
-		 * create: a node claiming by hand checks for our node after its
-		 * claim, so one of the two sees the other.
-		 */
-		for (skipped = 0;; skipped++)
-		{
-			struct Stat st;
-			char		cpath[LEAF_ZK_PATH_LEN];
-
-			snprintf(path, sizeof(path), "%s/forever/%s-", leaf_node.root, leaf_node.addr);
-			len = leaf_zk_format(data, sizeof(data), &leaf_node, 0, 0,
-								 leaf_sf_reclaim_after_ms > 0);
-			rc = zoo_create(leaf_zk.zh, path, data, len, leaf_zk_acl(&leaf_zk),
-							ZOO_PERSISTENT_SEQUENTIAL, created, sizeof(created));
-			if (rc != ZOK)
-			{
-				/* after a connection loss the node may exist: list again first */
-				result = leaf_zk_fail_rc("create forever node", rc);
-				goto done;
-			}
-			dash = strrchr(created, '-');
-			seq = dash ? strtol(dash + 1, NULL, 10) : -1;
-			if (seq < 0 || seq > LEAF_SF_MAX_WORKER_ID || skipped > LEAF_SF_MAX_WORKER_ID)
-				break;
-			leaf_claim_path(cpath, sizeof(cpath), (int) seq);
-			rc = zoo_exists(leaf_zk.zh, cpath, 0, &st);
-			if (rc == ZNONODE)
-				break;
-			if (rc != ZOK)
-			{
-				result = leaf_zk_fail_rc("check claimed worker IDs", rc);
-				goto done;
-			}
-			if (!leaf_claim_owner((int) seq, claimer, sizeof(claimer)))
-				strlcpy(claimer, "a node", sizeof(claimer));
-			ereport(LOG,
-					(errmsg("leaf snowflake worker skips worker ID %ld: %s claims it with leaf.worker_id",
-							seq, claimer)));
-			rc = zoo_delete(leaf_zk.zh, created, 0);
-			if (rc != ZOK && rc != ZNONODE)
-			{
-				result = leaf_zk_fail_rc("give up a claimed worker ID", rc);
-				goto done;
-			}
-			if (ShutdownRequestPending)
-				goto done;
-		}
-		ereport(LOG,
-				(errmsg("leaf snowflake worker registered %s as \"%s\"",
-						leaf_node.addr, created)));
-		if (seq < 0 || seq > LEAF_SF_MAX_WORKER_ID)
-		{
-			leaf_not_ready("ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
-						   seq, leaf_node.addr, LEAF_SF_MAX_WORKER_ID);
-			result = LEAF_ZK_FAIL;
-			goto done;
-		}
-		leaf_wid = (int) seq;
-		strlcpy(leaf_node_path, created, sizeof(leaf_node_path));
-		leaf_node_version = 0;
-		leaf_node_hwm = 0;
-		leaf_zk_bounded = leaf_sf_reclaim_after_ms > 0;
-		leaf_fresh_node = true;
-	}
-
-	/* our lease: ephemeral temporary/<address>, naming our forever node */
-	snprintf(path, sizeof(path), "%s/temporary/%s", leaf_node.root, leaf_node.addr);
-	{
-		const char *name = strrchr(leaf_node_path, '/') + 1;
-		struct Stat st;
-
-		int64		my_session = zoo_client_id(leaf_zk.zh)->client_id;
-		bool		made;
-
-		rc = zoo_create(leaf_zk.zh, path, name, strlen(name), leaf_zk_acl(&leaf_zk),
-						ZOO_EPHEMERAL, NULL, 0);
-		made = (rc == ZOK);
-		if (rc == ZNODEEXISTS &&
-			(rc = zoo_exists(leaf_zk.zh, path, 0, &st)) == ZOK &&
-			st.ephemeralOwner != my_session)
-		{
-			if (st.ephemeralOwner != 0 &&
-				(st.ephemeralOwner == leaf_session_id ||
-				 (st.ephemeralOwner == leaf_cache.session_id &&
-				  !leaf_cache.foreign) ||
-				 leaf_zk_ephemeral_ours(path, nodes, children.count)))
-			{
-				/*
-				 * Left over by this node's earlier session, as recorded in
-				 * the state file: delete exactly that one.
-				 */
-				rc = zoo_delete(leaf_zk.zh, path, st.version);
-				if (rc == ZOK || rc == ZNONODE)
-					rc = zoo_create(leaf_zk.zh, path, name, strlen(name),
-									leaf_zk_acl(&leaf_zk), ZOO_EPHEMERAL, NULL, 0);
-			}
-			else
-			{
-				/*
-				 * Another session holds our address: another running node,
-				 * or an earlier session of ours that the state file does
-				 * not know of, which ZooKeeper drops within the session
-				 * timeout.  Never delete it; try again later.
-				 */
-				leaf_not_ready("node address %s is in use by another running node (ZooKeeper session 0x%llx holds %s); give each node its own leaf.node_address",
-							   leaf_node.addr, (unsigned long long) st.ephemeralOwner,
-							   path);
-				result = LEAF_ZK_FAIL;
-				goto done;
-			}
-		}
-		if (rc == ZNODEEXISTS)
-			rc = ZOK;
-		/* ours already (this session): make it name our node now */
-		if (rc == ZOK && !made)
-			rc = zoo_set(leaf_zk.zh, path, name, strlen(name), -1);
-		if (rc != ZOK)
-		{
-			result = leaf_zk_fail_rc("create ephemeral node", rc);
-			goto done;
-		}
-	}
-
-	leaf_session_id = zoo_client_id(leaf_zk.zh)->client_id;
-	leaf_zk.registered = true;
-	result = LEAF_ZK_OK;
-
-done:
-	if (temp_names)
-	{
-		for (j = 0; j < temp.count; j++)
-			if (temp_names[j])
-				pfree(temp_names[j]);
-		pfree(temp_names);
-	}
-	deallocate_String_vector(&children);
-	deallocate_String_vector(&temp);
-	deallocate_String_vector(&claims);
-	if (nodes)
-		pfree(nodes);
-	if (claimed)
-		pfree(claimed);
-	return result;
+	if (reg->result == LEAF_ZK_OK)
+		leaf_session_id = reg->session_id;
+	return reg->result;
 }
 
 /*
- * Give our forever node up, on request (leaf_snowflake_new_worker_id()).
- * It keeps the highest timestamp this node may have used with it, is
- * bounded by that, and no longer names our address: recycling takes it
- * over once that mark has passed, and our next registration creates a
- * new node.  The generator has stopped already.
+ * Give our worker ID up in ZooKeeper, on request, with the highest
+ * timestamp this or an earlier run may have used with it.
  */
 static bool
-leaf_zk_abandon(void)
+leaf_sf_abandon(void)
 {
-	char		data[LEAF_ZK_DATA_LEN];
-	struct Stat st;
 	int64		hwm = Max(leaf_sf_get_lease(), leaf_zk_hwm);
-	int			len;
-	int			rc;
 
 	/* whatever this or an earlier run may have used with it */
 	hwm = Max(hwm, leaf_file_hwm);
 	hwm = Max(hwm, leaf_node_hwm);
 	hwm = Max(hwm, leaf_sf_state_mark(&leaf_cache, leaf_wid));
 	hwm = Max(hwm, leaf_sf_last_issued_ms() + 1);
-	len = snprintf(data, sizeof(data),
-				   "{\"addr\":\"abandoned by %s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT
-				   ",\"ep\":" INT64_FORMAT ",\"id\":\"\",\"bounded\":1}",
-				   leaf_node.addr, leaf_sf_clock_ms(), hwm, leaf_sf_epoch_ms);
-	rc = zoo_set2(leaf_zk.zh, leaf_node_path, data, len, leaf_node_version, &st);
-	if (rc != ZOK)
-	{
-		ereport(LOG,
-				(errmsg("could not give up worker ID %d in ZooKeeper: %s",
-						leaf_wid, zerror(rc))));
-		return false;
-	}
-	ereport(LOG,
-			(errmsg("leaf snowflake worker gave up worker ID %d on request (%s keeps its mark, " INT64_FORMAT " ms from now), registering a new one",
-					leaf_wid, leaf_node_path, hwm - leaf_sf_clock_ms())));
-	return true;
-}
-
-/*
- * Claim worker ID wid, set by hand, under our root, so that ZooKeeper's
- * numbering skips it and a second node setting it by hand is refused.
- * The order makes a race with a node that ZooKeeper is numbering safe:
- * look for a forever node with our number, claim, look again.  (That
- * node looks for the claim after it is created.)
- */
-static LeafZkResult
-leaf_zk_claim(int wid)
-{
-	char		path[LEAF_ZK_PATH_LEN];
-	char		data[LEAF_ZK_DATA_LEN];
-	char		owner[LEAF_SF_ADDR_LEN];
-	char		id[LEAF_SF_ID_LEN];
-	struct Stat st;
-	bool		created = false;
-	int			pass;
-	int			rc;
-	int			len;
-
-	if (wid < 0 || wid > LEAF_SF_MAX_WORKER_ID)
-		return LEAF_ZK_FAIL;
-	if ((rc = leaf_zk_ensure_tree(&leaf_zk, leaf_node.root)) != ZOK)
-		return leaf_zk_fail_rc("create parent nodes", rc);
-
-	for (pass = 0; pass < 2; pass++)
-	{
-		struct String_vector children = {0, NULL};
-		int			i;
-
-		snprintf(path, sizeof(path), "%s/forever", leaf_node.root);
-		if ((rc = zoo_get_children(leaf_zk.zh, path, 0, &children)) != ZOK)
-			return leaf_zk_fail_rc("list registered nodes", rc);
-		for (i = 0; i < children.count; i++)
-		{
-			const char *dash = strrchr(children.data[i], '-');
-
-			if (dash == NULL || strtol(dash + 1, NULL, 10) != wid)
-				continue;
-			snprintf(owner, sizeof(owner), "%.*s",
-					 (int) (dash - children.data[i]), children.data[i]);
-			leaf_not_ready("leaf.worker_id is %d, but ZooKeeper gave worker ID %d to %s (%s/forever/%s): two nodes must never serve with one worker ID; set leaf.worker_id to an ID that no node under %s uses",
-						   wid, wid, owner, leaf_node.root, children.data[i], leaf_node.root);
-			deallocate_String_vector(&children);
-			if (created)
-			{
-				/* we lost the race: give the claim up again */
-				leaf_claim_path(path, sizeof(path), wid);
-				(void) zoo_delete(leaf_zk.zh, path, -1);
-				return LEAF_ZK_RETRY;
-			}
-			return LEAF_ZK_FAIL;
-		}
-		deallocate_String_vector(&children);
-		if (pass == 1)
-			break;
-
-		leaf_claim_path(path, sizeof(path), wid);
-		rc = leaf_zk_get(&leaf_zk, path, data, sizeof(data), &st);
-		if (rc == ZNONODE)
-		{
-			len = leaf_zk_format(data, sizeof(data), &leaf_node, leaf_sf_clock_ms(), 0, false);
-			rc = zoo_create(leaf_zk.zh, path, data, len, leaf_zk_acl(&leaf_zk),
-							ZOO_PERSISTENT, NULL, 0);
-			if (rc == ZNODEEXISTS)
-				return LEAF_ZK_RETRY;	/* someone else at the same moment */
-			if (rc != ZOK)
-				return leaf_zk_fail_rc("claim worker ID", rc);
-			created = true;
-			continue;
-		}
-		if (rc != ZOK)
-			return leaf_zk_fail_rc("read claimed worker ID", rc);
-
-		/*
-		 * Claimed already: ours if this data directory wrote it, or if our
-		 * address wrote it and the state file says we claimed it (the data
-		 * directory of a node upgraded with pg_upgrade is a new one).
-		 */
-		leaf_zk_json_str(data, "addr", owner, sizeof(owner));
-		leaf_zk_json_str(data, "id", id, sizeof(id));
-		if (!(strcmp(id, leaf_node.identity) == 0 ||
-			  (strcmp(owner, leaf_node.addr) == 0 &&
-			   strcmp(leaf_claimed_in, leaf_node.root) == 0)))
-		{
-			leaf_not_ready("leaf.worker_id is %d, but %s (data directory %s) claims worker ID %d by hand as well (%s): two nodes must never serve with one worker ID; give each node its own leaf.worker_id, or, if %s will never serve again, delete %s",
-						   wid, owner[0] ? owner : "another node", id[0] ? id : "unknown",
-						   wid, path, owner[0] ? owner : "that node", path);
-			return LEAF_ZK_FAIL;
-		}
-		/* ours: say which data directory holds it now */
-		len = leaf_zk_format(data, sizeof(data), &leaf_node, leaf_sf_clock_ms(), 0, false);
-		rc = zoo_set(leaf_zk.zh, path, data, len, st.version);
-		if (rc != ZOK)
-			return leaf_zk_fail_rc("claim worker ID", rc);
-	}
-
-	if (strcmp(leaf_claimed_in, leaf_node.root) != 0 || created)
-		ereport(LOG,
-				(errmsg("leaf snowflake worker claimed worker ID %d (leaf.worker_id) in ZooKeeper as \"%s/claimed/%010d\"",
-						wid, leaf_node.root, wid)));
-	strlcpy(leaf_claimed_in, leaf_node.root, sizeof(leaf_claimed_in));
-	leaf_claimed = true;
-	return LEAF_ZK_OK;
+	return leaf_zk_abandon(&leaf_zk, &leaf_node, leaf_wid, leaf_node_path,
+						   leaf_node_version, hwm);
 }
 
 /*
@@ -1582,7 +819,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 
 				leaf_not_ready("a new worker ID was requested, giving up worker ID %d",
 							   old_wid);
-				if (leaf_zk_abandon())
+				if (leaf_sf_abandon())
 				{
 					/* nothing of the old worker ID bounds the new one */
 					leaf_sf_set_lease(0);
@@ -1622,7 +859,20 @@ leaf_snowflake_worker_main(Datum main_arg)
 			if (ShutdownRequestPending)
 				break;
 			if (connected)
-				r = leaf_zk_claim(leaf_wid);
+			{
+				char		reason[LEAF_SF_REASON_LEN];
+
+				r = leaf_zk_claim(&leaf_zk, &leaf_node, leaf_wid,
+								  leaf_claimed_in, reason);
+				if (reason[0] != '\0')
+					leaf_not_ready("%s", reason);
+				if (r == LEAF_ZK_OK)
+				{
+					strlcpy(leaf_claimed_in, leaf_node.root,
+							sizeof(leaf_claimed_in));
+					leaf_claimed = true;
+				}
+			}
 			if (r == LEAF_ZK_OK)
 			{
 				claim_refused = false;
@@ -1645,25 +895,26 @@ leaf_snowflake_worker_main(Datum main_arg)
 			/* while serving, never stall the heartbeats waiting for ZooKeeper */
 			bool		connected = leaf_sf_connect(leaf_serving ? 200 : LEAF_ZK_CONNECT_MS);
 			LeafZkResult r = LEAF_ZK_RETRY;
+			LeafZkRegistration reg;
 
 			if (ShutdownRequestPending)
 				break;
 			if (connected)
-				r = leaf_zk_register(!leaf_peer_checked);
+				r = leaf_sf_register(&reg);
 			if (r == LEAF_ZK_OK)
 			{
 				int64		f = Max(leaf_node_hwm, last_issued);
 
 				f = Max(f, leaf_sf_state_mark(&leaf_cache, leaf_wid));
 				leaf_peer_checked = true;
-				if (leaf_serving && (leaf_wid != serving_wid || leaf_fresh_node))
+				if (leaf_serving && (leaf_wid != serving_wid || reg.fresh))
 				{
 					/* everything up to the lease may have been used */
 					leaf_not_ready("ZooKeeper gave worker ID %d (a new registration) instead of %d, restarting the generator",
 								   leaf_wid, serving_wid);
 					f = Max(f, leaf_sf_get_lease());
 				}
-				if (leaf_fresh_node)
+				if (reg.fresh)
 				{
 					/*
 					 * ZooKeeper may have lost the node of an earlier holder
