@@ -31,7 +31,7 @@ typedef struct LeafSfCache
 											 * from another cluster, taken
 											 * as this one's, or "" */
 	int			worker_id;
-	char		source[16];		/* "setting" or "zookeeper" */
+	char		source[16];		/* "setting", "zookeeper" or "cache file" */
 	char		node_address[LEAF_SF_ADDR_LEN];
 	char		zk_root[LEAF_ZK_PATH_LEN];
 	char		zk_node[LEAF_ZK_PATH_LEN];
