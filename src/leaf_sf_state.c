@@ -39,6 +39,80 @@
 #define LEAF_SF_STATE_TMP		"leaf_snowflake.state.tmp"
 
 /*
+ * One line of the state file, "key value", into cache; *version and
+ * *file_epoch take the lines that describe the file.  Lines of unknown
+ * keys are ignored.
+ */
+static void
+leaf_sf_state_line(LeafSfCache *cache, char *line, int *version,
+				   int64 *file_epoch)
+{
+	char	   *val = strchr(line, ' ');
+
+	line[strcspn(line, "\n")] = '\0';
+	if (val == NULL)
+		return;
+	*val++ = '\0';
+	if (strcmp(line, "version") == 0)
+		*version = atoi(val);
+	else if (strcmp(line, "worker_id") == 0)
+		cache->worker_id = atoi(val);
+	else if (strcmp(line, "source") == 0)
+		strlcpy(cache->source, val, sizeof(cache->source));
+	else if (strcmp(line, "node_address") == 0)
+		strlcpy(cache->node_address, val, sizeof(cache->node_address));
+	else if (strcmp(line, "zk_root") == 0)
+		strlcpy(cache->zk_root, val, sizeof(cache->zk_root));
+	else if (strcmp(line, "zk_node") == 0)
+		strlcpy(cache->zk_node, val, sizeof(cache->zk_node));
+	else if (strcmp(line, "claimed_in") == 0)
+		strlcpy(cache->claimed_in, val, sizeof(cache->claimed_in));
+	else if (strcmp(line, "recyclable") == 0)
+		cache->declared = atoi(val) != 0;
+	else if (strcmp(line, "high_water_ms") == 0)
+		cache->hwm_ms = strtoll(val, NULL, 10);
+	else if (strcmp(line, "written_ms") == 0)
+		cache->written_ms = strtoll(val, NULL, 10);
+	else if (strcmp(line, "bound_to") == 0)
+		strlcpy(cache->bound_to, val, sizeof(cache->bound_to));
+	else if (strcmp(line, "session") == 0)
+		cache->session_id = strtoll(val, NULL, 16);
+	else if (strcmp(line, "epoch_ms") == 0)
+		*file_epoch = strtoll(val, NULL, 10);
+	else if (strcmp(line, "mark") == 0)
+	{
+		int			wid;
+		long long	hwm;
+
+		if (sscanf(val, "%d %lld", &wid, &hwm) == 2 &&
+			wid >= 0 && wid <= LEAF_SF_MAX_WORKER_ID)
+			cache->marks[wid] = Max(cache->marks[wid], (int64) hwm);
+	}
+}
+
+/*
+ * The marks bound timestamps counted from the file's epoch.  What must
+ * not repeat is the ID, so under another epoch a mark moves by the
+ * difference: a later epoch makes the same ID later on the clock.
+ */
+static void
+leaf_sf_state_rebase(LeafSfCache *cache, int64 file_epoch)
+{
+	int			i;
+
+	for (i = 0; i <= LEAF_SF_MAX_WORKER_ID; i++)
+		if (cache->marks[i] > 0)
+			cache->marks[i] += leaf_sf_epoch_ms - file_epoch;
+	cache->hwm_ms = cache->marks[cache->worker_id];
+	cache->epoch_changed = true;
+	ereport(LOG,
+			(errmsg("leaf.snowflake_epoch changed from " INT64_FORMAT " to " INT64_FORMAT " since \"%s\" was written",
+					file_epoch, leaf_sf_epoch_ms, LEAF_SF_STATE_FILE),
+			 errdetail("The recorded high-water marks are kept in ID space: they move by " INT64_FORMAT " ms.",
+					   leaf_sf_epoch_ms - file_epoch)));
+}
+
+/*
  * Read the state file into cache.  identity is this data directory's: a
  * file of another data directory of the same cluster (this one is a copy)
  * is marked foreign, one of another cluster is taken as this one's (see
@@ -51,9 +125,7 @@ leaf_sf_state_read(LeafSfCache *cache, const char *identity)
 	FILE	   *f;
 	char		line[2048];
 	int			version = 0;
-
 	int64		file_epoch = leaf_sf_epoch_ms;
-	int			i;
 
 	memset(cache, 0, sizeof(*cache));
 	cache->worker_id = -1;
@@ -71,51 +143,8 @@ leaf_sf_state_read(LeafSfCache *cache, const char *identity)
 		}
 		return;
 	}
-
 	while (fgets(line, sizeof(line), f) != NULL)
-	{
-		char	   *val = strchr(line, ' ');
-
-		line[strcspn(line, "\n")] = '\0';
-		if (val == NULL)
-			continue;
-		*val++ = '\0';
-		if (strcmp(line, "version") == 0)
-			version = atoi(val);
-		else if (strcmp(line, "worker_id") == 0)
-			cache->worker_id = atoi(val);
-		else if (strcmp(line, "source") == 0)
-			strlcpy(cache->source, val, sizeof(cache->source));
-		else if (strcmp(line, "node_address") == 0)
-			strlcpy(cache->node_address, val, sizeof(cache->node_address));
-		else if (strcmp(line, "zk_root") == 0)
-			strlcpy(cache->zk_root, val, sizeof(cache->zk_root));
-		else if (strcmp(line, "zk_node") == 0)
-			strlcpy(cache->zk_node, val, sizeof(cache->zk_node));
-		else if (strcmp(line, "claimed_in") == 0)
-			strlcpy(cache->claimed_in, val, sizeof(cache->claimed_in));
-		else if (strcmp(line, "recyclable") == 0)
-			cache->declared = atoi(val) != 0;
-		else if (strcmp(line, "high_water_ms") == 0)
-			cache->hwm_ms = strtoll(val, NULL, 10);
-		else if (strcmp(line, "written_ms") == 0)
-			cache->written_ms = strtoll(val, NULL, 10);
-		else if (strcmp(line, "bound_to") == 0)
-			strlcpy(cache->bound_to, val, sizeof(cache->bound_to));
-		else if (strcmp(line, "session") == 0)
-			cache->session_id = strtoll(val, NULL, 16);
-		else if (strcmp(line, "epoch_ms") == 0)
-			file_epoch = strtoll(val, NULL, 10);
-		else if (strcmp(line, "mark") == 0)
-		{
-			int			wid;
-			long long	hwm;
-
-			if (sscanf(val, "%d %lld", &wid, &hwm) == 2 &&
-				wid >= 0 && wid <= LEAF_SF_MAX_WORKER_ID)
-				cache->marks[wid] = Max(cache->marks[wid], (int64) hwm);
-		}
-	}
+		leaf_sf_state_line(cache, line, &version, &file_epoch);
 	FreeFile(f);
 
 	if ((version == 1 || version == 2) && cache->worker_id >= 0 &&
@@ -132,25 +161,8 @@ leaf_sf_state_read(LeafSfCache *cache, const char *identity)
 
 	cache->marks[cache->worker_id] = Max(cache->marks[cache->worker_id],
 										 cache->hwm_ms);
-
-	/*
-	 * The marks bound timestamps counted from the file's epoch.  What must
-	 * not repeat is the ID, so under another epoch a mark moves by the
-	 * difference: a later epoch makes the same ID later on the clock.
-	 */
 	if (file_epoch != leaf_sf_epoch_ms)
-	{
-		for (i = 0; i <= LEAF_SF_MAX_WORKER_ID; i++)
-			if (cache->marks[i] > 0)
-				cache->marks[i] += leaf_sf_epoch_ms - file_epoch;
-		cache->hwm_ms = cache->marks[cache->worker_id];
-		cache->epoch_changed = true;
-		ereport(LOG,
-				(errmsg("leaf.snowflake_epoch changed from " INT64_FORMAT " to " INT64_FORMAT " since \"%s\" was written",
-						file_epoch, leaf_sf_epoch_ms, LEAF_SF_STATE_FILE),
-				 errdetail("The recorded high-water marks are kept in ID space: they move by " INT64_FORMAT " ms.",
-						   leaf_sf_epoch_ms - file_epoch)));
-	}
+		leaf_sf_state_rebase(cache, file_epoch);
 
 	/*
 	 * A file of version 1 belongs to whoever reads it first.  A copy of
