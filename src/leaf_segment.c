@@ -482,6 +482,26 @@ leaf_check_unverified(const LeafTagKey *key)
 }
 
 /*
+ * The hash key of a tag in this database, for the extension as installed
+ * now; returns the extension's schema.  Errors if leaf is not installed.
+ */
+static Oid
+leaf_tag_key(LeafTagKey *key, const char *tag)
+{
+	Oid			nsp;
+
+	memset(key, 0, sizeof(*key));
+	key->dboid = MyDatabaseId;
+	nsp = leaf_extension_namespace(&key->extoid);
+	if (!OidIsValid(key->extoid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"leaf\" is not installed in this database")));
+	strlcpy(key->tag, tag, sizeof(key->tag));
+	return nsp;
+}
+
+/*
  * Find or create the slot of a tag in the current database.  Returns the
  * slot and its generation.  Unknown tags never take a slot.
  */
@@ -502,14 +522,7 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 				 errdetail("Segment allocation needs a primary server."),
 				 errhint("Call leaf_segment_nextval on the primary.")));
 
-	memset(&key, 0, sizeof(key));
-	key.dboid = MyDatabaseId;
-	nsp = leaf_extension_namespace(&key.extoid);
-	if (!OidIsValid(key.extoid))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("extension \"leaf\" is not installed in this database")));
-	strlcpy(key.tag, tag, sizeof(key.tag));
+	nsp = leaf_tag_key(&key, tag);
 
 	LWLockAcquire(leaf_seg->lock, LW_SHARED);
 	entry = hash_search(leaf_tag_hash, &key, HASH_FIND, NULL);
@@ -1183,14 +1196,12 @@ leaf_segment_discard(PG_FUNCTION_ARGS)
 	uint64		generation = 0;
 
 	leaf_segment_check_ready();
-	memset(&key, 0, sizeof(key));
-	(void) leaf_tag_from_text(PG_GETARG_TEXT_PP(0), key.tag);
-	key.dboid = MyDatabaseId;
-	nsp = leaf_extension_namespace(&key.extoid);
-	if (!OidIsValid(key.extoid))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("extension \"leaf\" is not installed in this database")));
+	{
+		char		tag[sizeof(key.tag)];
+
+		(void) leaf_tag_from_text(PG_GETARG_TEXT_PP(0), tag);
+		nsp = leaf_tag_key(&key, tag);
+	}
 	relid = get_relname_relid("leaf_alloc", nsp);
 	if (!OidIsValid(relid) ||
 		pg_class_aclcheck(relid, GetUserId(), ACL_UPDATE) != ACLCHECK_OK)

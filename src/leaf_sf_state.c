@@ -308,7 +308,10 @@ leaf_sf_state_write(LeafSfCache *cache, const LeafSfNode *node,
 	len = buf.len;
 
 	if (!leaf_sf_state_write_file(buf.data, len))
+	{
+		pfree(buf.data);
 		return false;
+	}
 	pfree(buf.data);
 
 	/* the file now holds this data directory's marks only */

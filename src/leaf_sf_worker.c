@@ -126,6 +126,8 @@ typedef struct LeafSfWorkerState
 								 * yet */
 	int64		file_hwm;		/* last high-water mark the file holds */
 	int64		zk_hwm;			/* last high-water mark ZooKeeper holds */
+	bool		last_zk_ok;		/* the last heartbeat reached ZooKeeper and
+								 * found our node */
 	bool		lease_out;		/* serving, but the lease ran out */
 	int64		lease_out_since;	/* when that was noticed */
 	char		reason[LEAF_SF_REASON_LEN];	/* the reason last logged for not
@@ -609,6 +611,7 @@ leaf_record(LeafSfWorkerState *w)
 
 	if (use_zk && w->zk.registered && w->zk.zh != NULL)
 		zk_ok = leaf_sf_heartbeat(w, now, hwm, bounded);
+	w->last_zk_ok = zk_ok;
 	if (w->wid < 0)
 		return;
 
@@ -671,9 +674,25 @@ leaf_try_serve(LeafSfWorkerState *w)
 	leaf_record(w);
 
 	/* the first heartbeat may have found our worker ID taken over */
-	if (w->wid < 0 || (w->use_zk && strcmp(w->source, "zookeeper") == 0 &&
-					   !w->zk.registered))
+	if (w->wid < 0)
 		return false;
+
+	/*
+	 * A registration is used only once a heartbeat has found its forever
+	 * node still there, as written: the node may have been deleted, or
+	 * ZooKeeper may have lost its data, while this node waited to serve
+	 * (or was stopped), and then another node may hold the worker ID.
+	 * That holds as well when the session of the registration was given
+	 * up during the wait (no heartbeat is then tried at all): the status
+	 * says so rather than keeping the wait's message.  Once serving, a
+	 * heartbeat that finds the node gone stops it.
+	 */
+	if (w->use_zk && strcmp(w->source, "zookeeper") == 0 && !w->last_zk_ok)
+	{
+		leaf_not_ready(w, "worker ID %d is used once ZooKeeper confirms its registration (ZooKeeper state: %s)",
+					   w->wid, leaf_zk_state_name(&w->zk));
+		return false;
+	}
 	if (leaf_sf_get_lease() <= now)
 	{
 		leaf_not_ready(w, "could not record the high-water mark of issued timestamps");

@@ -12,6 +12,11 @@
 #   test/majors.sh run [MAJOR...]      only build and test (after prepare)
 #   test/majors.sh shell MAJOR         a root shell in MAJOR's chroot, with
 #                                      its mounts (gone again on exit)
+#   test/majors.sh bench [MAJOR...]    build, then run test/bench/leaf_bench.sh
+#                                      in each major's chroot, one major
+#                                      after the other, and compare the
+#                                      reports side by side
+#                                      (test/bench/leaf_bench_compare.py)
 #
 # Majors and where their packages come from:
 #
@@ -57,6 +62,9 @@
 #                      assertions, against a server built without them)
 #   LEAF_UPGRADE_FROM_<NN>  the older major whose upgrade to NN is tested
 #                      (default: see upgrade_from below); empty for none
+#   BENCH_*, N, REPS, PGBENCH_REPS, T
+#                      passed to leaf_bench.sh by "bench"; BENCH_SECTIONS
+#                      is "1 2" there unless set (one session and pgbench)
 #   LEAF_MAJORS_HOST   "no" to test the host's own major in a chroot as
 #                      well, which leaves the host's PostgreSQL installation
 #                      as it is (default "yes": on the host)
@@ -408,6 +416,30 @@ test_major() {
 	return $rc
 }
 
+# bench_major MAJOR LOGS: test/bench/leaf_bench.sh in the major's chroot,
+# from the copy that test_major built and installed; the report goes to
+# LOGS/MAJOR.md, its log to LOGS/MAJOR.bench.log
+bench_major() {
+	local major=$1 logs=$2 root dir=/tmp/leaf-test-$1 envs='' v
+	root=$chroots/$(suite_of "$major")
+	for v in $(compgen -v | grep -E '^(BENCH_[A-Z_]+|N|REPS|PGBENCH_REPS|T)$'); do
+		[ "$v" = BENCH_OUT ] || [ "$v" = BENCH_PNG_DIR ] || envs="$envs $v=$(printf '%q' "${!v}")"
+	done
+	[ -n "${BENCH_SECTIONS+set}" ] || envs="$envs BENCH_SECTIONS='1 2'"
+	mount_chroot "$root"
+	# shellcheck disable=SC2064
+	trap "umount_chroot '$root'" EXIT
+	say "$major: leaf_bench.sh$envs"
+	local t0=$SECONDS rc=0
+	in_chroot "$root" "cd $dir && env$envs PGBIN=/usr/lib/postgresql/$major/bin BENCH_OUT=$dir/bench-out/results.md test/bench/leaf_bench.sh" \
+		>"$logs/$major.bench.log" 2>&1 || rc=$?
+	cp "$root$dir/bench-out/results.md" "$logs/$major.md" 2>/dev/null || rc=1
+	say "$major: leaf_bench.sh took $((SECONDS - t0)) s, exit $rc"
+	umount_chroot "$root"
+	trap - EXIT
+	return $rc
+}
+
 # failed_files MAJOR LOG: the pg_regress and TAP files that failed
 failed_files() {
 	local log=$1
@@ -431,7 +463,7 @@ failed_files() {
 
 cmd=all
 case "${1:-}" in
-	prepare | build | run | all | shell)
+	prepare | build | run | all | shell | bench)
 		cmd=$1
 		shift
 		;;
@@ -468,6 +500,22 @@ case "$cmd" in
 		done
 		while [ -n "$(jobs -rp)" ]; do wait -n || rc=1; done
 		exit $rc
+		;;
+	bench)
+		logs=${LEAF_MAJORS_LOGS:-$(mktemp -d /tmp/leaf-bench.XXXXXX)}
+		mkdir -p "$logs"
+		say "reports in $logs"
+		reports=()
+		for m in $majors; do
+			is_host "$m" && die "bench runs in the chroots: set LEAF_MAJORS_HOST=no for $m"
+			cmd=build
+			(test_major "$m") >"$logs/$m.build.log" 2>&1 ||
+				{ cat "$logs/$m.build.log"; die "$m: build failed"; }
+			bench_major "$m" "$logs" || die "$m: leaf_bench.sh failed (see $logs/$m.bench.log)"
+			reports+=("$m=$logs/$m.md")
+		done
+		python3 "$here/test/bench/leaf_bench_compare.py" "${reports[@]}" | tee "$logs/compare.md"
+		exit 0
 		;;
 esac
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 #
 # leaf_bench.sh: benchmark leaf against its peers (sequences, UUIDs, the
-# clock_timestamp() floor), side by side, on throwaway PostgreSQL 15
-# clusters.  Not part of the test suite.
+# clock_timestamp() floor), side by side, on throwaway PostgreSQL clusters
+# (15 or later; uuidv7() is a row of its own where the server has it, 18
+# and later).  Not part of the test suite.
 #
 # Run as root or as postgres, after "make install":
 #
@@ -21,7 +22,8 @@
 #   PGBENCH_REPS    repetitions of the pgbench runs (default REPS)
 #   T               seconds per pgbench run (default 15)
 #   BULK_SEG        IDs per leaf_segment_nextvals() call (default 1000000)
-#   SF_N            IDs per leaf_snowflake_nextvals() call (default 5000000)
+#   SF_N            IDs per leaf_snowflake_nextvals() call (default 1000000,
+#                   the most one call takes since release 1.3)
 #   BULK_ROWS       rows per bulk load (default 1000000)
 #   BULK_STEP       step of the tag the bulk loads use (default 100000)
 #   BULK_PK         1 (default): the loaded tables have a primary key on
@@ -88,7 +90,7 @@ REPS=${REPS:-3}
 T=${T:-15}
 PGBENCH_REPS=${PGBENCH_REPS:-$REPS}
 BULK_SEG=${BULK_SEG:-1000000}
-SF_N=${SF_N:-5000000}
+SF_N=${SF_N:-1000000}
 BULK_ROWS=${BULK_ROWS:-1000000}
 BULK_STEP=${BULK_STEP:-100000}
 BULK_PK=${BULK_PK:-1}
@@ -109,7 +111,7 @@ die() { log "error: $*"; exit 1; }
 
 me=$(id -un)
 [ "$me" = root ] || [ "$me" = postgres ] || die "run as root or postgres"
-[ -x "$PGBIN/postgres" ] || die "PostgreSQL 15 not found in $PGBIN"
+[ -x "$PGBIN/postgres" ] || die "PostgreSQL not found in $PGBIN"
 [ -f "$("$PGBIN/pg_config" --pkglibdir)/leaf.so" ] || die "leaf is not installed (make install)"
 
 # as_pg CMD: run a shell command as user postgres
@@ -303,6 +305,12 @@ if [ $HAVE_SF = 1 ] &&
 	HAVE_SF_BULK=1
 fi
 log "leaf_snowflake: $([ $HAVE_SF = 1 ] && echo present || echo absent)"
+# the built-in UUIDv7 (PostgreSQL 18 and later)
+HAVE_UUIDV7=0
+if [ "$(q "$PORT_MAIN" "SELECT count(*) FROM pg_proc WHERE proname = 'uuidv7' AND pronamespace = 'pg_catalog'::regnamespace AND pronargs = 0")" != 0 ]; then
+	HAVE_UUIDV7=1
+fi
+log "uuidv7(): $([ $HAVE_UUIDV7 = 1 ] && echo present || echo absent)"
 
 PGVER=$(q "$PORT_MAIN" "SELECT version()")
 SO=$("$PGBIN/pg_config" --pkglibdir)/leaf.so
@@ -323,6 +331,7 @@ out "| leaf | checkout $COMMIT ($DIRTY files modified), installed leaf.so md5 $S
 out "| clusters | initdb -A trust -E UTF8 --locale=C.UTF-8; listen 127.0.0.1, max_connections=50, shared_buffers=256MB, jit=off, max_worker_processes=16, shared_preload_libraries=leaf, leaf.worker_id=1, leaf.segment_duration=${BENCH_SEGMENT_DURATION:-default}; fsync and synchronous_commit on |"
 out "| parameters | N=$N, REPS=$REPS, PGBENCH_REPS=$PGBENCH_REPS, T=${T}s, BULK_SEG=$BULK_SEG, SF_N=$SF_N, BULK_ROWS=$BULK_ROWS, BULK_STEP=$BULK_STEP, BULK_PK=$BULK_PK |"
 out "| leaf_snowflake | $([ $HAVE_SF = 1 ] && echo present || echo 'absent (rows skipped)') |"
+out "| uuidv7() | $([ $HAVE_UUIDV7 = 1 ] && echo 'present (built in)' || echo 'absent (before PostgreSQL 18; rows skipped)') |"
 out ""
 
 # expressions, shared by sections 1 and 2
@@ -331,6 +340,10 @@ LABELS=("count(*) (empty loop)" "clock_timestamp() (floor)" "nextval('s') defaul
 	"leaf_segment_nextval('bench') step 1000" "leaf_segment_nextval('bench_big') step 1000000")
 EXPRS=("*" "clock_timestamp()" "nextval('s')" "nextval('s_c1000')" "gen_random_uuid()"
 	"leaf_segment_nextval('bench')" "leaf_segment_nextval('bench_big')")
+if [ $HAVE_UUIDV7 = 1 ]; then
+	LABELS+=("uuidv7()")
+	EXPRS+=("uuidv7()")
+fi
 if [ $HAVE_SF = 1 ]; then
 	LABELS+=("leaf_snowflake()")
 	EXPRS+=("leaf_snowflake()")
@@ -417,7 +430,7 @@ if want 1; then
 			spans="$spans${spans:+ / }$sp"
 		done
 		minspan=$(awk -v n="$SF_N" 'BEGIN {printf "%d", int((n - 1) / 4096)}')
-		out "| \`SELECT count(*) FROM leaf_snowflake_nextvals($SF_N)\` | ${runs// / \/ } | $(printf '%.0f' "$m") | $(awk -v m="$m" -v n="$SF_N" 'BEGIN {printf "%.0f", m * 1e6 / n}') | $spans ms (minimum possible $minspan ms at 4096 IDs/ms; target for 5M IDs: 1360 ms or less) |"
+		out "| \`SELECT count(*) FROM leaf_snowflake_nextvals($SF_N)\` | ${runs// / \/ } | $(printf '%.0f' "$m") | $(awk -v m="$m" -v n="$SF_N" 'BEGIN {printf "%.0f", m * 1e6 / n}') | $spans ms (minimum possible $minspan ms at 4096 IDs/ms, target $((minspan * 111 / 100)) ms or less) |"
 	fi
 	if [ $HAVE_SF = 1 ]; then
 		# In count(leaf_snowflake()) FROM generate_series(...) the series is
@@ -467,6 +480,11 @@ if want 2; then
 	write_script seq_c1000 "SELECT nextval('s_c1000');"
 	write_script uuid "SELECT gen_random_uuid();"
 	write_script leaf_seg "SELECT leaf_segment_nextval('bench');"
+	if [ $HAVE_UUIDV7 = 1 ]; then
+		SCRIPTS+=(uuidv7)
+		SLABELS+=("uuidv7()")
+		write_script uuidv7 "SELECT uuidv7();"
+	fi
 	if [ $HAVE_SF = 1 ]; then
 		SCRIPTS+=(leaf_sf)
 		SLABELS+=("leaf_snowflake()")
@@ -998,6 +1016,7 @@ set offsets 0, 0, graph 0.08, 0'
 			BEGIN {
 				lbl["floor"] = "clock_timestamp()|(floor)"; lbl["seq_default"] = "nextval|default (CACHE 1)"
 				lbl["seq_c1000"] = "nextval|CACHE 1000"; lbl["uuid"] = "gen_random_uuid()"
+				lbl["uuidv7"] = "uuidv7()"
 				lbl["leaf_seg"] = "leaf_segment_nextval|step 1000"; lbl["leaf_sf"] = "leaf_snowflake()"
 			}
 			!($1 in seen) { seen[$1] = 1; s[++ns] = $1 }

@@ -92,7 +92,9 @@ sub rows
 	return $node->safe_psql($db, $sql);
 }
 
-my $alloc_sql = 'SELECT biz_tag, max_id, step FROM leaf_alloc ORDER BY 1';
+my $alloc_sql = q[SELECT biz_tag, max_id, step FROM leaf_alloc ORDER BY 1;
+	SELECT biz_tag, max_id FROM leaf_alloc_retired ORDER BY 1;
+	SELECT extversion FROM pg_extension WHERE extname = 'leaf'];
 my $source_sql = q[SELECT state, kind, database_oid, description, timeline FROM leaf_alloc_source ORDER BY 1];
 my $dboid_sql = q[SELECT datname, oid FROM pg_database ORDER BY 1];
 
@@ -155,6 +157,7 @@ $p->safe_psql('postgres', q[
 CREATE EXTENSION leaf;
 SELECT leaf_segment_create('order', step => 10);
 SELECT leaf_segment_create('user', step => 100);
+SELECT leaf_segment_create('gone', step => 10);
 CREATE DATABASE unconfirmed;]);
 $p->safe_psql('unconfirmed', q[
 CREATE EXTENSION leaf;
@@ -164,6 +167,9 @@ my %before;    # "db/tag" => [IDs]
 push @{ $before{'postgres/order'} }, ids($p, 'postgres', 'order', 55);
 push @{ $before{'postgres/user'} }, ids($p, 'postgres', 'user', 250);
 push @{ $before{'unconfirmed/order'} }, ids($p, 'unconfirmed', 'order', 35);
+# a retired tag: its mark in leaf_alloc_retired must come along
+push @{ $before{'postgres/gone'} }, ids($p, 'postgres', 'gone', 25);
+$p->safe_psql('postgres', q[DELETE FROM leaf_alloc WHERE biz_tag = 'gone']);
 my @sf_before = sf_ids($p, 2000);
 
 $p->backup('a_base');
@@ -203,6 +209,7 @@ push @sf_before, sf_ids($s, 2000);
 my %alloc_before = map { $_ => rows($s, $_, $alloc_sql) } qw(postgres unconfirmed);
 my %source_before = map { $_ => rows($s, $_, $source_sql) } qw(postgres unconfirmed);
 my $dboids = rows($s, 'postgres', $dboid_sql);
+like($alloc_before{postgres}, qr/^gone\|\d+$/m, '(A) the retired tag has its mark');
 $s->stop;
 my $state_file = $s->data_dir . '/leaf_snowflake.state';
 my $state_before = slurp_file($state_file);
@@ -220,7 +227,8 @@ $a_new->start;
 is(rows($a_new, 'postgres', $dboid_sql), $dboids, '(A) database OIDs carry over');
 for my $db (qw(postgres unconfirmed))
 {
-	is(rows($a_new, $db, $alloc_sql), $alloc_before{$db}, "(A) $db: leaf_alloc carries over");
+	is(rows($a_new, $db, $alloc_sql), $alloc_before{$db},
+		"(A) $db: leaf_alloc, leaf_alloc_retired and the extension's version carry over");
 	is(rows($a_new, $db, $source_sql), $source_before{$db},
 		"(A) $db: leaf_alloc_source carries over");
 }
@@ -234,6 +242,9 @@ is(scalar(@$states), 0, '(A) database postgres: no call fails after the upgrade'
 push @{ $after{'postgres/order'} }, @$got;
 push @{ $after{'postgres/order'} }, ids($a_new, 'postgres', 'order', 40);
 push @{ $after{'postgres/user'} }, ids($a_new, 'postgres', 'user', 120);
+# the retired tag, created again, continues above its mark
+$a_new->safe_psql('postgres', q[SELECT leaf_segment_create('gone', step => 10)]);
+push @{ $after{'postgres/gone'} }, ids($a_new, 'postgres', 'gone', 20);
 is(rows($a_new, 'postgres', q[SELECT string_agg(state || ' ' || timeline, ', ') FROM leaf_alloc_source]),
 	'current 1', '(A) database postgres now records timeline 1');
 ok($a_new->log_contains(qr/leaf allocator took timeline 1 of the local leaf_alloc .* where segments were last loaded on timeline 2/),
