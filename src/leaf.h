@@ -7,9 +7,10 @@
  *	- segment mode (leaf_segment.c, leaf_alloc_worker.c): IDs from
  *	  double-buffered segments in shared memory, refilled from the
  *	  leaf_alloc table by a per-database background worker;
- *	- snowflake mode (leaf_snowflake.c, leaf_zk.c): 1+41+10+12 bit IDs
- *	  from a lock-free generator in shared memory, with the worker ID set
- *	  by hand or taken from ZooKeeper.
+ *	- snowflake mode (leaf_snowflake.c; its worker in leaf_sf_worker.c,
+ *	  leaf_sf_state.c, leaf_zk_client.c and leaf_zk_assign.c): 1+41+10+12
+ *	  bit IDs from a lock-free generator in shared memory, with the worker
+ *	  ID set by hand or taken from ZooKeeper.
  * Public IDs (leaf_public_id.c) are a keyed permutation of IDs, to show
  * to users instead of the IDs themselves.
  *
@@ -280,7 +281,7 @@ extern void leaf_utility_init(void);
 
 extern void leaf_public_id_init(void);
 
-/* ---------- leaf_snowflake.c / leaf_zk.c ---------- */
+/* ---------- leaf_snowflake.c ---------- */
 
 extern void leaf_snowflake_init(void);
 extern void leaf_snowflake_shmem_request(void);
