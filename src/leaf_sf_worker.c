@@ -399,10 +399,12 @@ leaf_sf_connect(LeafSfWorkerState *w, int wait_ms)
 }
 
 /*
- * Register in ZooKeeper (see leaf_zk_register).  A worker ID that
- * registration chose becomes ours even when the ephemeral node could not
- * be made after that: until the next registration, the state file names
- * it.
+ * Register in ZooKeeper (see leaf_zk_register).  Only a registration that
+ * finished makes its worker ID ours.  One that failed after it chose a
+ * forever node (at the ephemeral node, say) leaves the worker as it was:
+ * that worker ID has not waited out its earlier holders, and neither
+ * leaf_try_serve nor the state file may take it for a registration.  The
+ * next registration finds that node again, as new (leaf_zk_choose).
  */
 static LeafZkResult
 leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
@@ -415,17 +417,15 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 	leaf_zk_register(&w->zk, &w->node, !w->peer_checked, &known, reg);
 	if (reg->reason[0] != '\0')
 		leaf_not_ready(w, "%s", reg->reason);
-	if (reg->chosen)
-	{
-		w->wid = reg->worker_id;
-		strlcpy(w->node_path, reg->node_path, sizeof(w->node_path));
-		w->node_version = reg->node_version;
-		w->node_hwm = reg->node_hwm;
-		w->zk_bounded = reg->bounded;
-	}
-	if (reg->result == LEAF_ZK_OK)
-		w->session_id = reg->session_id;
-	return reg->result;
+	if (reg->result != LEAF_ZK_OK)
+		return reg->result;
+	w->wid = reg->worker_id;
+	strlcpy(w->node_path, reg->node_path, sizeof(w->node_path));
+	w->node_version = reg->node_version;
+	w->node_hwm = reg->node_hwm;
+	w->zk_bounded = reg->bounded;
+	w->session_id = reg->session_id;
+	return LEAF_ZK_OK;
 }
 
 /* Claim the hand-set worker ID in ZooKeeper (see leaf_zk_claim). */

@@ -618,7 +618,6 @@ static void
 leaf_zk_choose(const LeafSfNode *node, const LeafZkNode *mine,
 			   LeafZkRegistration *out)
 {
-	out->chosen = true;
 	out->worker_id = (int) mine->seq;
 	snprintf(out->node_path, sizeof(out->node_path), "%s/forever/%s",
 			 node->root, mine->name);
@@ -698,7 +697,6 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 		return leaf_zk_refuse(out->reason, LEAF_ZK_FAIL,
 							  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
 							  seq, node->addr, LEAF_SF_MAX_WORKER_ID);
-	out->chosen = true;
 	out->worker_id = (int) seq;
 	strlcpy(out->node_path, created, sizeof(out->node_path));
 	out->node_version = 0;

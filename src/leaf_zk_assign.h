@@ -28,10 +28,9 @@ typedef struct LeafZkRegistration
 	char		reason[LEAF_SF_REASON_LEN];	/* why not, for the status and the
 											 * log; "" if nothing needs saying
 											 * (a shutdown request, say) */
-	bool		chosen;			/* a worker ID was chosen: the fields below
-								 * are set, even if the ephemeral node could
-								 * not be made after that */
-	int			worker_id;		/* our forever node's sequence number */
+	int			worker_id;		/* our forever node's sequence number; this
+								 * and the fields below count on LEAF_ZK_OK
+								 * only */
 	char		node_path[LEAF_ZK_PATH_LEN];	/* our forever node */
 	int32		node_version;	/* its version, for the next write */
 	int64		node_hwm;		/* the high-water mark it held, under our
