@@ -9,9 +9,10 @@
  *	- segment mode (leaf_segment.c and the allocator, leaf_alloc*.c): IDs
  *	  from double-buffered segments in shared memory, refilled from the
  *	  leaf_alloc table by a per-database background worker;
- *	- snowflake mode (leaf_snowflake.c, leaf_zk.c): 1+41+10+12 bit IDs
- *	  from a lock-free generator in shared memory, with the worker ID set
- *	  by hand or taken from ZooKeeper.
+ *	- snowflake mode (leaf_snowflake.c; its worker in leaf_sf_worker.c,
+ *	  leaf_sf_state.c, leaf_zk_client.c and leaf_zk_assign.c): 1+41+10+12
+ *	  bit IDs from a lock-free generator in shared memory, with the worker
+ *	  ID set by hand or taken from ZooKeeper.
  * Public IDs (leaf_public_id.c) are a keyed permutation of IDs, to show
  * to users instead of the IDs themselves.
  *

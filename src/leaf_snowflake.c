@@ -15,7 +15,7 @@
  * handed out.
  *
  * The worker ID and the right to serve come from the snowflake worker
- * (leaf_zk.c), which publishes them here:
+ * (leaf_sf_worker.c), which publishes them here:
  *	- "serving" holds the worker ID and a flag telling backends they may
  *	  generate;
  *	- "lease_ms" is the largest timestamp (ms since 1970) an ID may carry.

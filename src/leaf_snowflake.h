@@ -2,7 +2,8 @@
  *
  * leaf_snowflake.h
  *	  Interface between the snowflake generator (leaf_snowflake.c) and
- *	  the worker that assigns its worker ID (leaf_zk.c).
+ *	  the worker that assigns its worker ID (leaf_sf_worker.c), and what
+ *	  the worker's files share.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,6 +15,8 @@
 #define LEAF_SF_MAX_WORKER_ID	1023
 #define LEAF_SF_ADDR_LEN		256
 #define LEAF_SF_REASON_LEN		512
+#define LEAF_SF_ID_LEN			64
+#define LEAF_ZK_PATH_LEN		1024
 
 typedef enum LeafSfPhase
 {
@@ -50,5 +53,26 @@ extern bool leaf_sf_new_id_requested(void);
 extern void leaf_sf_set_lease(int64 lease_ms);
 extern int64 leaf_sf_get_lease(void);
 extern int64 leaf_sf_last_issued_ms(void);
+
+/*
+ * This node, as its state file and its nodes in ZooKeeper name it.  The
+ * worker sets it when it starts; it does not change afterwards.
+ */
+typedef struct LeafSfNode
+{
+	char		addr[LEAF_SF_ADDR_LEN];	/* node address (host:port), or ""
+										 * if none is unique to this host */
+	char		identity[LEAF_SF_ID_LEN];	/* this data directory: system
+											 * identifier and inode */
+	char		root[LEAF_ZK_PATH_LEN]; /* leaf.zk_root, or the root the state
+										 * file records */
+} LeafSfNode;
+
+/* How far ahead of the clock a recorded high-water mark reaches. */
+static inline int64
+leaf_sf_margin_ms(void)
+{
+	return 2 * (int64) leaf_sf_heartbeat_ms + 1000;
+}
 
 #endif							/* LEAF_SNOWFLAKE_H */

@@ -1,0 +1,74 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_sf_state.h
+ *	  The snowflake worker's state file, $PGDATA/leaf_snowflake.state
+ *	  (leaf_sf_state.c).  Only the worker (leaf_sf_worker.c) uses it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LEAF_SF_STATE_H
+#define LEAF_SF_STATE_H
+
+#include "leaf_snowflake.h"
+
+#define LEAF_SF_STATE_FILE		"leaf_snowflake.state"
+
+/*
+ * What the state file holds.  Besides the worker ID in use, it keeps a
+ * high-water mark for every worker ID this data directory ever served
+ * with, and the data directory it belongs to ("bound_to": the system
+ * identifier and the inode of the data directory), so that a copy of it
+ * (a standby, a restored backup) can tell that the worker IDs in it are
+ * not its own.
+ */
+typedef struct LeafSfCache
+{
+	bool		valid;
+	bool		damaged;		/* there, but unreadable or not valid */
+	bool		foreign;		/* written by another data directory */
+	char		bound_to[LEAF_SF_ID_LEN];	/* "" in files of version 1 */
+	char		moved_from[LEAF_SF_ID_LEN]; /* bound_to of a file brought
+											 * from another cluster, taken
+											 * as this one's, or "" */
+	int			worker_id;
+	char		source[16];		/* "setting", "zookeeper" or "cache file" */
+	char		node_address[LEAF_SF_ADDR_LEN];
+	char		zk_root[LEAF_ZK_PATH_LEN];
+	char		zk_node[LEAF_ZK_PATH_LEN];
+	char		claimed_in[LEAF_ZK_PATH_LEN];	/* root where worker_id, set
+												 * by hand, was claimed */
+	int			declared;		/* recyclable ("bounded") as last declared
+								 * in ZooKeeper: 1, 0, or -1 if unknown */
+	int64		session_id;		/* ZooKeeper session that registered */
+	int64		hwm_ms;			/* mark of worker_id, see marks[] */
+	int64		written_ms;		/* when the file was written */
+	bool		epoch_changed;	/* some mark was converted to a new epoch */
+	/* per worker ID: high-water mark in ms since 1970 under the current
+	 * leaf.snowflake_epoch (converted when the file has another), or 0 */
+	int64		marks[LEAF_SF_MAX_WORKER_ID + 1];
+} LeafSfCache;
+
+/*
+ * What one write records besides this node (LeafSfNode) and the marks of
+ * the other worker IDs, which come from the LeafSfCache written to.
+ */
+typedef struct LeafSfStateRecord
+{
+	int			worker_id;		/* the worker ID in use */
+	const char *source;			/* where it came from: "setting",
+								 * "zookeeper" or "cache file" */
+	int64		hwm_ms;			/* its new high-water mark */
+	const char *zk_node;		/* its forever node, or "" */
+	int64		session_id;		/* ZooKeeper session that registered, or 0 */
+	bool		recyclable;		/* declared recyclable in ZooKeeper */
+	const char *claimed_in;		/* root where a hand-set worker ID was
+								 * claimed, or ""; written for source
+								 * "setting" only */
+} LeafSfStateRecord;
+
+extern void leaf_sf_state_read(LeafSfCache *cache, const char *identity);
+extern bool leaf_sf_state_write(LeafSfCache *cache, const LeafSfNode *node,
+								const LeafSfStateRecord *rec);
+extern int64 leaf_sf_state_mark(const LeafSfCache *cache, int worker_id);
+
+#endif							/* LEAF_SF_STATE_H */

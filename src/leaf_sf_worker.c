@@ -1,0 +1,1216 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_sf_worker.c
+ *	  The snowflake worker: its main loop, and the lease.
+ *
+ * One static background worker per instance, with shared memory access
+ * but no database connection.  It
+ *	- settles the worker ID: leaf.worker_id if set (claimed in ZooKeeper
+ *	  first if leaf.zk_hosts is set too); else the sequence number of this
+ *	  node's forever node in ZooKeeper (leaf_zk_assign.c); else, with
+ *	  ZooKeeper unreachable, the worker ID cached in the state file
+ *	  $PGDATA/leaf_snowflake.state (leaf_sf_state.c);
+ *	- checks the clock before serving: it must be past the high-water mark
+ *	  recorded for this node (in ZooKeeper and in the state file), and
+ *	  within leaf.max_clock_drift_ms of the running peers' median;
+ *	- every leaf.heartbeat_interval records a new high-water mark (now plus
+ *	  a margin) in the state file and in the forever node, and only then
+ *	  lets the generator use timestamps up to it (the "lease", see
+ *	  leaf_snowflake.c);
+ *	- holds an ephemeral node <leaf.zk_root>/temporary/<address> while it
+ *	  serves, which is how peers find each other.
+ *
+ * The main loop runs once per heartbeat, or sooner when a step asks for
+ * it.  Each turn watches the ZooKeeper session, handles a request for a
+ * new worker ID (leaf_snowflake_new_worker_id()), then takes the one step
+ * that the worker's state calls for: claim a hand-set worker ID, register
+ * in ZooKeeper (or fall back on the state file), start serving once the
+ * clock has passed the floor, or, while serving, record the next mark.
+ * Every ZooKeeper request blocks, so a termination request or a reload is
+ * acted on between requests.
+ *
+ * Everything the worker knows is in one LeafSfWorkerState, which lives in
+ * leaf_snowflake_worker_main and is passed to every function here.  What
+ * other backends see of it goes through leaf_snowflake.c's reports.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "access/xlog.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "port/atomics.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "postmaster/postmaster.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/procsignal.h"
+#include "utils/guc.h"
+#include "utils/wait_event.h"
+
+#include "leaf.h"
+#include "leaf_snowflake.h"
+#include "leaf_sf_state.h"
+#include "leaf_zk_assign.h"
+#include "leaf_zk_client.h"
+
+/* how long a step waits for a new session to connect, when not serving */
+#define LEAF_ZK_CONNECT_MS		4000
+
+/*
+ * The worker's state.  One instance, in leaf_snowflake_worker_main; this
+ * process only.
+ */
+typedef struct LeafSfWorkerState
+{
+	/* set at start */
+	LeafSfNode	node;			/* this node's address, data directory and
+								 * root */
+	bool		use_zk;			/* the worker ID comes from ZooKeeper
+								 * (leaf.worker_id is -1, and ZooKeeper is
+								 * configured usably) */
+	bool		claim;			/* the hand-set worker ID is claimed in
+								 * ZooKeeper before it is used (leaf.zk_hosts
+								 * is set) */
+	LeafSfCache cache;			/* the state file as read at start, with the
+								 * marks written since */
+
+	/* ZooKeeper */
+	LeafZkSession zk;			/* the session, and whether it is
+								 * registered */
+	int64		unconnected_since;	/* the session has not been connected
+									 * since then (ms), or 0 */
+	bool		zk_retried;		/* a new session was tried before using the
+								 * state file */
+	bool		peer_checked;	/* the clock was compared with the peers'
+								 * (at the first registration) */
+	int64		session_id;		/* session our ephemeral node is from, or 0 */
+
+	/* the worker ID */
+	int			wid;			/* worker ID we serve with, -1 if none */
+	const char *source;			/* where it came from: "setting",
+								 * "zookeeper" or "cache file" */
+	char		node_path[LEAF_ZK_PATH_LEN];	/* our forever node, or "" */
+	int32		node_version;	/* its version as of our last write, or -1 */
+	int64		node_hwm;		/* the high-water mark it held at
+								 * registration */
+	bool		zk_bounded;		/* our node says: lease bounded by
+								 * ZooKeeper's mark */
+	bool		claimed;		/* the hand-set worker ID is claimed in
+								 * ZooKeeper by this run */
+	bool		claim_refused;	/* the last claim was refused */
+	char		claimed_in[LEAF_ZK_PATH_LEN];	/* root where it was claimed
+												 * (this run or before), or
+												 * "" */
+
+	/* when serving may start */
+	int64		last_issued;	/* timestamp of the last ID handed out before
+								 * the worker started, or 0 (also once a new
+								 * worker ID was requested) */
+	int64		floor_ms;		/* IDs carry later timestamps only */
+	bool		have_floor;		/* floor_ms is known: serving may start
+								 * once the clock has passed it */
+	bool		fresh_floor;	/* floor_ms waits out the earlier holders
+								 * of a new worker ID */
+	bool		new_id;			/* the worker ID was given up on request:
+								 * the next one starts at its own floor */
+
+	/* serving and the lease */
+	bool		serving;		/* the generator serves with serving_wid */
+	int			serving_wid;	/* worker ID the generator uses, -1 if none
+								 * yet */
+	int64		file_hwm;		/* last high-water mark the file holds */
+	int64		zk_hwm;			/* last high-water mark ZooKeeper holds */
+	bool		last_zk_ok;		/* the last heartbeat reached ZooKeeper and
+								 * found our node */
+	bool		lease_out;		/* serving, but the lease ran out */
+	int64		lease_out_since;	/* when that was noticed */
+	char		reason[LEAF_SF_REASON_LEN];	/* the reason last logged for not
+											 * being ready */
+} LeafSfWorkerState;
+
+/* ---------------------------------------------------------------------
+ * Helpers
+ * ---------------------------------------------------------------------
+ */
+
+static void leaf_not_ready(LeafSfWorkerState *w, const char *fmt,...)
+			pg_attribute_printf(2, 3);
+
+/* Do two reasons differ only in their numbers? (then log only once) */
+static bool
+leaf_same_reason(const char *a, const char *b)
+{
+	for (;;)
+	{
+		while (*a >= '0' && *a <= '9')
+			a++;
+		while (*b >= '0' && *b <= '9')
+			b++;
+		if (*a != *b)
+			return false;
+		if (*a == '\0')
+			return true;
+		a++;
+		b++;
+	}
+}
+
+/*
+ * Stop serving (if we were) and publish why.  Logged when the reason
+ * changes.
+ */
+static void
+leaf_not_ready(LeafSfWorkerState *w, const char *fmt,...)
+{
+	char		buf[LEAF_SF_REASON_LEN];
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+
+	if (!leaf_same_reason(buf, w->reason))
+	{
+		ereport(LOG,
+				(errmsg("leaf snowflake generator not ready: %s", buf)));
+		strlcpy(w->reason, buf, sizeof(w->reason));
+	}
+	w->serving = false;
+	w->lease_out = false;
+	leaf_sf_report(LEAF_SF_NOT_READY, buf);
+}
+
+/* Wait on our latch; false if shutdown was requested. */
+static bool
+leaf_sf_wait(long ms)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 Max(ms, 1), PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+	return !ShutdownRequestPending;
+}
+
+/* Is host a name or address that every machine has (loopback, wildcard)? */
+static bool
+leaf_host_not_unique(const char *host)
+{
+	return host[0] == '\0' || strcmp(host, "*") == 0 ||
+		strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 ||
+		pg_strcasecmp(host, "localhost") == 0 ||
+		pg_strncasecmp(host, "localhost.", 10) == 0 ||
+		strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0;
+}
+
+/*
+ * The default node address: the first entry of listen_addresses that is
+ * neither loopback nor a wildcard, else the host name, plus the port.  It
+ * stays empty if neither is unique to this host.
+ */
+static void
+leaf_compute_address(LeafSfNode *node)
+{
+	char		host[LEAF_SF_ADDR_LEN];
+	const char *p = ListenAddresses ? ListenAddresses : "";
+
+	node->addr[0] = '\0';
+	if (leaf_sf_node_address && leaf_sf_node_address[0] != '\0')
+	{
+		strlcpy(node->addr, leaf_sf_node_address, sizeof(node->addr));
+		return;
+	}
+
+	host[0] = '\0';
+	for (;;)
+	{
+		size_t		len;
+
+		while (*p == ' ' || *p == ',')
+			p++;
+		len = strcspn(p, " ,");
+		if (len == 0)
+			break;
+		if (len < sizeof(host))
+		{
+			memcpy(host, p, len);
+			host[len] = '\0';
+			if (!leaf_host_not_unique(host))
+				break;
+		}
+		host[0] = '\0';
+		p += len;
+	}
+	if (host[0] == '\0')
+	{
+		if (gethostname(host, sizeof(host)) != 0)
+			host[0] = '\0';
+		host[sizeof(host) - 1] = '\0';
+		if (leaf_host_not_unique(host))
+			return;
+	}
+	snprintf(node->addr, sizeof(node->addr), "%s:%d", host, PostPortNumber);
+}
+
+/*
+ * The identity of this data directory: the system identifier (shared by
+ * every physical copy) and the inode of the directory (different in each
+ * copy made by pg_basebackup, a restore or a file copy).
+ */
+static void
+leaf_compute_identity(LeafSfNode *node)
+{
+	struct stat st;
+	unsigned long long ino = 0;
+
+	if (stat(DataDir, &st) == 0)
+		ino = (unsigned long long) st.st_ino;
+	snprintf(node->identity, sizeof(node->identity), UINT64_FORMAT ":%llu",
+			 GetSystemIdentifier(), ino);
+}
+
+/* Is the clock within the range of timestamps an ID can hold? */
+static bool
+leaf_clock_in_range(void)
+{
+	int64		now = leaf_sf_clock_ms();
+
+	return now >= leaf_sf_epoch_ms &&
+		now - leaf_sf_epoch_ms < (INT64CONST(1) << 41);
+}
+
+/* ---------------------------------------------------------------------
+ * The state file
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * May another node take this node's worker ID over while it is down?
+ * Yes if ZooKeeper holds "bounded" for our forever node, or if recycling
+ * is on here, so that the next heartbeat will say so.  The state file
+ * records the answer: whether the file may stand in for ZooKeeper at the
+ * next start depends on what this node declared, not on the setting of
+ * that day.
+ */
+static bool
+leaf_recyclable(LeafSfWorkerState *w)
+{
+	return leaf_sf_worker_id == -1 &&
+		(w->zk_bounded || leaf_sf_reclaim_after_ms > 0);
+}
+
+/*
+ * Write the state file and, if that worked, note the mark it now holds.
+ * Returns false (after logging) on failure.
+ */
+static bool
+leaf_cache_write(LeafSfWorkerState *w, int64 hwm_ms)
+{
+	LeafSfStateRecord rec;
+
+	rec.worker_id = w->wid;
+	rec.source = w->source;
+	rec.hwm_ms = hwm_ms;
+	rec.zk_node = w->node_path;
+	rec.session_id = w->session_id;
+	rec.recyclable = leaf_recyclable(w);
+	rec.claimed_in = w->claimed_in;
+	if (!leaf_sf_state_write(&w->cache, &w->node, &rec))
+		return false;
+	w->file_hwm = hwm_ms;
+	return true;
+}
+
+/* The cache file may stand in for ZooKeeper for this node. */
+static bool
+leaf_cache_usable(LeafSfWorkerState *w)
+{
+	return w->cache.valid && !w->cache.foreign &&
+		strcmp(w->cache.source, "zookeeper") == 0 &&
+		strcmp(w->cache.node_address, w->node.addr) == 0 &&
+		strcmp(w->cache.zk_root, w->node.root) == 0;
+}
+
+/*
+ * Did this node declare its worker ID recyclable, when it last wrote to
+ * ZooKeeper?  Then another node may have taken it over while this one was
+ * down, whatever leaf.worker_id_reclaim_after says today.  A file of an
+ * older release does not say: as if it did.
+ */
+static bool
+leaf_cache_declared_recyclable(LeafSfWorkerState *w)
+{
+	return w->cache.declared != 0;
+}
+
+/*
+ * May the worker ID of the cache file be used while ZooKeeper is
+ * unreachable?  Only if nobody may have taken it over meanwhile.
+ */
+static bool
+leaf_cache_stands_in(LeafSfWorkerState *w)
+{
+	return leaf_cache_usable(w) && leaf_sf_reclaim_after_ms == 0 &&
+		!leaf_cache_declared_recyclable(w);
+}
+
+/* ---------------------------------------------------------------------
+ * ZooKeeper
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Open a session if there is none (or it expired) and wait for it to
+ * connect.  Returns true when connected.
+ */
+static bool
+leaf_sf_connect(LeafSfWorkerState *w, int wait_ms)
+{
+	int			waited = 0;
+
+	if (leaf_zk_auth_failed(&w->zk))
+	{
+		leaf_sf_report_zk("authentication failed");
+		leaf_not_ready(w, "ZooKeeper refused the credentials of leaf.zk_auth");
+		leaf_zk_close(&w->zk);
+		return false;
+	}
+	if (!leaf_zk_open(&w->zk))
+		return false;
+
+	while (!leaf_zk_connected(&w->zk) && waited < wait_ms)
+	{
+		if (!leaf_sf_wait(20))
+			break;
+		waited += 20;
+	}
+	leaf_sf_report_zk(leaf_zk_state_name(&w->zk));
+	return leaf_zk_connected(&w->zk);
+}
+
+/*
+ * Register in ZooKeeper (see leaf_zk_register).  Only a registration that
+ * finished makes its worker ID ours.  One that failed after it chose a
+ * forever node (at the ephemeral node, say) leaves the worker as it was:
+ * that worker ID has not waited out its earlier holders, and neither
+ * leaf_try_serve nor the state file may take it for a registration.  The
+ * next registration finds that node again, as new (leaf_zk_choose).
+ */
+static LeafZkResult
+leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
+{
+	LeafZkKnown known;
+
+	known.own_session = w->session_id;
+	known.file_session = w->cache.foreign ? 0 : w->cache.session_id;
+	known.moved_from = w->cache.moved_from;
+	leaf_zk_register(&w->zk, &w->node, !w->peer_checked, &known, reg);
+	if (reg->reason[0] != '\0')
+		leaf_not_ready(w, "%s", reg->reason);
+	if (reg->result != LEAF_ZK_OK)
+		return reg->result;
+	w->wid = reg->worker_id;
+	strlcpy(w->node_path, reg->node_path, sizeof(w->node_path));
+	w->node_version = reg->node_version;
+	w->node_hwm = reg->node_hwm;
+	w->zk_bounded = reg->bounded;
+	w->session_id = reg->session_id;
+	return LEAF_ZK_OK;
+}
+
+/* Claim the hand-set worker ID in ZooKeeper (see leaf_zk_claim). */
+static LeafZkResult
+leaf_sf_claim(LeafSfWorkerState *w)
+{
+	char		reason[LEAF_SF_REASON_LEN];
+	LeafZkResult r;
+
+	r = leaf_zk_claim(&w->zk, &w->node, w->wid, w->claimed_in, reason);
+	if (reason[0] != '\0')
+		leaf_not_ready(w, "%s", reason);
+	if (r == LEAF_ZK_OK)
+	{
+		strlcpy(w->claimed_in, w->node.root, sizeof(w->claimed_in));
+		w->claimed = true;
+	}
+	return r;
+}
+
+/*
+ * Give our worker ID up in ZooKeeper, on request, with the highest
+ * timestamp this or an earlier run may have used with it.
+ */
+static bool
+leaf_sf_abandon(LeafSfWorkerState *w)
+{
+	int64		hwm = Max(leaf_sf_get_lease(), w->zk_hwm);
+
+	/* whatever this or an earlier run may have used with it */
+	hwm = Max(hwm, w->file_hwm);
+	hwm = Max(hwm, w->node_hwm);
+	hwm = Max(hwm, leaf_sf_state_mark(&w->cache, w->wid));
+	hwm = Max(hwm, leaf_sf_last_issued_ms() + 1);
+	return leaf_zk_abandon(&w->zk, &w->node, w->wid, w->node_path,
+						   w->node_version, hwm);
+}
+
+/* ---------------------------------------------------------------------
+ * The lease
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Write the heartbeat (time and high-water mark) into our forever node.
+ * Returns true if ZooKeeper now holds hwm.
+ */
+static bool
+leaf_sf_heartbeat(LeafSfWorkerState *w, int64 now, int64 hwm, bool bounded)
+{
+	char		data[LEAF_ZK_DATA_LEN];
+	int			len = leaf_zk_format(data, sizeof(data), &w->node, now, hwm,
+									 bounded);
+	struct Stat st;
+	int			rc;
+
+	rc = zoo_set2(w->zk.zh, w->node_path, data, len, w->node_version, &st);
+	if (rc == ZBADVERSION)
+	{
+		char		cur[LEAF_ZK_DATA_LEN];
+		char		owner[LEAF_SF_ADDR_LEN];
+		char		id[LEAF_SF_ID_LEN];
+
+		/* a write of ours whose answer was lost, or someone else's */
+		if (leaf_zk_get(&w->zk, w->node_path, cur, sizeof(cur), &st) == ZOK)
+		{
+			leaf_zk_json_str(cur, "addr", owner, sizeof(owner));
+			leaf_zk_json_str(cur, "id", id, sizeof(id));
+			if (strcmp(owner, w->node.addr) == 0 &&
+				(id[0] == '\0' || strcmp(id, w->node.identity) == 0))
+			{
+				w->node_version = st.version;
+				rc = zoo_set2(w->zk.zh, w->node_path, data, len,
+							  w->node_version, &st);
+			}
+			else
+			{
+				leaf_not_ready(w, "worker ID %d was taken over by %s", w->wid, owner);
+				w->zk.registered = false;
+				w->wid = -1;
+				return false;
+			}
+		}
+	}
+	if (rc == ZNONODE)
+	{
+		/*
+		 * Our forever node is gone: deleted, or ZooKeeper lost its data.
+		 * Another node may be given our worker ID any moment, so stop at
+		 * once and register again.
+		 */
+		leaf_not_ready(w, "forever node %s is gone from ZooKeeper (deleted, or ZooKeeper lost its data), registering again",
+					   w->node_path);
+		w->zk.registered = false;
+		w->wid = -1;
+		return false;
+	}
+	if (rc != ZOK)
+	{
+		leaf_sf_report_zk(leaf_zk_state_name(&w->zk));
+		return false;
+	}
+	w->node_version = st.version;
+	w->zk_hwm = hwm;
+	w->zk_bounded = bounded;
+	leaf_sf_report_zk("connected");
+	return true;
+}
+
+/*
+ * While serving, the lease may run out because the mark could not be
+ * recorded: calls then wait and fail with LF102.  Say why, once, in the
+ * log and in the status (the generator stays "ready" to its callers, who
+ * wait for the next heartbeat), and say when the lease is extended again.
+ */
+static void
+leaf_lease_report(LeafSfWorkerState *w, int64 now, const char *why)
+{
+	char		buf[LEAF_SF_REASON_LEN];
+
+	if (!w->serving)
+		return;
+	if (why != NULL && !w->lease_out)
+	{
+		snprintf(buf, sizeof(buf), "the lease ran out: %s", why);
+		ereport(LOG,
+				(errmsg("leaf snowflake generator not ready: %s", buf),
+				 errdetail("Calls fail with LF102 until a new high-water mark is recorded.")));
+		leaf_sf_report(LEAF_SF_READY, why);
+		w->lease_out = true;
+		w->lease_out_since = now;
+	}
+	else if (why == NULL && w->lease_out)
+	{
+		ereport(LOG,
+				(errmsg("leaf snowflake lease extended again after " INT64_FORMAT " ms, generator ready with worker ID %d",
+						now - w->lease_out_since, w->wid)));
+		leaf_sf_report(LEAF_SF_READY, NULL);
+		w->lease_out = false;
+	}
+}
+
+/*
+ * Record a new high-water mark and extend the lease.  With ZooKeeper,
+ * the mark also goes into our forever node.
+ *
+ * A forever node that says "bounded" may be taken over by a recycling
+ * node once it has gone without heartbeat for long enough, and the new
+ * owner starts right above the mark it holds.  So while our node says
+ * "bounded", or recycling is on here (and the node is about to say so),
+ * the lease never passes what ZooKeeper holds.  A node with recycling off
+ * writes "bounded":0 and extends its lease from the file only once
+ * ZooKeeper holds that, so nobody takes its worker ID over.
+ */
+static void
+leaf_record(LeafSfWorkerState *w)
+{
+	int64		now = leaf_sf_clock_ms();
+	int64		hwm = now + leaf_sf_margin_ms();
+	int64		lease;
+	bool		use_zk = w->use_zk;
+	bool		zk_ok = false;
+	bool		bounded = leaf_sf_reclaim_after_ms > 0;
+
+	/* never lower a mark that may have been used */
+	hwm = Max(hwm, leaf_sf_get_lease());
+	hwm = Max(hwm, w->file_hwm);
+
+	if (!leaf_cache_write(w, hwm))
+	{
+		if (leaf_sf_get_lease() <= now)
+			leaf_lease_report(w, now, "could not write \"" LEAF_SF_STATE_FILE "\", see the errors above");
+		return;
+	}
+
+	/*
+	 * Without recycling the file is the record that counts: extend the
+	 * lease before talking to ZooKeeper, which may block for seconds while
+	 * an ensemble elects a leader.
+	 */
+	if (!use_zk || (!bounded && !w->zk_bounded))
+		leaf_sf_set_lease(w->file_hwm);
+
+	if (use_zk && w->zk.registered && w->zk.zh != NULL)
+		zk_ok = leaf_sf_heartbeat(w, now, hwm, bounded);
+	w->last_zk_ok = zk_ok;
+	if (w->wid < 0)
+		return;
+
+	lease = w->file_hwm;
+	if (use_zk && (bounded || w->zk_bounded))
+		lease = Min(lease, w->zk_hwm);
+	leaf_sf_set_lease(lease);
+	if (zk_ok || !use_zk)
+		leaf_sf_report_heartbeat(now);
+
+	if (lease > now)
+		leaf_lease_report(w, now, NULL);
+	else
+	{
+		char		why[LEAF_SF_REASON_LEN];
+
+		snprintf(why, sizeof(why),
+				 "ZooKeeper has not recorded a new high-water mark (ZooKeeper state: %s), and with worker-ID recycling (leaf.worker_id_reclaim_after) the lease may not pass the mark ZooKeeper holds",
+				 leaf_zk_state_name(&w->zk));
+		leaf_lease_report(w, now, why);
+	}
+}
+
+/*
+ * Serve with w->wid once the clock has passed w->floor_ms.  Returns false
+ * while still waiting.
+ */
+static bool
+leaf_try_serve(LeafSfWorkerState *w)
+{
+	int64		now = leaf_sf_clock_ms();
+	int64		floor_ms = w->floor_ms;
+
+	if (now < leaf_sf_epoch_ms || now - leaf_sf_epoch_ms >= (INT64CONST(1) << 41))
+	{
+		leaf_not_ready(w, "the clock is outside the 41-bit range of timestamps since leaf.snowflake_epoch");
+		return false;
+	}
+	if (now <= floor_ms && w->fresh_floor)
+	{
+		char		buf[LEAF_SF_REASON_LEN];
+
+		/* expected at every new registration: callers wait */
+		snprintf(buf, sizeof(buf),
+				 "new worker ID %d is used only from " INT64_FORMAT " ms from now, past the longest lease an earlier holder could still use",
+				 w->wid, floor_ms - now + 1);
+		leaf_sf_report_not_before(floor_ms);
+		w->serving = false;
+		leaf_sf_report(LEAF_SF_STARTING, buf);
+		return false;
+	}
+	if (now <= floor_ms)
+	{
+		leaf_sf_report_not_before(floor_ms);
+		leaf_not_ready(w, "clock is " INT64_FORMAT " ms behind the last time recorded for this node, waiting for it to pass",
+					   floor_ms - now + 1);
+		return false;
+	}
+
+	leaf_record(w);
+
+	/* the first heartbeat may have found our worker ID taken over */
+	if (w->wid < 0)
+		return false;
+
+	/*
+	 * A registration is used only once a heartbeat has found its forever
+	 * node still there, as written: the node may have been deleted, or
+	 * ZooKeeper may have lost its data, while this node waited to serve
+	 * (or was stopped), and then another node may hold the worker ID.
+	 * That holds as well when the session of the registration was given
+	 * up during the wait (no heartbeat is then tried at all): the status
+	 * says so rather than keeping the wait's message.  Once serving, a
+	 * heartbeat that finds the node gone stops it.
+	 */
+	if (w->use_zk && strcmp(w->source, "zookeeper") == 0 && !w->last_zk_ok)
+	{
+		leaf_not_ready(w, "worker ID %d is used once ZooKeeper confirms its registration (ZooKeeper state: %s)",
+					   w->wid, leaf_zk_state_name(&w->zk));
+		return false;
+	}
+	if (leaf_sf_get_lease() <= now)
+	{
+		leaf_not_ready(w, "could not record the high-water mark of issued timestamps");
+		return false;
+	}
+	if (!leaf_sf_start_serving(w->wid, floor_ms, w->new_id))
+		return false;
+	w->new_id = false;
+	w->serving_wid = w->wid;
+	w->serving = true;
+	w->reason[0] = '\0';
+	ereport(LOG,
+			(errmsg("leaf snowflake generator ready with worker ID %d from %s",
+					w->wid, w->source)));
+	return true;
+}
+
+/* On a clean shutdown, bring the recorded mark down to what was used. */
+static void
+leaf_shutdown(LeafSfWorkerState *w)
+{
+	int64		t1;
+	int64		hwm;
+
+	if (!w->serving || w->wid < 0)
+		return;
+
+	leaf_sf_report(LEAF_SF_STARTING, NULL);
+	t1 = leaf_sf_clock_ms();
+	leaf_sf_set_lease(t1);
+	pg_memory_barrier();
+
+	/*
+	 * A backend that read the old lease read its clock before we lowered
+	 * it, so its timestamp is at most t1 + 1 (the clock read may straddle
+	 * a millisecond boundary); anything later is below the new lease.
+	 */
+	hwm = Max(leaf_sf_last_issued_ms(), t1 + 1);
+	if (hwm >= w->file_hwm)
+		return;
+	if (!leaf_cache_write(w, hwm))
+		return;
+	if (w->use_zk && w->zk.registered && w->zk.zh != NULL)
+		(void) leaf_sf_heartbeat(w, leaf_sf_clock_ms(), hwm, w->zk_bounded);
+}
+
+/* ---------------------------------------------------------------------
+ * Start
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * The root names the fleet: nodes under different roots get worker IDs
+ * from separate numberings.  It has no default, so that a node whose
+ * configuration lost the line does not join another fleet.  A node that
+ * registered under a root before keeps it.
+ */
+static void
+leaf_sf_choose_root(LeafSfWorkerState *w)
+{
+	LeafSfCache *cache = &w->cache;
+
+	strlcpy(w->node.root, leaf_sf_zk_root ? leaf_sf_zk_root : "",
+			sizeof(w->node.root));
+	if (w->node.root[0] == '\0' && (w->use_zk || w->claim) && cache->valid &&
+		!cache->foreign && cache->zk_root[0] != '\0')
+	{
+		strlcpy(w->node.root, cache->zk_root, sizeof(w->node.root));
+		ereport(LOG,
+				(errmsg("leaf.zk_root is not set, using \"%s\", where this node registered before",
+						w->node.root),
+				 errhint("Set leaf.zk_root = '%s' in the configuration of this node.",
+						 w->node.root)));
+	}
+	if (w->claim && cache->valid && !cache->foreign &&
+		cache->worker_id == leaf_sf_worker_id &&
+		strcmp(cache->source, "setting") == 0 && w->node.root[0] != '\0' &&
+		strcmp(cache->claimed_in, w->node.root) == 0)
+		strlcpy(w->claimed_in, w->node.root, sizeof(w->claimed_in));
+}
+
+/* The worker ID is set by hand (leaf.worker_id): may it be used? */
+static void
+leaf_sf_take_setting(LeafSfWorkerState *w)
+{
+	LeafSfCache *cache = &w->cache;
+
+	if (leaf_sf_worker_id < 0 || leaf_sf_worker_id > LEAF_SF_MAX_WORKER_ID)
+		leaf_not_ready(w, "leaf.worker_id is %d, but must be between 0 and %d (or -1 to use ZooKeeper)",
+					   leaf_sf_worker_id, LEAF_SF_MAX_WORKER_ID);
+	else if (cache->damaged)
+	{
+		/*
+		 * Not the same as no file: the marks it held are lost, and the clock
+		 * may be behind the last ID issued (a crash, then a clock set back).
+		 * ZooKeeper keeps marks of its own; a worker ID set by hand has only
+		 * this file.
+		 */
+		leaf_not_ready(w, "\"%s\" is damaged, so the last timestamp issued with worker ID %d is not known; once this node has been stopped for longer than %d ms and its clock is right (or leaf.worker_id is set to a worker ID no node ever used), move the file away and restart the snowflake worker",
+					   LEAF_SF_STATE_FILE, leaf_sf_worker_id,
+					   2 * leaf_sf_heartbeat_ms + 1000);
+	}
+	else if (cache->foreign && leaf_sf_state_mark(cache, leaf_sf_worker_id) > 0)
+	{
+		/* a copy must not serve with the original's worker ID */
+		leaf_not_ready(w, "worker ID %d belongs to another data directory: \"%s\" is a copy of the state of %s; set leaf.worker_id to a worker ID no other node uses, or, if the original data directory will never serve again, delete the line \"bound_to\" from \"%s\"",
+					   leaf_sf_worker_id, LEAF_SF_STATE_FILE,
+					   cache->bound_to, LEAF_SF_STATE_FILE);
+	}
+	else
+	{
+		/* a copy's other worker IDs are not ours: forget their marks */
+		if (cache->foreign)
+			memset(cache->marks, 0, sizeof(cache->marks));
+		w->wid = leaf_sf_worker_id;
+		w->floor_ms = Max(w->last_issued, leaf_sf_state_mark(cache, w->wid));
+		if (cache->epoch_changed && w->floor_ms > leaf_sf_clock_ms())
+			ereport(LOG,
+					(errmsg("leaf.snowflake_epoch was moved later: worker ID %d waits until " INT64_FORMAT " so that its IDs stay above those it issued",
+							w->wid, w->floor_ms)));
+		w->file_hwm = 0;
+		w->have_floor = true;
+		leaf_sf_report_identity(w->wid, "setting", w->node.addr, NULL);
+		if (w->claim)
+		{
+			const char *bad = leaf_zk_config_problem(&w->zk, &w->node);
+
+			if (bad != NULL)
+			{
+				leaf_not_ready(w, "leaf.worker_id is set with leaf.zk_hosts, so it is claimed in ZooKeeper before it is used, but %s", bad);
+				leaf_sf_report_zk("not used");
+				w->have_floor = false;
+				w->claim = false;
+			}
+		}
+	}
+}
+
+/*
+ * Set the worker up: who this node is, what the state file holds, where
+ * the worker ID comes from, and whether that can work as configured.
+ */
+static void
+leaf_sf_start(LeafSfWorkerState *w)
+{
+	const char *problem;
+
+	memset(w, 0, sizeof(*w));
+	w->source = "setting";
+	w->wid = -1;
+	w->serving_wid = -1;
+	w->node_version = -1;
+
+	w->last_issued = leaf_sf_attach_worker();
+	leaf_sf_report(LEAF_SF_STARTING, NULL);
+	leaf_compute_address(&w->node);
+	leaf_compute_identity(&w->node);
+	leaf_sf_state_read(&w->cache, w->node.identity);
+
+	w->use_zk = (leaf_sf_worker_id == -1);
+	w->claim = !w->use_zk && leaf_sf_zk_hosts[0] != '\0';
+	leaf_sf_choose_root(w);
+
+	if (w->cache.foreign)
+		ereport(LOG,
+				(errmsg("\"%s\" was written by another data directory (%s), this one is %s",
+						LEAF_SF_STATE_FILE, w->cache.bound_to, w->node.identity),
+				 errdetail("This data directory is a copy (a standby, a restored backup or a copied directory): the worker IDs recorded there belong to the original.")));
+	else if (w->cache.moved_from[0] != '\0')
+		ereport(LOG,
+				(errmsg("\"%s\" was written by data directory %s of another cluster, and is taken as the state of this one (%s)",
+						LEAF_SF_STATE_FILE, w->cache.moved_from, w->node.identity),
+				 errdetail("A copy of a data directory keeps its system identifier; a state file of another one was brought here by hand, as after pg_upgrade.")));
+
+	if (!w->use_zk)
+		leaf_sf_take_setting(w);
+	else if ((problem = leaf_zk_config_problem(&w->zk, &w->node)) != NULL)
+	{
+		leaf_not_ready(w, "%s", problem);
+		w->use_zk = false;
+	}
+	else if (w->cache.foreign)
+	{
+		/* ZooKeeper holds the marks that count; the copy's are not ours */
+		memset(w->cache.marks, 0, sizeof(w->cache.marks));
+		w->cache.session_id = 0;
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * The steps of the main loop
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * An expired session lost our ephemeral node: register again.  A session
+ * that stays unconnected for longer than its timeout is as good as
+ * expired, even when the client never says so (a server that lost its
+ * data refuses the session, and the client keeps trying): open a new one.
+ */
+static void
+leaf_sf_watch_session(LeafSfWorkerState *w)
+{
+	int64		now;
+
+	if (w->zk.registered && leaf_zk_expired(&w->zk))
+		w->zk.registered = false;
+
+	if (w->zk.zh == NULL)
+		return;
+	now = leaf_sf_clock_ms();
+	if (leaf_zk_connected(&w->zk))
+		w->unconnected_since = 0;
+	else if (w->unconnected_since == 0)
+		w->unconnected_since = now;
+	else if (now - w->unconnected_since > leaf_zk_session_timeout())
+	{
+		ereport(LOG,
+				(errmsg("ZooKeeper session of the leaf snowflake worker has not connected for " INT64_FORMAT " ms, more than its timeout, opening a new one",
+						now - w->unconnected_since)));
+		leaf_zk_close(&w->zk);
+		w->unconnected_since = 0;
+	}
+}
+
+/*
+ * leaf_snowflake_new_worker_id(): give the worker ID from ZooKeeper up,
+ * and register anew.
+ */
+static void
+leaf_sf_handle_new_id(LeafSfWorkerState *w)
+{
+	if (!(w->use_zk && w->zk.registered && w->zk.zh != NULL && w->wid >= 0 &&
+		  strcmp(w->source, "zookeeper") == 0))
+	{
+		ereport(LOG,
+				(errmsg("a new snowflake worker ID was requested, but the worker is not registered in ZooKeeper now: ignored")));
+		return;
+	}
+
+	leaf_not_ready(w, "a new worker ID was requested, giving up worker ID %d",
+				   w->wid);
+	if (!leaf_sf_abandon(w))
+		return;
+
+	/* nothing of the old worker ID bounds the new one */
+	leaf_sf_set_lease(0);
+	w->file_hwm = 0;
+	w->zk.registered = false;
+	w->wid = -1;
+	w->have_floor = false;
+	w->fresh_floor = false;
+	w->floor_ms = 0;
+	w->last_issued = 0;
+	w->new_id = true;
+}
+
+/*
+ * A worker ID set by hand, with ZooKeeper: claim it there.  Returns false
+ * on a shutdown request.
+ */
+static bool
+leaf_sf_claim_step(LeafSfWorkerState *w, long *delay)
+{
+	bool		connected = leaf_sf_connect(w, w->serving ? 200 : LEAF_ZK_CONNECT_MS);
+	LeafZkResult r = LEAF_ZK_RETRY;
+
+	if (ShutdownRequestPending)
+		return false;
+	if (connected)
+		r = leaf_sf_claim(w);
+	if (r == LEAF_ZK_OK)
+	{
+		w->claim_refused = false;
+		leaf_zk_close(&w->zk);
+		leaf_sf_report_zk("claimed");
+	}
+	else if (r == LEAF_ZK_FAIL)
+	{
+		w->claim_refused = true;
+		*delay = Max(*delay, 10000);
+	}
+	else if (!connected && !w->serving &&
+			 strcmp(w->claimed_in, w->node.root) != 0)
+		leaf_not_ready(w, "leaf.worker_id %d is not used before it is claimed in ZooKeeper (leaf.zk_hosts is set), and ZooKeeper at \"%s\" is unreachable; once claimed, the worker ID is used from \"%s\" when ZooKeeper is down",
+					   w->wid, leaf_sf_zk_hosts, LEAF_SF_STATE_FILE);
+	return true;
+}
+
+/*
+ * Registration succeeded: the floor of our worker ID is past every mark
+ * known of it, and, for a new node, past what an earlier holder may still
+ * use.  The state file records the worker ID.
+ */
+static void
+leaf_sf_registered(LeafSfWorkerState *w, const LeafZkRegistration *reg)
+{
+	int64		f = Max(w->node_hwm, w->last_issued);
+	int64		mark;
+
+	f = Max(f, leaf_sf_state_mark(&w->cache, w->wid));
+	w->peer_checked = true;
+	if (w->serving && (w->wid != w->serving_wid || reg->fresh))
+	{
+		/* everything up to the lease may have been used */
+		leaf_not_ready(w, "ZooKeeper gave worker ID %d (a new registration) instead of %d, restarting the generator",
+					   w->wid, w->serving_wid);
+		f = Max(f, leaf_sf_get_lease());
+	}
+	if (reg->fresh)
+	{
+		/*
+		 * ZooKeeper may have lost the node of an earlier holder of this
+		 * worker ID.  A running holder finds out within a session timeout
+		 * and a heartbeat (its node gone, or its session never connecting
+		 * again) and stops; its IDs carry its clock.  A holder that crashed
+		 * used timestamps up to its lease, at most the lease margin ahead.
+		 * Its clock is within leaf.max_clock_drift_ms of ours.
+		 */
+		f = Max(f, leaf_sf_clock_ms() +
+				Max(leaf_sf_margin_ms(),
+					leaf_zk_session_timeout() + leaf_sf_heartbeat_ms) +
+				Max(leaf_sf_max_clock_drift_ms, 0));
+		w->fresh_floor = true;
+	}
+	w->source = "zookeeper";
+	leaf_sf_report_identity(w->wid, w->source, w->node.addr, w->node_path);
+	if (w->serving && leaf_sf_get_lease() > 0)
+	{
+		/* back in touch after serving from the cache file */
+		ereport(LOG,
+				(errmsg("leaf snowflake worker registered in ZooKeeper as worker ID %d",
+						w->wid)));
+	}
+	w->floor_ms = Max(w->floor_ms, f);
+	w->have_floor = true;
+
+	/*
+	 * The state file names the worker ID of this registration at once,
+	 * with the floor as its mark: a crash before this node serves, then a
+	 * start with ZooKeeper unreachable, must not take a worker ID from the
+	 * file that ZooKeeper has since given to another node.
+	 */
+	mark = Max(w->floor_ms, leaf_sf_get_lease());
+	mark = Max(mark, w->file_hwm);
+	mark = Max(mark, leaf_sf_state_mark(&w->cache, w->wid));
+	(void) leaf_cache_write(w, mark);
+}
+
+/*
+ * ZooKeeper is unreachable and the worker has nothing to serve with: use
+ * the worker ID of the cache file if it may stand in, else say why not.
+ */
+static void
+leaf_sf_fall_back(LeafSfWorkerState *w, long *delay)
+{
+	if (w->zk.zh != NULL && leaf_cache_stands_in(w) && !w->zk_retried)
+	{
+		/*
+		 * A server that lost its data refuses a session it has never seen,
+		 * and the client then keeps "connecting" just as if ZooKeeper were
+		 * down.  Only a new session tells the two apart, so try one before
+		 * falling back on the cache file: a restored ZooKeeper may have
+		 * given our worker ID to another node already.
+		 */
+		leaf_zk_close(&w->zk);
+		w->zk_retried = true;
+		*delay = 10;
+	}
+	else if (leaf_cache_stands_in(w))
+	{
+		w->wid = w->cache.worker_id;
+		strlcpy(w->node_path, w->cache.zk_node, sizeof(w->node_path));
+		w->floor_ms = Max(w->cache.hwm_ms, w->last_issued);
+		w->have_floor = true;
+		w->source = "cache file";
+		leaf_sf_report_identity(w->wid, w->source, w->node.addr, w->node_path);
+		ereport(LOG,
+				(errmsg("ZooKeeper at \"%s\" is unreachable, using worker ID %d from \"%s\"",
+						leaf_sf_zk_hosts, w->wid, LEAF_SF_STATE_FILE)));
+	}
+	else if (w->zk.zh == NULL)
+		leaf_not_ready(w, "could not start a ZooKeeper client for \"%s\": %m",
+					   leaf_sf_zk_hosts);
+	else if (leaf_cache_usable(w) && leaf_sf_reclaim_after_ms > 0)
+		leaf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and leaf.worker_id_reclaim_after forbids using the cached worker ID",
+					   leaf_sf_zk_hosts);
+	else if (leaf_cache_usable(w))
+		leaf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and worker ID %d in \"%s\" was last declared recyclable in ZooKeeper (leaf.worker_id_reclaim_after was set), so another node may have taken it over while this one was down; the worker ID is used again once ZooKeeper confirms it",
+					   leaf_sf_zk_hosts, w->cache.worker_id,
+					   LEAF_SF_STATE_FILE);
+	else
+		leaf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and \"%s\" holds no worker ID for this node",
+					   leaf_sf_zk_hosts, LEAF_SF_STATE_FILE);
+}
+
+/*
+ * Not registered in ZooKeeper: register, or, with ZooKeeper unreachable
+ * and nothing to serve with, fall back on the cache file.  Returns false
+ * on a shutdown request.
+ */
+static bool
+leaf_sf_register_step(LeafSfWorkerState *w, long *delay)
+{
+	/* while serving, never stall the heartbeats waiting for ZooKeeper */
+	bool		connected = leaf_sf_connect(w, w->serving ? 200 : LEAF_ZK_CONNECT_MS);
+	LeafZkRegistration reg;
+	LeafZkResult r;
+
+	if (ShutdownRequestPending)
+		return false;
+	if (!connected)
+	{
+		if (!w->serving && !w->have_floor)
+			leaf_sf_fall_back(w, delay);
+		return true;
+	}
+	r = leaf_sf_register(w, &reg);
+	if (r == LEAF_ZK_OK)
+		leaf_sf_registered(w, &reg);
+	else if (r == LEAF_ZK_FAIL)
+		*delay = Max(*delay, 10000);
+	return true;
+}
+
+/*
+ * May the hand-set worker ID serve?  Not before it is claimed, if it is
+ * claimed in ZooKeeper: by this run, or before under this root (so that
+ * it serves while ZooKeeper is down), unless the last claim was refused.
+ */
+static bool
+leaf_sf_claim_settled(LeafSfWorkerState *w)
+{
+	return !w->claim || w->claimed ||
+		(!w->claim_refused && strcmp(w->claimed_in, w->node.root) == 0);
+}
+
+/* Start serving once the floor allows, or, while serving, record a mark. */
+static void
+leaf_sf_serve_step(LeafSfWorkerState *w, long *delay)
+{
+	if (w->have_floor && w->wid >= 0 && !w->serving && leaf_sf_claim_settled(w))
+	{
+		if (!leaf_try_serve(w))
+			*delay = Min(*delay, Max(w->floor_ms - leaf_sf_clock_ms() + 1, 10));
+		else
+			w->fresh_floor = false;
+	}
+	else if (w->serving)
+		leaf_record(w);
+}
+
+/* ---------------------------------------------------------------------
+ * Main
+ * ---------------------------------------------------------------------
+ */
+
+void
+leaf_snowflake_worker_main(Datum main_arg)
+{
+	LeafSfWorkerState w;
+
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGUSR1, procsignal_sigusr1_handler);
+	BackgroundWorkerUnblockSignals();
+
+	/* no database: this only makes the worker a backend, in pg_stat_activity */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("leaf snowflake worker");
+
+	leaf_sf_start(&w);
+
+	while (!ShutdownRequestPending)
+	{
+		long		delay = leaf_sf_heartbeat_ms;
+
+		if (w.use_zk)
+			leaf_sf_watch_session(&w);
+		if (leaf_sf_new_id_requested())
+			leaf_sf_handle_new_id(&w);
+
+		/*
+		 * A clock before the epoch (or past the 41-bit range) cannot serve:
+		 * do not register, which would use up a worker ID for nothing.
+		 */
+		if (!w.serving && (w.use_zk || w.claim) && !leaf_clock_in_range())
+		{
+			leaf_not_ready(&w, "the clock is outside the 41-bit range of timestamps since leaf.snowflake_epoch (it is before the epoch, or more than 2^41 ms after it): not registering until it is inside");
+			if (!leaf_sf_wait(1000))
+				break;
+			continue;
+		}
+
+		/* a worker ID set by hand, with ZooKeeper: claim it there */
+		if (w.claim && !w.claimed && w.wid >= 0 &&
+			!leaf_sf_claim_step(&w, &delay))
+			break;
+		if (w.use_zk && !w.zk.registered && !leaf_sf_register_step(&w, &delay))
+			break;
+		leaf_sf_serve_step(&w, &delay);
+
+		if (!leaf_sf_wait(delay))
+			break;
+	}
+
+	leaf_shutdown(&w);
+	leaf_zk_close(&w.zk);
+	leaf_sf_detach_worker();
+
+	/*
+	 * Exit code 1: the postmaster starts the worker again after
+	 * bgw_restart_time, unless the whole server is shutting down.  Callers
+	 * meanwhile wait as for a starting worker.
+	 */
+	ereport(LOG,
+			(errmsg("leaf snowflake worker stopping on a termination request"),
+			 errdetail("Unless the server is shutting down, it is started again within a second.")));
+	proc_exit(1);
+}

@@ -1,0 +1,1051 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_zk_assign.c
+ *	  Worker IDs from ZooKeeper: registration, claims of hand-set worker
+ *	  IDs, giving a worker ID up.
+ *
+ * Under leaf.zk_root, each node that takes its worker ID from ZooKeeper
+ * has a PERSISTENT_SEQUENTIAL node forever/<address>-<number>: the number
+ * is the worker ID.  Registration finds this node's forever node by
+ * address, takes one over from a node that has been dead for long enough
+ * (leaf.worker_id_reclaim_after), or creates one; then it makes the
+ * ephemeral node temporary/<address>, which names the forever node and is
+ * how running nodes find each other.  A starting node first compares its
+ * clock with the running peers' (see below).  A node with a hand-set
+ * worker ID (leaf.worker_id) and leaf.zk_hosts claims its ID as
+ * claimed/<worker ID>, so that ZooKeeper's numbering skips it and a second
+ * node setting the same ID is refused.
+ *
+ * Peer clocks are compared without talking to the peers: each heartbeat
+ * writes the writer's own clock into its forever node, and ZooKeeper
+ * stamps the write with its own clock (mtime).  "ts - mtime" is thus the
+ * writer's offset from ZooKeeper's clock at that moment.  A starting node
+ * measures its own offset the same way, with a write to <root>/clock, and
+ * compares it with the median offset of the nodes that hold an ephemeral
+ * node.  The ZooKeeper clock (the leader's, in an ensemble) cancels out.
+ *
+ * Nothing here keeps state between calls: what a call found comes back in
+ * its result, with the reason to report when it did not succeed; the
+ * worker (leaf_sf_worker.c) keeps it.  Every call is a series of blocking
+ * requests on the worker's session.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "postmaster/interrupt.h"
+
+#include "leaf_snowflake.h"
+#include "leaf_zk_assign.h"
+#include "leaf_zk_client.h"
+
+/* A child of forever, as read at registration. */
+typedef struct LeafZkNode
+{
+	char		name[LEAF_SF_ADDR_LEN + 16];
+	char		owner[LEAF_SF_ADDR_LEN];	/* "addr" in data, else name prefix */
+	long		seq;
+	char		id[LEAF_SF_ID_LEN];	/* owner's data directory, or "" */
+	int64		ts;
+	int64		hwm;			/* under our epoch */
+	int64		mtime;
+	int32		version;
+	bool		bounded;		/* owner keeps its lease within hwm */
+	bool		live;			/* some ephemeral node names it */
+} LeafZkNode;
+
+/* What registration reads of the tree, in one registration. */
+typedef struct LeafZkRegistry
+{
+	struct String_vector temp;	/* children of temporary: running nodes */
+	struct String_vector children;	/* children of forever */
+	struct String_vector claims;	/* children of claimed */
+	bool	   *claimed;		/* per worker ID: claimed by hand */
+	char	  **temp_names;		/* per running node: the forever node it
+								 * names, or NULL */
+	LeafZkNode *nodes;			/* per child of forever, as read */
+	LeafZkNode *mine;			/* ours, with the lowest worker ID, or NULL */
+	LeafZkNode *mine_high;		/* ours, above the limit of worker IDs */
+	int64		my_offset;		/* our clock minus ZooKeeper's */
+	int64		zk_now;			/* ZooKeeper's clock at the probe */
+} LeafZkRegistry;
+
+/* ---------------------------------------------------------------------
+ * Helpers
+ * ---------------------------------------------------------------------
+ */
+
+static LeafZkResult leaf_zk_refuse(char *reason, LeafZkResult result,
+								   const char *fmt,...) pg_attribute_printf(3, 4);
+
+/* Say why not into reason (LEAF_SF_REASON_LEN bytes); returns result. */
+static LeafZkResult
+leaf_zk_refuse(char *reason, LeafZkResult result, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, LEAF_SF_REASON_LEN, fmt, ap);
+	va_end(ap);
+	return result;
+}
+
+/* A request failed: report the session's state, and say why not. */
+static LeafZkResult
+leaf_zk_fail_rc(LeafZkSession *zk, char *reason, const char *what, int rc)
+{
+	leaf_sf_report_zk(leaf_zk_state_name(zk));
+	return leaf_zk_refuse(reason, LEAF_ZK_RETRY,
+						  "ZooKeeper request failed (%s): %s", what, zerror(rc));
+}
+
+/* Path of the claim of a worker ID set by hand (leaf.worker_id). */
+static void
+leaf_claim_path(const LeafSfNode *node, char *buf, size_t size, int worker_id)
+{
+	snprintf(buf, size, "%s/claimed/%010d", node->root, worker_id);
+}
+
+/*
+ * Who claims worker ID wid by hand, as "address (data directory id)" in
+ * out; false if nobody does.
+ */
+static bool
+leaf_claim_owner(LeafZkSession *zk, const LeafSfNode *node, int wid,
+				 char *out, size_t size)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	char		data[LEAF_ZK_DATA_LEN];
+	char		addr[LEAF_SF_ADDR_LEN];
+	struct Stat st;
+
+	leaf_claim_path(node, path, sizeof(path), wid);
+	if (leaf_zk_get(zk, path, data, sizeof(data), &st) != ZOK)
+		return false;
+	leaf_zk_json_str(data, "addr", addr, sizeof(addr));
+	snprintf(out, size, "%s", addr[0] ? addr : "an unknown node");
+	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * Reading the tree
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Measure our clock against ZooKeeper's with a write to <root>/clock.
+ * Sets *offset to our clock minus ZooKeeper's, *zk_now to ZooKeeper's.
+ */
+static int
+leaf_zk_probe_clock(LeafZkSession *zk, const LeafSfNode *node,
+					int64 *offset, int64 *zk_now)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	struct Stat st;
+	int64		before;
+	int64		after;
+	int			rc;
+
+	snprintf(path, sizeof(path), "%s/clock", node->root);
+	before = leaf_sf_clock_ms();
+	rc = zoo_set2(zk->zh, path, node->addr, strlen(node->addr), -1, &st);
+	after = leaf_sf_clock_ms();
+	if (rc != ZOK)
+		return rc;
+	*offset = (before + after) / 2 - st.mtime;
+	*zk_now = st.mtime;
+	return ZOK;
+}
+
+/*
+ * Create the tree if need be, measure the clock and list the running
+ * nodes, the registered ones and the claims; then read the forever node
+ * each running node names.
+ */
+static LeafZkResult
+leaf_zk_list_registry(LeafZkSession *zk, const LeafSfNode *node,
+					  LeafZkRegistry *reg, char *reason)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	int			rc;
+	int			i;
+
+	if ((rc = leaf_zk_ensure_tree(zk, node->root)) != ZOK)
+		return leaf_zk_fail_rc(zk, reason, "create parent nodes", rc);
+	if ((rc = leaf_zk_probe_clock(zk, node, &reg->my_offset, &reg->zk_now)) != ZOK)
+		return leaf_zk_fail_rc(zk, reason, "clock probe", rc);
+
+	snprintf(path, sizeof(path), "%s/temporary", node->root);
+	if ((rc = zoo_get_children(zk->zh, path, 0, &reg->temp)) != ZOK)
+		return leaf_zk_fail_rc(zk, reason, "list running nodes", rc);
+
+	snprintf(path, sizeof(path), "%s/forever", node->root);
+	if ((rc = zoo_get_children(zk->zh, path, 0, &reg->children)) != ZOK)
+		return leaf_zk_fail_rc(zk, reason, "list registered nodes", rc);
+
+	/* worker IDs set by hand and claimed here (none in older trees) */
+	reg->claimed = palloc0(sizeof(bool) * (LEAF_SF_MAX_WORKER_ID + 1));
+	snprintf(path, sizeof(path), "%s/claimed", node->root);
+	rc = zoo_get_children(zk->zh, path, 0, &reg->claims);
+	if (rc != ZOK && rc != ZNONODE)
+		return leaf_zk_fail_rc(zk, reason, "list claimed worker IDs", rc);
+	for (i = 0; i < reg->claims.count; i++)
+	{
+		long		c = strtol(reg->claims.data[i], NULL, 10);
+
+		if (c >= 0 && c <= LEAF_SF_MAX_WORKER_ID)
+			reg->claimed[c] = true;
+	}
+
+	/* the forever node each running peer names, read once */
+	reg->temp_names = palloc0(sizeof(char *) * Max(reg->temp.count, 1));
+	for (i = 0; i < reg->temp.count; i++)
+	{
+		char		tdata[LEAF_ZK_DATA_LEN];
+		struct Stat st;
+
+		if (ShutdownRequestPending)
+			return LEAF_ZK_RETRY;
+		snprintf(path, sizeof(path), "%s/temporary/%s", node->root,
+				 reg->temp.data[i]);
+		if (leaf_zk_get(zk, path, tdata, sizeof(tdata), &st) == ZOK)
+			reg->temp_names[i] = pstrdup(tdata);
+	}
+	return LEAF_ZK_OK;
+}
+
+/*
+ * Read forever node i of the registry into reg->nodes[i].  A node that is
+ * gone, or that we may not read, gets no worker ID (seq -1).
+ */
+static LeafZkResult
+leaf_zk_read_node(LeafZkSession *zk, const LeafSfNode *node,
+				  LeafZkRegistry *reg, int i, char *reason)
+{
+	LeafZkNode *n = &reg->nodes[i];
+	const char *child = reg->children.data[i];
+	const char *dash = strrchr(child, '-');
+	char		path[LEAF_ZK_PATH_LEN];
+	char		data[LEAF_ZK_DATA_LEN];
+	struct Stat st;
+	int			rc;
+	int			j;
+
+	strlcpy(n->name, child, sizeof(n->name));
+	n->seq = dash ? strtol(dash + 1, NULL, 10) : -1;
+	snprintf(path, sizeof(path), "%s/forever/%s", node->root, n->name);
+	rc = leaf_zk_get(zk, path, data, sizeof(data), &st);
+	if (rc == ZNONODE)
+	{
+		n->seq = -1;
+		return LEAF_ZK_OK;
+	}
+	if (rc == ZNOAUTH)
+	{
+		/*
+		 * A node created with credentials (leaf.zk_auth) that we lack:
+		 * another node's, since ours are open.  Its number stays taken.  So
+		 * nodes get credentials one at a time.
+		 */
+		n->seq = -1;
+		return LEAF_ZK_OK;
+	}
+	if (rc != ZOK)
+		return leaf_zk_fail_rc(zk, reason, "read registered node", rc);
+	leaf_zk_json_str(data, "addr", n->owner, sizeof(n->owner));
+	if (n->owner[0] == '\0' && dash)
+		snprintf(n->owner, sizeof(n->owner), "%.*s", (int) (dash - child),
+				 child);
+	leaf_zk_json_str(data, "id", n->id, sizeof(n->id));
+	n->ts = leaf_zk_json_int(data, "ts");
+	n->hwm = Max(leaf_zk_json_int(data, "hwm"), n->ts);
+	if (strstr(data, "\"ep\":") != NULL && n->hwm > 0)
+		n->hwm += leaf_sf_epoch_ms - leaf_zk_json_int(data, "ep");
+	n->bounded = leaf_zk_json_int(data, "bounded") == 1;
+	n->mtime = st.mtime;
+	n->version = st.version;
+
+	for (j = 0; j < reg->temp.count; j++)
+		if (reg->temp_names[j] != NULL &&
+			strcmp(reg->temp_names[j], n->name) == 0 &&
+			strcmp(reg->temp.data[j], node->addr) != 0)
+			n->live = true;
+	return LEAF_ZK_OK;
+}
+
+/* Does a running node hold the ephemeral node of our address? */
+static bool
+leaf_addr_running(const LeafSfNode *node, const struct String_vector *temp)
+{
+	int			j;
+
+	for (j = 0; j < temp->count; j++)
+		if (strcmp(temp->data[j], node->addr) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * n is the node of the data directory whose state file this one took over
+ * (see leaf_sf_state_read), not running: ours from now on.  Its data names
+ * this data directory at once, so that a restart with the file rewritten
+ * still finds it ours.
+ */
+static LeafZkResult
+leaf_zk_take_moved(LeafZkSession *zk, const LeafSfNode *node, LeafZkNode *n,
+				   char *reason)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	char		data[LEAF_ZK_DATA_LEN];
+	struct Stat st;
+	int			len;
+	int			rc;
+
+	snprintf(path, sizeof(path), "%s/forever/%s", node->root, n->name);
+	len = leaf_zk_format(data, sizeof(data), node, leaf_sf_clock_ms(),
+						 n->hwm, n->bounded);
+	rc = zoo_set2(zk->zh, path, data, len, n->version, &st);
+	if (rc != ZOK)
+		return leaf_zk_fail_rc(zk, reason, "take over the forever node of the state file", rc);
+	ereport(LOG,
+			(errmsg("leaf snowflake worker took over %s, the forever node of data directory %s, whose state file it now uses",
+					path, n->id)));
+	strlcpy(n->id, node->identity, sizeof(n->id));
+	n->version = st.version;
+	return LEAF_ZK_OK;
+}
+
+/*
+ * Read every forever node, and find ours (by address): the one with the
+ * lowest worker ID, or one above the limit.  Our address on another data
+ * directory's node is refused, unless that data directory is moved_from,
+ * whose state file this one took over.
+ */
+static LeafZkResult
+leaf_zk_read_nodes(LeafZkSession *zk, const LeafSfNode *node,
+				   LeafZkRegistry *reg, const char *moved_from, char *reason)
+{
+	LeafZkResult r;
+	int			i;
+
+	reg->nodes = palloc0(sizeof(LeafZkNode) * Max(reg->children.count, 1));
+	for (i = 0; i < reg->children.count; i++)
+	{
+		LeafZkNode *n = &reg->nodes[i];
+
+		if (ShutdownRequestPending)
+			return LEAF_ZK_RETRY;
+		if ((r = leaf_zk_read_node(zk, node, reg, i, reason)) != LEAF_ZK_OK)
+			return r;
+		if (n->seq < 0 || strcmp(n->owner, node->addr) != 0)
+			continue;
+		if (n->id[0] != '\0' && strcmp(n->id, node->identity) != 0 &&
+			moved_from[0] != '\0' && strcmp(n->id, moved_from) == 0 &&
+			!leaf_addr_running(node, &reg->temp))
+		{
+			r = leaf_zk_take_moved(zk, node, n, reason);
+			if (r != LEAF_ZK_OK)
+				return r;
+		}
+		if (n->id[0] != '\0' && strcmp(n->id, node->identity) != 0)
+		{
+			/* our address, but another data directory's node */
+			return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
+								  "node address %s is registered in ZooKeeper by another data directory (%s, worker ID %ld); set leaf.node_address to an address unique to this node, or delete that forever node if its data directory will never serve again",
+								  node->addr, n->name, n->seq);
+		}
+		if (n->seq <= LEAF_SF_MAX_WORKER_ID)
+		{
+			if (reg->mine == NULL || n->seq < reg->mine->seq)
+				reg->mine = n;
+		}
+		else
+			reg->mine_high = n;
+	}
+	return LEAF_ZK_OK;
+}
+
+static void
+leaf_zk_registry_free(LeafZkRegistry *reg)
+{
+	int			j;
+
+	if (reg->temp_names)
+	{
+		for (j = 0; j < reg->temp.count; j++)
+			if (reg->temp_names[j])
+				pfree(reg->temp_names[j]);
+		pfree(reg->temp_names);
+	}
+	deallocate_String_vector(&reg->children);
+	deallocate_String_vector(&reg->temp);
+	deallocate_String_vector(&reg->claims);
+	if (reg->nodes)
+		pfree(reg->nodes);
+	if (reg->claimed)
+		pfree(reg->claimed);
+}
+
+/* ---------------------------------------------------------------------
+ * The clock check of a starting node
+ * ---------------------------------------------------------------------
+ */
+
+static int
+leaf_cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The offsets from ZooKeeper's clock of the running peers, and their
+ * names, for leaf_zk_check_peers; returns how many peers there are.
+ */
+static int
+leaf_zk_peer_offsets(LeafZkSession *zk, const LeafSfNode *node,
+					 struct String_vector *temp, int64 *offsets, char **names)
+{
+	int			npeers = 0;
+	int			i;
+
+	for (i = 0; i < temp->count; i++)
+	{
+		char		path[LEAF_ZK_PATH_LEN];
+		char		data[LEAF_ZK_DATA_LEN];
+		char		fpath[LEAF_ZK_PATH_LEN];
+		struct Stat st;
+		int64		ts;
+
+		if (strcmp(temp->data[i], node->addr) == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/temporary/%s", node->root,
+				 temp->data[i]);
+		if (leaf_zk_get(zk, path, data, sizeof(data), &st) != ZOK || data[0] == '\0')
+			continue;
+		snprintf(fpath, sizeof(fpath), "%s/forever/%s", node->root, data);
+		if (leaf_zk_get(zk, fpath, data, sizeof(data), &st) != ZOK)
+			continue;
+		ts = leaf_zk_json_int(data, "ts");
+		if (ts <= 0)
+			continue;
+		offsets[npeers] = ts - st.mtime;
+		names[npeers] = temp->data[i];
+		npeers++;
+	}
+	return npeers;
+}
+
+/*
+ * Compare our clock with the running peers' clocks.  Peers are the
+ * ephemeral nodes under temporary/ other than ours; each names its forever
+ * node, whose last heartbeat gives the peer's offset from ZooKeeper.  The
+ * yardstick is the median offset, so that one peer with a wrong clock
+ * neither blocks correct nodes nor lets a wrong one in; peers far from the
+ * median are named in the log.
+ */
+static LeafZkResult
+leaf_zk_check_peers(LeafZkSession *zk, const LeafSfNode *node,
+					int64 my_offset, struct String_vector *temp, char *reason)
+{
+	int64	   *offsets;
+	char	  **names;
+	int64	   *sorted;
+	int			npeers;
+	int			i;
+	int64		median;
+	int64		diff;
+	LeafZkResult result = LEAF_ZK_OK;
+
+	offsets = palloc(sizeof(int64) * Max(temp->count, 1));
+	sorted = palloc(sizeof(int64) * Max(temp->count, 1));
+	names = palloc(sizeof(char *) * Max(temp->count, 1));
+	npeers = leaf_zk_peer_offsets(zk, node, temp, offsets, names);
+
+	if (npeers == 0)
+	{
+		leaf_sf_report_peers(0, 0);
+		goto done;
+	}
+	memcpy(sorted, offsets, sizeof(int64) * npeers);
+	qsort(sorted, npeers, sizeof(int64), leaf_cmp_int64);
+	median = (npeers % 2 == 1) ? sorted[npeers / 2] :
+		sorted[npeers / 2 - 1] + (sorted[npeers / 2] - sorted[npeers / 2 - 1]) / 2;
+
+	if (leaf_sf_max_clock_drift_ms > 0)
+	{
+		for (i = 0; i < npeers; i++)
+		{
+			int64		d = offsets[i] - median;
+
+			if (d >= leaf_sf_max_clock_drift_ms || -d >= leaf_sf_max_clock_drift_ms)
+				ereport(WARNING,
+						(errmsg("the clock of running peer %s differs from the median of %d running peers by " INT64_FORMAT " ms, more than leaf.max_clock_drift_ms (%d ms)",
+								names[i], npeers, d, leaf_sf_max_clock_drift_ms),
+						 errhint("Check that node's clock; its IDs carry it.")));
+		}
+	}
+
+	diff = my_offset - median;
+	leaf_sf_report_peers(npeers, diff);
+	if (leaf_sf_max_clock_drift_ms > 0 &&
+		(diff >= leaf_sf_max_clock_drift_ms || -diff >= leaf_sf_max_clock_drift_ms))
+	{
+		result = leaf_zk_refuse(reason, LEAF_ZK_RETRY,
+								"clock differs from the median of %d running peers by " INT64_FORMAT " ms, leaf.max_clock_drift_ms is %d",
+								npeers, diff, leaf_sf_max_clock_drift_ms);
+		goto done;
+	}
+	ereport(LOG,
+			(errmsg("leaf snowflake clock is within " INT64_FORMAT " ms of the median of %d running peers",
+					diff, npeers)));
+done:
+	pfree(offsets);
+	pfree(sorted);
+	pfree(names);
+	return result;
+}
+
+/* ---------------------------------------------------------------------
+ * Choosing our forever node
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Our node's worker ID claimed by hand by another node: a node that never
+ * served with it (created by a registration that did not finish) gives it
+ * up, for a new one; one that did cannot.
+ */
+static LeafZkResult
+leaf_zk_mine_claimed(LeafZkSession *zk, const LeafSfNode *node,
+					 LeafZkRegistry *reg, char *reason)
+{
+	LeafZkNode *mine = reg->mine;
+	char		path[LEAF_ZK_PATH_LEN];
+	char		claimer[LEAF_SF_ADDR_LEN];
+	int			rc;
+
+	if (mine->ts == 0 && mine->hwm == 0)
+	{
+		snprintf(path, sizeof(path), "%s/forever/%s", node->root, mine->name);
+		rc = zoo_delete(zk->zh, path, mine->version);
+		if (rc != ZOK && rc != ZNONODE)
+			return leaf_zk_fail_rc(zk, reason, "give up a claimed worker ID", rc);
+		mine->seq = -1;
+		reg->mine = NULL;
+		return LEAF_ZK_OK;
+	}
+	if (!leaf_claim_owner(zk, node, (int) mine->seq, claimer, sizeof(claimer)))
+		strlcpy(claimer, "a node", sizeof(claimer));
+	return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
+						  "worker ID %ld of %s (%s/forever/%s) is also claimed by %s, which has leaf.worker_id = %ld; two nodes must never serve with one worker ID: set leaf.worker_id there to an ID no node of %s uses, then delete %s/claimed/%010ld",
+						  mine->seq, node->addr, node->root, mine->name, claimer,
+						  mine->seq, node->root, node->root, mine->seq);
+}
+
+/*
+ * The oldest dead worker ID that may be taken over, or NULL.  A worker ID
+ * whose mark is ahead of ZooKeeper's clock (its holder's clock ran ahead)
+ * could serve only once the clock passes the mark: it is taken only when
+ * the tree may have no new worker ID left to give.
+ */
+static LeafZkNode *
+leaf_zk_oldest_dead(const LeafSfNode *node, LeafZkRegistry *reg)
+{
+	LeafZkNode *best = NULL;
+	bool		best_future = false;
+	bool		room = reg->children.count <= LEAF_SF_MAX_WORKER_ID;
+	int64		zk_now = reg->zk_now;
+	int			i;
+
+	for (i = 0; i < reg->children.count; i++)
+	{
+		LeafZkNode *n = &reg->nodes[i];
+		bool		future;
+
+		if (n->seq < 0 || n->seq > LEAF_SF_MAX_WORKER_ID || n->live ||
+			!n->bounded || strcmp(n->owner, node->addr) == 0 ||
+			reg->claimed[n->seq] ||
+			n->mtime > zk_now - leaf_sf_reclaim_after_ms)
+			continue;
+		future = n->hwm > zk_now + leaf_sf_margin_ms();
+		if (future && room)
+			continue;
+		if (best == NULL || (best_future && !future) ||
+			(best_future == future && n->mtime < best->mtime))
+		{
+			best = n;
+			best_future = future;
+		}
+	}
+	return best;
+}
+
+/* Take over the oldest dead worker ID, if there is one: it becomes mine. */
+static LeafZkResult
+leaf_zk_take_over(LeafZkSession *zk, const LeafSfNode *node,
+				  LeafZkRegistry *reg, char *reason)
+{
+	LeafZkNode *best = leaf_zk_oldest_dead(node, reg);
+	char		path[LEAF_ZK_PATH_LEN];
+	char		data[LEAF_ZK_DATA_LEN];
+	struct Stat st;
+	int			len;
+	int			rc;
+
+	if (best == NULL)
+		return LEAF_ZK_OK;
+	snprintf(path, sizeof(path), "%s/forever/%s", node->root, best->name);
+	len = leaf_zk_format(data, sizeof(data), node, leaf_sf_clock_ms(),
+						 best->hwm, true);
+	rc = zoo_set2(zk->zh, path, data, len, best->version, &st);
+	if (rc != ZOK)
+		return leaf_zk_fail_rc(zk, reason, "take over worker ID", rc);
+	ereport(LOG,
+			(errmsg("leaf snowflake worker took over worker ID %ld of %s, last heard of " INT64_FORMAT " ms ago",
+					best->seq, best->owner, reg->zk_now - best->mtime)));
+	strlcpy(best->owner, node->addr, sizeof(best->owner));
+	best->version = st.version;
+	best->bounded = true;
+	reg->mine = best;
+	return LEAF_ZK_OK;
+}
+
+/* Our forever node is mine: say so in out. */
+static void
+leaf_zk_choose(const LeafSfNode *node, const LeafZkNode *mine,
+			   LeafZkRegistration *out)
+{
+	out->worker_id = (int) mine->seq;
+	snprintf(out->node_path, sizeof(out->node_path), "%s/forever/%s",
+			 node->root, mine->name);
+	out->node_version = mine->version;
+	out->node_hwm = mine->hwm;
+	out->bounded = mine->bounded;
+
+	/*
+	 * A node that never recorded a heartbeat was created by a registration
+	 * that did not finish (say, the connection was lost before the
+	 * ephemeral node was made): it is as new as one created now, and its
+	 * worker ID must wait out earlier holders the same way.
+	 */
+	out->fresh = (mine->ts == 0 && mine->hwm == 0);
+}
+
+/*
+ * Create our forever node.  ZooKeeper numbers the nodes; a number claimed
+ * by a node with leaf.worker_id is skipped.  The claim is checked after
+ * the create: a node claiming by hand checks for our node after its
+ * claim, so one of the two sees the other.
+ */
+static LeafZkResult
+leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
+					LeafZkRegistration *out)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	char		data[LEAF_ZK_DATA_LEN];
+	char		created[LEAF_ZK_PATH_LEN];
+	char		claimer[LEAF_SF_ADDR_LEN];
+	const char *dash;
+	long		seq;
+	int			skipped;
+	int			len;
+	int			rc;
+
+	for (skipped = 0;; skipped++)
+	{
+		struct Stat st;
+		char		cpath[LEAF_ZK_PATH_LEN];
+
+		snprintf(path, sizeof(path), "%s/forever/%s-", node->root, node->addr);
+		len = leaf_zk_format(data, sizeof(data), node, 0, 0,
+							 leaf_sf_reclaim_after_ms > 0);
+		rc = zoo_create(zk->zh, path, data, len, leaf_zk_acl(zk),
+						ZOO_PERSISTENT_SEQUENTIAL, created, sizeof(created));
+		if (rc != ZOK)
+		{
+			/* after a connection loss the node may exist: list again first */
+			return leaf_zk_fail_rc(zk, out->reason, "create forever node", rc);
+		}
+		dash = strrchr(created, '-');
+		seq = dash ? strtol(dash + 1, NULL, 10) : -1;
+		if (seq < 0 || seq > LEAF_SF_MAX_WORKER_ID || skipped > LEAF_SF_MAX_WORKER_ID)
+			break;
+		leaf_claim_path(node, cpath, sizeof(cpath), (int) seq);
+		rc = zoo_exists(zk->zh, cpath, 0, &st);
+		if (rc == ZNONODE)
+			break;
+		if (rc != ZOK)
+			return leaf_zk_fail_rc(zk, out->reason, "check claimed worker IDs", rc);
+		if (!leaf_claim_owner(zk, node, (int) seq, claimer, sizeof(claimer)))
+			strlcpy(claimer, "a node", sizeof(claimer));
+		ereport(LOG,
+				(errmsg("leaf snowflake worker skips worker ID %ld: %s claims it with leaf.worker_id",
+						seq, claimer)));
+		rc = zoo_delete(zk->zh, created, 0);
+		if (rc != ZOK && rc != ZNONODE)
+			return leaf_zk_fail_rc(zk, out->reason, "give up a claimed worker ID", rc);
+		if (ShutdownRequestPending)
+			return LEAF_ZK_RETRY;
+	}
+	ereport(LOG,
+			(errmsg("leaf snowflake worker registered %s as \"%s\"",
+					node->addr, created)));
+	if (seq < 0 || seq > LEAF_SF_MAX_WORKER_ID)
+		return leaf_zk_refuse(out->reason, LEAF_ZK_FAIL,
+							  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
+							  seq, node->addr, LEAF_SF_MAX_WORKER_ID);
+	out->worker_id = (int) seq;
+	strlcpy(out->node_path, created, sizeof(out->node_path));
+	out->node_version = 0;
+	out->node_hwm = 0;
+	out->bounded = leaf_sf_reclaim_after_ms > 0;
+	out->fresh = true;
+	return LEAF_ZK_OK;
+}
+
+/*
+ * Find our forever node, take one over or create one, into out.  What was
+ * read tells whether our worker ID is claimed by hand, and what may be
+ * taken over.
+ */
+static LeafZkResult
+leaf_zk_find_node(LeafZkSession *zk, const LeafSfNode *node,
+				  LeafZkRegistry *reg, LeafZkRegistration *out)
+{
+	LeafZkResult r;
+
+	if (reg->mine != NULL && reg->claimed[reg->mine->seq] &&
+		(r = leaf_zk_mine_claimed(zk, node, reg, out->reason)) != LEAF_ZK_OK)
+		return r;
+	if (reg->mine == NULL && leaf_sf_reclaim_after_ms > 0 &&
+		(r = leaf_zk_take_over(zk, node, reg, out->reason)) != LEAF_ZK_OK)
+		return r;
+
+	if (reg->mine != NULL)
+	{
+		leaf_zk_choose(node, reg->mine, out);
+		return LEAF_ZK_OK;
+	}
+	if (reg->mine_high != NULL)
+		return leaf_zk_refuse(out->reason, LEAF_ZK_FAIL,
+							  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
+							  reg->mine_high->seq, node->addr, LEAF_SF_MAX_WORKER_ID);
+	return leaf_zk_create_node(zk, node, out);
+}
+
+/* ---------------------------------------------------------------------
+ * Registration
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Is the ephemeral node at path, held by a session this process does not
+ * know, left over by an earlier session of this data directory?  That is
+ * so if it names a forever node whose data directory is ours: an
+ * immediate restart leaves its node behind for the session timeout, and
+ * the state file may not have recorded that session yet.  Another node
+ * with our address has another data directory.
+ */
+static bool
+leaf_zk_ephemeral_ours(LeafZkSession *zk, const LeafSfNode *node,
+					   const char *path, LeafZkRegistry *reg)
+{
+	char		data[LEAF_ZK_DATA_LEN];
+	struct Stat st;
+	int			i;
+
+	if (leaf_zk_get(zk, path, data, sizeof(data), &st) != ZOK || data[0] == '\0')
+		return false;
+	for (i = 0; i < reg->children.count; i++)
+		if (strcmp(reg->nodes[i].name, data) == 0)
+			return reg->nodes[i].id[0] != '\0' &&
+				strcmp(reg->nodes[i].id, node->identity) == 0;
+	return false;
+}
+
+/*
+ * Our lease: the ephemeral node temporary/<address>, naming our forever
+ * node out->node_path.  One held by another session is ours to replace
+ * only if that session was ours: one the worker knows of (this run's, the
+ * state file's), or one whose node names our data directory's forever
+ * node.
+ */
+static LeafZkResult
+leaf_zk_claim_ephemeral(LeafZkSession *zk, const LeafSfNode *node,
+						LeafZkRegistry *reg, const LeafZkKnown *known,
+						LeafZkRegistration *out)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	const char *name = strrchr(out->node_path, '/') + 1;
+	struct Stat st;
+	int64		my_session = zoo_client_id(zk->zh)->client_id;
+	bool		made;
+	int			rc;
+
+	snprintf(path, sizeof(path), "%s/temporary/%s", node->root, node->addr);
+	rc = zoo_create(zk->zh, path, name, strlen(name), leaf_zk_acl(zk),
+					ZOO_EPHEMERAL, NULL, 0);
+	made = (rc == ZOK);
+	if (rc == ZNODEEXISTS &&
+		(rc = zoo_exists(zk->zh, path, 0, &st)) == ZOK &&
+		st.ephemeralOwner != my_session)
+	{
+		if (st.ephemeralOwner != 0 &&
+			(st.ephemeralOwner == known->own_session ||
+			 st.ephemeralOwner == known->file_session ||
+			 leaf_zk_ephemeral_ours(zk, node, path, reg)))
+		{
+			/*
+			 * Left over by this node's earlier session, as recorded in the
+			 * state file: delete exactly that one.
+			 */
+			rc = zoo_delete(zk->zh, path, st.version);
+			if (rc == ZOK || rc == ZNONODE)
+				rc = zoo_create(zk->zh, path, name, strlen(name),
+								leaf_zk_acl(zk), ZOO_EPHEMERAL, NULL, 0);
+		}
+		else
+		{
+			/*
+			 * Another session holds our address: another running node, or
+			 * an earlier session of ours that the state file does not know
+			 * of, which ZooKeeper drops within the session timeout.  Never
+			 * delete it; try again later.
+			 */
+			return leaf_zk_refuse(out->reason, LEAF_ZK_FAIL,
+								  "node address %s is in use by another running node (ZooKeeper session 0x%llx holds %s); give each node its own leaf.node_address",
+								  node->addr, (unsigned long long) st.ephemeralOwner,
+								  path);
+		}
+	}
+	if (rc == ZNODEEXISTS)
+		rc = ZOK;
+	/* ours already (this session): make it name our node now */
+	if (rc == ZOK && !made)
+		rc = zoo_set(zk->zh, path, name, strlen(name), -1);
+	if (rc != ZOK)
+		return leaf_zk_fail_rc(zk, out->reason, "create ephemeral node", rc);
+	return LEAF_ZK_OK;
+}
+
+/*
+ * Register: find, take over or create our forever node; check the clock
+ * against peers first if check_peers; take our ephemeral node.  known
+ * tells which sessions may have left our ephemeral node behind, and whose
+ * forever node is ours with the state file.  The result goes to out; on
+ * LEAF_ZK_OK the session is registered.
+ */
+void
+leaf_zk_register(LeafZkSession *zk, const LeafSfNode *node, bool check_peers,
+				 const LeafZkKnown *known, LeafZkRegistration *out)
+{
+	LeafZkRegistry reg;
+	LeafZkResult r;
+
+	memset(out, 0, sizeof(*out));
+	out->worker_id = -1;
+	memset(&reg, 0, sizeof(reg));
+
+	r = leaf_zk_list_registry(zk, node, &reg, out->reason);
+	if (r == LEAF_ZK_OK)
+		r = leaf_zk_read_nodes(zk, node, &reg, known->moved_from,
+							   out->reason);
+	if (r == LEAF_ZK_OK && check_peers)
+		r = leaf_zk_check_peers(zk, node, reg.my_offset, &reg.temp,
+								out->reason);
+	if (r == LEAF_ZK_OK)
+		r = leaf_zk_find_node(zk, node, &reg, out);
+	if (r == LEAF_ZK_OK)
+		r = leaf_zk_claim_ephemeral(zk, node, &reg, known, out);
+	if (r == LEAF_ZK_OK)
+	{
+		out->session_id = zoo_client_id(zk->zh)->client_id;
+		zk->registered = true;
+	}
+	out->result = r;
+	leaf_zk_registry_free(&reg);
+}
+
+/* ---------------------------------------------------------------------
+ * Giving a worker ID up
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Give our forever node up, on request (leaf_snowflake_new_worker_id()).
+ * It keeps hwm, the highest timestamp this node may have used with it, is
+ * bounded by that, and no longer names our address: recycling takes it
+ * over once that mark has passed, and our next registration creates a
+ * new node.  The generator has stopped already.
+ */
+bool
+leaf_zk_abandon(LeafZkSession *zk, const LeafSfNode *node, int wid,
+				const char *node_path, int32 node_version, int64 hwm)
+{
+	char		data[LEAF_ZK_DATA_LEN];
+	struct Stat st;
+	int			len;
+	int			rc;
+
+	len = snprintf(data, sizeof(data),
+				   "{\"addr\":\"abandoned by %s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT
+				   ",\"ep\":" INT64_FORMAT ",\"id\":\"\",\"bounded\":1}",
+				   node->addr, leaf_sf_clock_ms(), hwm, leaf_sf_epoch_ms);
+	rc = zoo_set2(zk->zh, node_path, data, len, node_version, &st);
+	if (rc != ZOK)
+	{
+		ereport(LOG,
+				(errmsg("could not give up worker ID %d in ZooKeeper: %s",
+						wid, zerror(rc))));
+		return false;
+	}
+	ereport(LOG,
+			(errmsg("leaf snowflake worker gave up worker ID %d on request (%s keeps its mark, " INT64_FORMAT " ms from now), registering a new one",
+					wid, node_path, hwm - leaf_sf_clock_ms())));
+	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * Claims of hand-set worker IDs
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Has ZooKeeper's numbering given worker ID wid to a forever node?  Then
+ * the claim is refused; one we made (created) is given up again, for a
+ * later try.
+ */
+static LeafZkResult
+leaf_zk_claim_numbered(LeafZkSession *zk, const LeafSfNode *node, int wid,
+					   bool created, char *reason)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	char		owner[LEAF_SF_ADDR_LEN];
+	struct String_vector children = {0, NULL};
+	int			rc;
+	int			i;
+
+	snprintf(path, sizeof(path), "%s/forever", node->root);
+	if ((rc = zoo_get_children(zk->zh, path, 0, &children)) != ZOK)
+		return leaf_zk_fail_rc(zk, reason, "list registered nodes", rc);
+	for (i = 0; i < children.count; i++)
+	{
+		const char *dash = strrchr(children.data[i], '-');
+
+		if (dash == NULL || strtol(dash + 1, NULL, 10) != wid)
+			continue;
+		snprintf(owner, sizeof(owner), "%.*s",
+				 (int) (dash - children.data[i]), children.data[i]);
+		(void) leaf_zk_refuse(reason, LEAF_ZK_FAIL,
+							  "leaf.worker_id is %d, but ZooKeeper gave worker ID %d to %s (%s/forever/%s): two nodes must never serve with one worker ID; set leaf.worker_id to an ID that no node under %s uses",
+							  wid, wid, owner, node->root, children.data[i], node->root);
+		deallocate_String_vector(&children);
+		if (created)
+		{
+			/* we lost the race: give the claim up again */
+			leaf_claim_path(node, path, sizeof(path), wid);
+			(void) zoo_delete(zk->zh, path, -1);
+			return LEAF_ZK_RETRY;
+		}
+		return LEAF_ZK_FAIL;
+	}
+	deallocate_String_vector(&children);
+	return LEAF_ZK_OK;
+}
+
+/*
+ * Create the claim of wid, or, if it is there, make sure it is ours and
+ * say which data directory holds it now.  *created says whether we made
+ * it.
+ */
+static LeafZkResult
+leaf_zk_claim_node(LeafZkSession *zk, const LeafSfNode *node, int wid,
+				   const char *claimed_in, bool *created, char *reason)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	char		data[LEAF_ZK_DATA_LEN];
+	char		owner[LEAF_SF_ADDR_LEN];
+	char		id[LEAF_SF_ID_LEN];
+	struct Stat st;
+	int			rc;
+	int			len;
+
+	leaf_claim_path(node, path, sizeof(path), wid);
+	rc = leaf_zk_get(zk, path, data, sizeof(data), &st);
+	if (rc == ZNONODE)
+	{
+		len = leaf_zk_format(data, sizeof(data), node, leaf_sf_clock_ms(), 0, false);
+		rc = zoo_create(zk->zh, path, data, len, leaf_zk_acl(zk),
+						ZOO_PERSISTENT, NULL, 0);
+		if (rc == ZNODEEXISTS)
+			return LEAF_ZK_RETRY;	/* someone else at the same moment */
+		if (rc != ZOK)
+			return leaf_zk_fail_rc(zk, reason, "claim worker ID", rc);
+		*created = true;
+		return LEAF_ZK_OK;
+	}
+	if (rc != ZOK)
+		return leaf_zk_fail_rc(zk, reason, "read claimed worker ID", rc);
+
+	/*
+	 * Claimed already: ours if this data directory wrote it, or if our
+	 * address wrote it and the state file says we claimed it (the data
+	 * directory of a node upgraded with pg_upgrade is a new one).
+	 */
+	leaf_zk_json_str(data, "addr", owner, sizeof(owner));
+	leaf_zk_json_str(data, "id", id, sizeof(id));
+	if (!(strcmp(id, node->identity) == 0 ||
+		  (strcmp(owner, node->addr) == 0 &&
+		   strcmp(claimed_in, node->root) == 0)))
+		return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
+							  "leaf.worker_id is %d, but %s (data directory %s) claims worker ID %d by hand as well (%s): two nodes must never serve with one worker ID; give each node its own leaf.worker_id, or, if %s will never serve again, delete %s",
+							  wid, owner[0] ? owner : "another node", id[0] ? id : "unknown",
+							  wid, path, owner[0] ? owner : "that node", path);
+	/* ours: say which data directory holds it now */
+	len = leaf_zk_format(data, sizeof(data), node, leaf_sf_clock_ms(), 0, false);
+	rc = zoo_set(zk->zh, path, data, len, st.version);
+	if (rc != ZOK)
+		return leaf_zk_fail_rc(zk, reason, "claim worker ID", rc);
+	return LEAF_ZK_OK;
+}
+
+/*
+ * Claim worker ID wid, set by hand, under our root, so that ZooKeeper's
+ * numbering skips it and a second node setting it by hand is refused.
+ * claimed_in is the root where the state file says this node claimed it
+ * before, or "".  The order makes a race with a node that ZooKeeper is
+ * numbering safe: look for a forever node with our number, claim, look
+ * again.  (That node looks for the claim after it is created.)  On
+ * LEAF_ZK_OK, wid is claimed under our root.
+ */
+LeafZkResult
+leaf_zk_claim(LeafZkSession *zk, const LeafSfNode *node, int wid,
+			  const char *claimed_in, char *reason)
+{
+	bool		created = false;
+	LeafZkResult r;
+	int			rc;
+
+	reason[0] = '\0';
+	if (wid < 0 || wid > LEAF_SF_MAX_WORKER_ID)
+		return LEAF_ZK_FAIL;
+	if ((rc = leaf_zk_ensure_tree(zk, node->root)) != ZOK)
+		return leaf_zk_fail_rc(zk, reason, "create parent nodes", rc);
+
+	r = leaf_zk_claim_numbered(zk, node, wid, false, reason);
+	if (r == LEAF_ZK_OK)
+		r = leaf_zk_claim_node(zk, node, wid, claimed_in, &created, reason);
+	if (r == LEAF_ZK_OK)
+		r = leaf_zk_claim_numbered(zk, node, wid, created, reason);
+	if (r != LEAF_ZK_OK)
+		return r;
+
+	if (strcmp(claimed_in, node->root) != 0 || created)
+		ereport(LOG,
+				(errmsg("leaf snowflake worker claimed worker ID %d (leaf.worker_id) in ZooKeeper as \"%s/claimed/%010d\"",
+						wid, node->root, wid)));
+	return LEAF_ZK_OK;
+}

@@ -1,0 +1,424 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_zk_client.c
+ *	  The snowflake worker's ZooKeeper client: the session, node helpers
+ *	  and the data of leaf's nodes.
+ *
+ * The session: the settings it needs (leaf.zk_hosts, leaf.zk_root, the
+ * credentials of leaf.zk_auth or leaf.zk_auth_file, a node address fit
+ * for node names), opening it, its state, closing it, and the ACL of the
+ * nodes it creates.  Waiting for it to connect is the worker's part, since
+ * the worker also handles its signals meanwhile.
+ *
+ * The nodes: creating leaf.zk_root with the nodes above it and its
+ * folders (forever, temporary, claimed, clock), and reading a node's data
+ * as a string.  The data of forever and claimed nodes is a small JSON
+ * object that only leaf writes; leaf_zk_format writes it and
+ * leaf_zk_json_int / leaf_zk_json_str read a field back.
+ *
+ * The ZooKeeper C client runs its own threads.  Only its synchronous
+ * calls are used, from this process's main thread, except zoo_add_auth,
+ * whose completion is not waited for (a refusal shows in zoo_state).  The
+ * session watcher and that completion do nothing; all signals are
+ * blocked while zookeeper_init starts the client threads, so that Postgres
+ * signal handlers run on the main thread only.  No Postgres function is
+ * called from a client thread.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include "storage/fd.h"
+
+#include "leaf_snowflake.h"
+#include "leaf_zk_client.h"
+
+/* ---------------------------------------------------------------------
+ * The session
+ * ---------------------------------------------------------------------
+ */
+
+/* Runs on a client thread: must not touch anything of Postgres. */
+static void
+leaf_zk_watcher(zhandle_t *zh, int type, int state, const char *path,
+				void *ctx)
+{
+}
+
+/* Runs on a client thread, like the watcher: a failure shows in zoo_state. */
+static void
+leaf_zk_auth_done(int rc, const void *data)
+{
+}
+
+/* ZooKeeper session timeout we ask for. */
+int
+leaf_zk_session_timeout(void)
+{
+	return Max(6000, 3 * leaf_sf_heartbeat_ms);
+}
+
+/*
+ * ACL of every node we create: with leaf.zk_auth, only the same digest
+ * credentials may read, write, delete or change it; else open.
+ */
+struct ACL_vector *
+leaf_zk_acl(const LeafZkSession *zk)
+{
+	if (zk->auth[0] != '\0')
+		return &ZOO_CREATOR_ALL_ACL;
+	return &ZOO_OPEN_ACL_UNSAFE;
+}
+
+/* Is leaf.zk_hosts a list of host:port with valid ports? */
+static bool
+leaf_zk_hosts_valid(const char *hosts)
+{
+	const char *p = hosts;
+
+	if (*p == '\0')
+		return false;
+	for (;;)
+	{
+		size_t		len = strcspn(p, ",");
+		const char *colon = NULL;
+		const char *q;
+		long		port;
+		char	   *end;
+
+		for (q = p; q < p + len; q++)
+			if (*q == ':')
+				colon = q;
+		if (colon == NULL || colon == p || colon + 1 >= p + len)
+			return false;
+		for (q = p; q < colon; q++)
+			if (*q == ' ' || *q == '/')
+				return false;
+		errno = 0;
+		port = strtol(colon + 1, &end, 10);
+		if (errno != 0 || end != p + len || port < 1 || port > 65535)
+			return false;
+		if (p[len] == '\0')
+			return true;
+		p += len + 1;
+	}
+}
+
+static bool
+leaf_zk_root_valid(const char *root)
+{
+	size_t		len = strlen(root);
+
+	return len > 1 && len < LEAF_ZK_PATH_LEN / 2 && root[0] == '/' &&
+		root[len - 1] != '/' && strstr(root, "//") == NULL;
+}
+
+/*
+ * The credentials: leaf.zk_auth, else the first line of leaf.zk_auth_file,
+ * into zk->auth.  Returns a problem, or NULL.  The file must not be
+ * readable by group or others, as for a libpq password file; its content
+ * is never logged.
+ */
+static const char *
+leaf_zk_load_auth(LeafZkSession *zk)
+{
+	static char buf[LEAF_SF_REASON_LEN];
+	FILE	   *f;
+	struct stat st;
+
+	zk->auth[0] = '\0';
+	if (leaf_sf_zk_auth && leaf_sf_zk_auth[0] != '\0')
+	{
+		strlcpy(zk->auth, leaf_sf_zk_auth, sizeof(zk->auth));
+		return NULL;
+	}
+	if (leaf_sf_zk_auth_file == NULL || leaf_sf_zk_auth_file[0] == '\0')
+		return NULL;
+	f = AllocateFile(leaf_sf_zk_auth_file, "r");
+	if (f == NULL)
+	{
+		snprintf(buf, sizeof(buf), "could not open leaf.zk_auth_file \"%s\": %s",
+				 leaf_sf_zk_auth_file, strerror(errno));
+		return buf;
+	}
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+	{
+		FreeFile(f);
+		snprintf(buf, sizeof(buf), "leaf.zk_auth_file \"%s\" has group or world access; it must be readable by the server's user only (chmod 0600)",
+				 leaf_sf_zk_auth_file);
+		return buf;
+	}
+	if (fgets(zk->auth, sizeof(zk->auth), f) == NULL)
+		zk->auth[0] = '\0';
+	FreeFile(f);
+	zk->auth[strcspn(zk->auth, "\r\n")] = '\0';
+	if (strchr(zk->auth, ':') == NULL || zk->auth[0] == ':')
+	{
+		zk->auth[0] = '\0';
+		snprintf(buf, sizeof(buf), "leaf.zk_auth_file \"%s\" must hold user:password on its first line",
+				 leaf_sf_zk_auth_file);
+		return buf;
+	}
+	return NULL;
+}
+
+/*
+ * What keeps this node from using ZooKeeper as configured, or NULL; loads
+ * the credentials.  The node address goes into node names and into JSON:
+ * it may not hold "/", a quote or a backslash.
+ */
+const char *
+leaf_zk_config_problem(LeafZkSession *zk, const LeafSfNode *node)
+{
+	static char buf[LEAF_SF_REASON_LEN];
+
+	const char *auth_problem = leaf_zk_load_auth(zk);
+
+	if (auth_problem != NULL)
+		return auth_problem;
+	if (!leaf_zk_hosts_valid(leaf_sf_zk_hosts))
+	{
+		leaf_sf_report_zk("invalid hosts");
+		snprintf(buf, sizeof(buf), "leaf.zk_hosts is not a list of host:port: \"%s\"",
+				 leaf_sf_zk_hosts);
+	}
+	else if (node->root[0] == '\0')
+		snprintf(buf, sizeof(buf), "leaf.zk_root is not set: every node of a fleet must name the fleet's root, such as '/leaf/orders'");
+	else if (!leaf_zk_root_valid(node->root))
+		snprintf(buf, sizeof(buf), "leaf.zk_root is not an absolute ZooKeeper path: \"%s\"",
+				 node->root);
+	else if (node->addr[0] == '\0')
+		snprintf(buf, sizeof(buf), "no node address unique to this host: listen_addresses has only loopback or wildcard entries and the host name is not usable; set leaf.node_address");
+	else if (strpbrk(node->addr, "/\"\\") != NULL)
+		snprintf(buf, sizeof(buf), "node address \"%s\" must not contain \"/\", a double quote or a backslash",
+				 node->addr);
+	else
+		return NULL;
+	return buf;
+}
+
+/* Is the session connected? */
+bool
+leaf_zk_connected(const LeafZkSession *zk)
+{
+	return zk->zh != NULL && zoo_state(zk->zh) == ZOO_CONNECTED_STATE;
+}
+
+/* Has the session expired? */
+bool
+leaf_zk_expired(const LeafZkSession *zk)
+{
+	return zk->zh != NULL && zoo_state(zk->zh) == ZOO_EXPIRED_SESSION_STATE;
+}
+
+/* Did ZooKeeper refuse the session's credentials? */
+bool
+leaf_zk_auth_failed(const LeafZkSession *zk)
+{
+	return zk->zh != NULL && zoo_state(zk->zh) == ZOO_AUTH_FAILED_STATE;
+}
+
+const char *
+leaf_zk_state_name(const LeafZkSession *zk)
+{
+	int			state;
+
+	if (zk->zh == NULL)
+		return "disconnected";
+	state = zoo_state(zk->zh);
+	if (state == ZOO_CONNECTED_STATE)
+		return "connected";
+	if (state == ZOO_EXPIRED_SESSION_STATE)
+		return "session expired";
+	if (state == ZOO_AUTH_FAILED_STATE)
+		return "authentication failed";
+	return "connecting";
+}
+
+/*
+ * Open a session if there is none (or it expired); it connects in the
+ * background.  Returns false if no client could be started.
+ */
+bool
+leaf_zk_open(LeafZkSession *zk)
+{
+	if (leaf_zk_expired(zk))
+	{
+		ereport(LOG,
+				(errmsg("ZooKeeper session of the leaf snowflake worker expired, opening a new one")));
+		leaf_zk_close(zk);
+	}
+
+	if (zk->zh == NULL)
+	{
+		sigset_t	all;
+		sigset_t	old;
+		int			timeout = leaf_zk_session_timeout();
+
+		/* the client threads must not take our signals */
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		zoo_set_debug_level((ZooLogLevel) 0);
+		zk->zh = zookeeper_init(leaf_sf_zk_hosts, leaf_zk_watcher, timeout,
+								NULL, NULL, 0);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (zk->zh == NULL)
+		{
+			leaf_sf_report_zk("invalid hosts");
+			return false;
+		}
+		/* sent with every (re)connection of this session */
+		if (zk->auth[0] != '\0')
+			(void) zoo_add_auth(zk->zh, "digest", zk->auth,
+								strlen(zk->auth), leaf_zk_auth_done, NULL);
+		/* a new session must register its ephemeral node again */
+		zk->registered = false;
+	}
+	return true;
+}
+
+void
+leaf_zk_close(LeafZkSession *zk)
+{
+	if (zk->zh != NULL)
+	{
+		zookeeper_close(zk->zh);
+		zk->zh = NULL;
+	}
+	zk->registered = false;
+}
+
+/* ---------------------------------------------------------------------
+ * Nodes
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Create a persistent node with the given ACL; an existing one is fine.
+ * Existence is checked first: ZooKeeper refuses a create under a parent we
+ * may not write to even when the node is there already (a folder made by
+ * a node with credentials).
+ */
+static int
+leaf_zk_ensure(LeafZkSession *zk, const char *path, struct ACL_vector *acl)
+{
+	struct Stat st;
+	int			rc = zoo_exists(zk->zh, path, 0, &st);
+
+	if (rc == ZOK)
+		return ZOK;
+	rc = zoo_create(zk->zh, path, NULL, -1, acl, ZOO_PERSISTENT, NULL, 0);
+	return rc == ZNODEEXISTS ? ZOK : rc;
+}
+
+/*
+ * Create root and every node above it, and its folders.  The folders get
+ * the root's ACL, so that a folder a newer release adds to an open tree
+ * stays open even when a node with credentials makes it.
+ */
+int
+leaf_zk_ensure_tree(LeafZkSession *zk, const char *root)
+{
+	static const char *const folders[] = {"forever", "temporary", "claimed", "clock"};
+	char		path[LEAF_ZK_PATH_LEN];
+	const char *p = root;
+	struct ACL_vector acl = {0, NULL};
+	struct Stat st;
+	int			rc;
+	int			i;
+
+	while ((p = strchr(p + 1, '/')) != NULL)
+	{
+		snprintf(path, sizeof(path), "%.*s", (int) (p - root), root);
+		if ((rc = leaf_zk_ensure(zk, path, leaf_zk_acl(zk))) != ZOK)
+			return rc;
+	}
+	if ((rc = leaf_zk_ensure(zk, root, leaf_zk_acl(zk))) != ZOK)
+		return rc;
+	for (i = 0; i < lengthof(folders) && rc == ZOK; i++)
+	{
+		snprintf(path, sizeof(path), "%s/%s", root, folders[i]);
+		if (zoo_exists(zk->zh, path, 0, &st) == ZOK)
+			continue;
+		if (acl.count == 0 &&
+			(rc = zoo_get_acl(zk->zh, root, &acl, &st)) != ZOK)
+			break;
+		rc = leaf_zk_ensure(zk, path, &acl);
+	}
+	if (acl.count > 0)
+		deallocate_ACL_vector(&acl);
+	return rc;
+}
+
+/* Get a node's data as a string. */
+int
+leaf_zk_get(LeafZkSession *zk, const char *path, char *buf, int size,
+			struct Stat *stat)
+{
+	int			len = size - 1;
+	int			rc = zoo_get(zk->zh, path, 0, buf, &len, stat);
+
+	if (rc == ZOK)
+		buf[len < 0 ? 0 : len] = '\0';
+	return rc;
+}
+
+/* ---------------------------------------------------------------------
+ * The data of forever and claimed nodes
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Data of a forever node: owner address, time of the write, high-water
+ * mark and the epoch it is counted from, the owner's data directory, and
+ * whether the owner keeps its lease within the mark held here ("bounded",
+ * which is what allows a take-over, see leaf_record in leaf_sf_worker.c).
+ * A claim of a hand-set worker ID has the same fields.
+ */
+int
+leaf_zk_format(char *buf, size_t size, const LeafSfNode *node, int64 ts,
+			   int64 hwm, bool bounded)
+{
+	return snprintf(buf, size,
+					"{\"addr\":\"%s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT
+					",\"ep\":" INT64_FORMAT ",\"id\":\"%s\",\"bounded\":%d}",
+					node->addr, ts, hwm, leaf_sf_epoch_ms, node->identity,
+					bounded ? 1 : 0);
+}
+
+/* Value of a numeric field of our JSON, or 0. */
+int64
+leaf_zk_json_int(const char *json, const char *key)
+{
+	char		pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(json, pat);
+	return p ? strtoll(p + strlen(pat), NULL, 10) : 0;
+}
+
+/* Value of a string field of our JSON into out, or "". */
+void
+leaf_zk_json_str(const char *json, const char *key, char *out, size_t size)
+{
+	char		pat[64];
+	const char *p;
+	size_t		len;
+
+	out[0] = '\0';
+	snprintf(pat, sizeof(pat), "\"%s\":\"", key);
+	p = strstr(json, pat);
+	if (p == NULL)
+		return;
+	p += strlen(pat);
+	len = strcspn(p, "\"");
+	if (len >= size)
+		return;
+	memcpy(out, p, len);
+	out[len] = '\0';
+}

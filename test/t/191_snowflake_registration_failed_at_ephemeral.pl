@@ -1,0 +1,98 @@
+# Snowflake mode: a registration that creates its forever node (a new
+# worker ID) and then fails at the ephemeral node has not registered.  Its
+# worker ID must not be used as if it had: not by leaf_try_serve, and not
+# by the state file, from which a node serves while ZooKeeper is down.
+# Such a worker ID is used only once a later registration finishes, after
+# the wait of a new worker ID (its earlier holder may still be running).
+#
+# The node waits for the mark of its state file, with ZooKeeper down,
+# when ZooKeeper comes back without its forever node and refuses to let
+# it make its ephemeral node; then ZooKeeper is down again.  Before this
+# was so, the node served at the mark with the worker ID of the failed
+# registration, "from the cache file", without that wait.
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../lib";
+
+use LeafTest;
+use LeafZK;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $zk = LeafZK->new(nodes => 1);
+my $root = '/leaf/failedreg';
+
+# leaf.max_clock_drift_ms = 40s makes the wait of a new registration
+# 6.5 s (session timeout and a heartbeat) + 40 s; the state file names its
+# worker ID at once, with the end of that wait as its mark
+my $node = $zk->pg_node('sf_failed_reg', root => $root, wait_timeout => '1s',
+	extra => "leaf.node_address = 'fr.example:1'\nleaf.max_clock_drift_ms = '40s'\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+ok($node->poll_query_until('postgres',
+	q[SELECT not_ready_reason LIKE '%new worker ID % is used only from%' FROM leaf_snowflake_status]),
+	'the node waits before it serves with a new worker ID');
+my ($wid, $nb, $path) = split /\|/, $node->safe_psql('postgres',
+	q[SELECT worker_id, extract(epoch FROM not_before), zk_node FROM leaf_snowflake_status]);
+$node->stop;
+
+# its forever node gone, and no ephemeral node may be made any more
+my $out = $zk->cli_script("delete $path\nsetAcl $root/temporary world:anyone:rwda\n");
+unlike($out, qr/Exception|Insufficient permission|not exist/,
+	'the forever node is deleted, and the running nodes\' folder is closed to new nodes');
+$zk->stop_node(1);
+
+# ZooKeeper down: the node takes its worker ID from the state file and
+# waits for the file's mark
+my $offset = -s $node->logfile;
+$node->start;
+ok($node->poll_query_until('postgres',
+	q[SELECT not_ready_reason LIKE 'clock is % ms behind the last time recorded for this node%' FROM leaf_snowflake_status]),
+	'ZooKeeper down, the node waits for the mark of its state file');
+is(LeafZK::status($node, 'worker_id, worker_id_source'), "$wid|cache file",
+	'with the worker ID of the state file');
+
+# ZooKeeper back: the registration creates a forever node, a new worker
+# ID, and fails at the ephemeral node
+$zk->start_node(1);
+ok($node->wait_for_log(qr{registered fr\.example:1 as "\Q$root\E/forever/fr\.example:1-\d+"}, $offset),
+	'a registration creates a new forever node');
+ok($node->wait_for_log(qr/ZooKeeper request failed \(create ephemeral node\)/, $offset),
+	'... and fails at the ephemeral node');
+my ($wid2) = slurp_file($node->logfile, $offset) =~ m{as "\Q$root\E/forever/fr\.example:1-(\d+)"};
+$wid2 += 0;
+isnt($wid2, $wid, "the failed registration chose another worker ID ($wid2)");
+$zk->stop_node(1);
+cmp_ok(time(), '<', $nb, '... before the mark of the state file');
+
+# ZooKeeper down again: past the mark, the node serves from the state
+# file, with the worker ID the file names
+ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
+	'past the mark, ZooKeeper down, the node serves');
+cmp_ok(time(), '>=', $nb, '... once the mark has passed');
+is(LeafZK::status($node, 'worker_id, worker_id_source'), "$wid|cache file",
+	'from the state file, with its worker ID, not that of the failed registration');
+my $id = $node->safe_psql('postgres', 'SELECT leaf_snowflake()');
+is(($id >> 12) & 1023, $wid, 'its IDs carry that worker ID');
+ok(!$node->log_contains(qr/generator ready with worker ID $wid2 /, $offset),
+	"worker ID $wid2 was not served");
+
+# ZooKeeper back, open again: the registration finishes with the forever
+# node of the failed one, and its worker ID waits as a new one
+$zk->start_node(1);
+$out = $zk->cli('setAcl', "$root/temporary", 'world:anyone:cdrwa');
+unlike($out, qr/Exception|Insufficient permission/,
+	'the running nodes\' folder is open again');
+ok($node->poll_query_until('postgres',
+	qq[SELECT not_ready_reason LIKE '%new worker ID $wid2 is used only from%' FROM leaf_snowflake_status]),
+	"registered with worker ID $wid2, it waits before serving with it");
+ok(!$node->log_contains(qr/generator ready with worker ID $wid2 /, $offset),
+	"worker ID $wid2 was not served before that wait");
+
+$node->stop;
+$zk->stop;
+done_testing();
