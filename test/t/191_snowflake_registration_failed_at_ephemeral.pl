@@ -86,7 +86,7 @@ ok(!$node->log_contains(qr/generator ready with worker ID $wid2 /, $offset),
 # node of the failed one, and its worker ID waits as a new one
 $zk->start_node(1);
 $out = $zk->cli('setAcl', "$root/temporary", 'world:anyone:cdrwa');
-unlike($out, qr/Exception|Insufficient permission/,
+unlike($out, qr/KeeperErrorCode|Insufficient permission/,
 	'the running nodes\' folder is open again');
 ok($node->poll_query_until('postgres',
 	qq[SELECT not_ready_reason LIKE '%new worker ID $wid2 is used only from%' FROM leaf_snowflake_status]),
