@@ -169,8 +169,11 @@ run_tests() {
 		prove="PROVE_TESTS='$(cd "$dir" && eval "echo $LEAF_TESTS")'"
 	fi
 	say "running the tests in $dir (PostgreSQL $pgmajor)"
-	# PG_TEST_PORT_DIR: shared with test runs beside this one (test/majors.sh)
-	as_postgres "$dir" "${PG_TEST_PORT_DIR:+PG_TEST_PORT_DIR=$PG_TEST_PORT_DIR }make installcheck PG_CONFIG=$pg_config with_llvm=no $prove" || rc=$?
+	# PG_TEST_PORT_DIR: shared with test runs beside this one (test/majors.sh),
+	# whose user postgres has another uid: umask 0000 lets each open the
+	# port reservations the other made (PostgreSQL::Test::Cluster opens them
+	# read-write), and the servers set their own umask
+	as_postgres "$dir" "${PG_TEST_PORT_DIR:+umask 0000 && PG_TEST_PORT_DIR=$PG_TEST_PORT_DIR }make installcheck PG_CONFIG=$pg_config with_llvm=no $prove" || rc=$?
 	if [ $rc != 0 ]; then
 		failed=$("$here/test/failed_tests.sh" "$dir" | tr '\n' ' ')
 		say "tests failed (exit $rc)"

@@ -413,7 +413,12 @@ test_major() {
 	t0=$SECONDS
 	say "$major: make installcheck ${prove:-(all TAP files)}"
 	set +e
-	in_chroot "$root" "su postgres -s /bin/bash -c \"cd $dir && $upgrade PG_TEST_PORT_DIR=$portdir $mk installcheck $prove\"" 2>&1 |
+	# the port reservations are shared with the runs beside this one, whose
+	# user postgres has another uid: with umask 0000 each may open the
+	# others' files (PostgreSQL::Test::Cluster opens them read-write; a
+	# reservation it could not open failed a test).  The servers set their
+	# own umask.
+	in_chroot "$root" "su postgres -s /bin/bash -c \"umask 0000 && cd $dir && $upgrade PG_TEST_PORT_DIR=$portdir $mk installcheck $prove\"" 2>&1 |
 		tee "$root$dir/installcheck.out"
 	rc=${PIPESTATUS[0]}
 	# no leaf TAP file skips itself: one that prove reports as skipped
