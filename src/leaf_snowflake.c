@@ -701,7 +701,6 @@ leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 {
 	LeafSfPhase phase;
 	char		reason[LEAF_SF_REASON_LEN];
-	char		sentence[LEAF_SF_REASON_LEN];
 
 	if (RecoveryInProgress())
 		ereport(ERROR,
@@ -727,17 +726,17 @@ leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 
 	/*
 	 * The primary message is the same whatever the reason, which is the
-	 * worker's and goes into the detail as a sentence.
+	 * worker's and goes into the detail.  It begins with a lowercase word
+	 * or a setting's name, so the detail quotes it rather than start with
+	 * it.
 	 */
-	strlcpy(sentence, reason, sizeof(sentence));
-	sentence[0] = pg_toupper((unsigned char) sentence[0]);
 
 	if (phase == LEAF_SF_STARTING && reason[0] != '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
 				 errmsg("snowflake generator is not ready"),
-				 errdetail("%s.  The snowflake worker did not start serving within leaf.wait_timeout (%d ms).",
-						   sentence, leaf_wait_timeout_ms),
+				 errdetail("The snowflake worker says: %s.  It did not start serving within leaf.wait_timeout (%d ms).",
+						   reason, leaf_wait_timeout_ms),
 				 errhint("See the server log and the view leaf_snowflake_status.")));
 	if (phase == LEAF_SF_STARTING)
 		ereport(ERROR,
@@ -758,7 +757,7 @@ leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 	ereport(ERROR,
 			(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
 			 errmsg("snowflake generator is not ready"),
-			 sentence[0] ? errdetail("%s.", sentence) : 0,
+			 reason[0] ? errdetail("The snowflake worker says: %s.", reason) : 0,
 			 errhint("See the server log and the view leaf_snowflake_status.")));
 }
 

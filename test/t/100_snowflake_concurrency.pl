@@ -92,7 +92,7 @@ my $status = $node->safe_psql('postgres',
 like($status, qr/^f\|clock is \d+ ms behind the last time recorded for this node, waiting for it to pass\|$hwm$/,
 	'after a crash, not ready until the clock passes the recorded mark');
 my ($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\nSELECT leaf_snowflake()");
-like($err, qr/ERROR:  LF102: snowflake generator is not ready\nDETAIL:  Clock is \d+ ms behind/,
+like($err, qr/ERROR:  LF102: snowflake generator is not ready\nDETAIL:  The snowflake worker says: clock is \d+ ms behind/,
 	'leaf_snowflake says why it waits');
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
 	'ready once the clock has passed the mark');

@@ -74,7 +74,7 @@ my $status = q1($a, 'SELECT worker_id, worker_id_source, ready, not_ready_reason
 like($status, qr/^$wid\|zookeeper\|f\|clock is \d+ ms behind the last time recorded for this node, waiting for it to pass\|t$/,
 	'restarted with the real clock: refused, the status view says why');
 my ($ret, $out, $err) = $a->psql('postgres', "\\set VERBOSITY verbose\nSELECT leaf_snowflake()");
-like($err, qr/ERROR:  LF102: snowflake generator is not ready\nDETAIL:  Clock is \d+ ms behind the last time recorded/,
+like($err, qr/ERROR:  LF102: snowflake generator is not ready\nDETAIL:  The snowflake worker says: clock is \d+ ms behind the last time recorded/,
 	'leaf_snowflake raises LF102 with the reason');
 ok($a->log_contains(qr/leaf snowflake generator not ready: clock is \d+ ms behind the last time recorded/),
 	'the wait is logged');
@@ -102,7 +102,7 @@ my $offset = q1($c, 'SELECT peer_clock_offset_ms FROM leaf_snowflake_status');
 cmp_ok($offset, '>', 19_000, "measured offset ($offset ms) is about 20 s");
 cmp_ok($offset, '<', 21_000, 'and not more');
 ($ret, $out, $err) = $c->psql('postgres', "\\set VERBOSITY verbose\nSELECT leaf_snowflake()");
-like($err, qr/LF102: snowflake generator is not ready\nDETAIL:  Clock differs from the median of 1 running peers/,
+like($err, qr/LF102: snowflake generator is not ready\nDETAIL:  The snowflake worker says: clock differs from the median of 1 running peers/,
 	'leaf_snowflake raises LF102 on the skewed node');
 $c->stop;
 

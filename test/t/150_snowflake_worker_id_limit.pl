@@ -46,7 +46,7 @@ like(
 	'worker ID 1024 is refused, and the status view says why');
 my ($ret, $stdout, $stderr) =
   $node->psql('postgres', "\\set VERBOSITY verbose\nSELECT leaf_snowflake()");
-like($stderr, qr/ERROR:  LF102: snowflake generator is not ready\nDETAIL:  ZooKeeper assigned worker ID 1024/,
+like($stderr, qr/ERROR:  LF102: snowflake generator is not ready\nDETAIL:  The snowflake worker says: ZooKeeper assigned worker ID 1024/,
 	'leaf_snowflake raises LF102 with the reason');
 $node->safe_psql('postgres', "SELECT leaf_segment_create('still')");
 is($node->safe_psql('postgres', "SELECT leaf_segment_nextval('still')"),
