@@ -44,6 +44,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 

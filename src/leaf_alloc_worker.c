@@ -37,6 +37,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/ps_status.h"
 #include "utils/syscache.h"
