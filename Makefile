@@ -37,10 +37,11 @@ PROVE_TESTS = $(sort $(filter-out $(if $(LEAF_UPGRADE_FROM),,test/t/036_pg_upgra
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 
-# ZooKeeper C client (multi-threaded build: the sync API needs THREADED),
-# libpq (fleet mode draws segments from another server) and OpenSSL's
-# libcrypto (AES for public IDs).
-PG_CPPFLAGS = -DTHREADED -I$(shell $(PG_CONFIG) --includedir)
+# ZooKeeper C client (multi-threaded build), libpq (fleet mode draws
+# segments from another server) and OpenSSL's libcrypto (AES for public
+# IDs).  THREADED, which the client's sync API needs, is set below for
+# the files that include <zookeeper/zookeeper.h> only.
+PG_CPPFLAGS = -I$(shell $(PG_CONFIG) --includedir)
 SHLIB_LINK = -lzookeeper_mt -lpq -lcrypto
 
 # LEAF_TEST_HOOKS=1: the build the test suite needs, with the leaf.test_*
@@ -55,6 +56,12 @@ include $(PGXS)
 
 # after PGXS, which resets PROVE_FLAGS
 PROVE_FLAGS += -I $(srcdir)/test/lib
+
+# The files that include <zookeeper/zookeeper.h> (through leaf_zk_client.h)
+# are compiled with THREADED, for the client's sync API; no other file
+# is.  After PGXS, which sets CPPFLAGS from PG_CPPFLAGS.
+LEAF_ZK_OBJS = src/leaf_sf_worker.o src/leaf_zk_assign.o src/leaf_zk_client.o
+$(LEAF_ZK_OBJS) $(LEAF_ZK_OBJS:.o=.bc): override CPPFLAGS += -DTHREADED
 
 leaf--1.0.sql: src/leaf_segment.sql src/leaf_snowflake.sql
 	cat $^ > $@

@@ -379,11 +379,37 @@ leaf_remote_shape_ok(char *errbuf, size_t errlen)
 }
 
 /*
- * Make sure there is a working connection; returns false with the reason
- * in errbuf.
+ * Wait until the connection that PQconnectStartParams began is made, or
+ * fails.  Returns false, with the reason in errbuf and the connection
+ * closed, if the deadline passed first.
  */
 static bool
-leaf_remote_connect(char *errbuf, size_t errlen)
+leaf_remote_poll(char *errbuf, size_t errlen)
+{
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+
+	while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED)
+	{
+		if (!leaf_remote_wait(st == PGRES_POLLING_READING ?
+							  WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE))
+		{
+			snprintf(errbuf, errlen,
+					 "could not connect to the allocation database within leaf.alloc_timeout (%d ms)",
+					 leaf_alloc_timeout_ms);
+			leaf_remote_disconnect();
+			return false;
+		}
+		st = PQconnectPoll(leaf_conn);
+	}
+	return true;
+}
+
+/*
+ * Open a new connection to leaf.alloc_conninfo, non-blocking, in place of
+ * any old one.  Returns false, with the reason in errbuf, if that failed.
+ */
+static bool
+leaf_remote_open(char *errbuf, size_t errlen)
 {
 	char		appname[NAMEDATALEN];
 
@@ -393,11 +419,6 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 	"tcp_user_timeout", "dbname", NULL};
 	const char *values[] = {"5", appname, "10", "3", "3",
 	"10000", leaf_alloc_conninfo, NULL};
-	PGresult   *res;
-
-	if (leaf_conn != NULL && PQstatus(leaf_conn) == CONNECTION_OK &&
-		leaf_conn_info != NULL && strcmp(leaf_conn_info, leaf_alloc_conninfo) == 0)
-		return true;
 
 	leaf_shard_appname(appname, sizeof(appname));
 
@@ -410,21 +431,8 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 	}
 	if (PQstatus(leaf_conn) != CONNECTION_BAD)
 	{
-		PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-
-		while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED)
-		{
-			if (!leaf_remote_wait(st == PGRES_POLLING_READING ?
-								  WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE))
-			{
-				snprintf(errbuf, errlen,
-						 "could not connect to the allocation database within leaf.alloc_timeout (%d ms)",
-						 leaf_alloc_timeout_ms);
-				leaf_remote_disconnect();
-				return false;
-			}
-			st = PQconnectPoll(leaf_conn);
-		}
+		if (!leaf_remote_poll(errbuf, errlen))
+			return false;
 	}
 	if (PQstatus(leaf_conn) != CONNECTION_OK)
 	{
@@ -441,12 +449,19 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 	}
 	PQsetNoticeReceiver(leaf_conn, leaf_notice_receiver, NULL);
 	leaf_conn_info = MemoryContextStrdup(TopMemoryContext, leaf_alloc_conninfo);
+	return true;
+}
 
-	/*
-	 * A load is a single statement, which sets synchronous_commit itself;
-	 * the session is set to "on" as well, whatever the server says.  The
-	 * session never stays in a transaction between statements.
-	 */
+/*
+ * Set up the new connection's session.  A load is a single statement,
+ * which sets synchronous_commit itself; the session is set to "on" as
+ * well, whatever the server says.  The session never stays in a
+ * transaction between statements.  Returns false, with the reason in
+ * errbuf and the connection closed, if that failed.
+ */
+static bool
+leaf_remote_session(char *errbuf, size_t errlen)
+{
 	if (!leaf_remote_command("SET synchronous_commit = on", errbuf, errlen) ||
 		!leaf_remote_command("SET statement_timeout = '10s'", errbuf, errlen) ||
 		!leaf_remote_command("SET lock_timeout = '2s'", errbuf, errlen) ||
@@ -456,12 +471,21 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 		leaf_remote_disconnect();
 		return false;
 	}
+	return true;
+}
 
-	/*
-	 * Where leaf_alloc is, and which allocation database this is: the
-	 * server's system identifier (kept by streaming replicas, so a
-	 * failover is not a change), the database and the extension.
-	 */
+/*
+ * Find out, on the new connection, where leaf_alloc is, and which
+ * allocation database this is: the server's system identifier (kept by
+ * streaming replicas, so a failover is not a change), the database and
+ * the extension.  Returns false, with the reason in errbuf and the
+ * connection closed, if that failed.
+ */
+static bool
+leaf_remote_identify(char *errbuf, size_t errlen)
+{
+	PGresult   *res;
+
 	res = leaf_remote_exec("SELECT pg_catalog.quote_ident(n.nspname), "
 						   "c.system_identifier, d.oid, e.oid, "
 						   "CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL "
@@ -505,6 +529,26 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 	snprintf(leaf_remote_ident.address, sizeof(leaf_remote_ident.address),
 			 "%s:%s/%s", PQhost(leaf_conn), PQport(leaf_conn), PQdb(leaf_conn));
 	PQclear(res);
+	return true;
+}
+
+/*
+ * Make sure there is a working connection; returns false with the reason
+ * in errbuf.
+ */
+static bool
+leaf_remote_connect(char *errbuf, size_t errlen)
+{
+	if (leaf_conn != NULL && PQstatus(leaf_conn) == CONNECTION_OK &&
+		leaf_conn_info != NULL && strcmp(leaf_conn_info, leaf_alloc_conninfo) == 0)
+		return true;
+
+	if (!leaf_remote_open(errbuf, errlen))
+		return false;
+	if (!leaf_remote_session(errbuf, errlen))
+		return false;
+	if (!leaf_remote_identify(errbuf, errlen))
+		return false;
 	return leaf_remote_shape_ok(errbuf, errlen);
 }
 
@@ -634,20 +678,14 @@ leaf_remote_take(const LeafLoadJob *job, int32 row_step,
 	return 1;
 }
 
-static void
-leaf_remote_load_once(const LeafLoadJob *job, LeafLoadResult *res)
+/*
+ * Connect for a load, or put the failure into *res: a connection failure,
+ * or a final one if the remote leaf_alloc is not of the shape the
+ * allocator reads.
+ */
+static bool
+leaf_remote_load_connect(LeafLoadResult *res)
 {
-	char		sql[sizeof(leaf_qual_table) + 160];
-	const char *params[1];
-	LeafLoadResult plan;
-	PGresult   *r;
-	int64		max_id;
-	int32		row_step;
-
-	leaf_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												leaf_alloc_timeout_ms);
-	res->status = LEAF_LOAD_FAILED;
-	res->sqlstate = ERRCODE_CONNECTION_FAILURE;
 	leaf_remote_shape_bad = false;
 	if (!leaf_remote_connect(res->msg, sizeof(res->msg)))
 	{
@@ -656,8 +694,92 @@ leaf_remote_load_once(const LeafLoadJob *job, LeafLoadResult *res)
 			res->status = LEAF_LOAD_FINAL;
 			res->sqlstate = ERRCODE_LEAF_ALLOC_SHAPE;
 		}
-		return;
+		return false;
 	}
+	return true;
+}
+
+/*
+ * Usually the row's step is the one seen at the last load: plan with it,
+ * and the load is one statement.  Returns true if that settled the load
+ * (the segment, or the failure, is in *res); false if the row is to be
+ * read first (first load, or the row is not as last seen).
+ */
+static bool
+leaf_remote_take_as_seen(const LeafLoadJob *job, LeafLoadResult *res)
+{
+	LeafLoadResult plan;
+
+	memset(&plan, 0, sizeof(plan));
+	if (job->min_step > 0 &&
+		leaf_plan_segment(job, job->db_max_id == PG_INT64_MIN ? 0 : job->db_max_id,
+						  job->min_step, &plan))
+	{
+		switch (leaf_remote_take(job, job->min_step, &plan, res))
+		{
+			case 1:
+				return true;
+			case -1:
+				return true;
+			default:
+				break;
+		}
+	}
+	return false;
+}
+
+/*
+ * Read the row of job's tag (no lock): its max_id and step.  Returns
+ * false, with the failure in *res, if it could not be read or is gone.
+ */
+static bool
+leaf_remote_read_row(const LeafLoadJob *job, LeafLoadResult *res,
+					 int64 *max_id, int32 *row_step)
+{
+	char		sql[sizeof(leaf_qual_table) + 160];
+	const char *params[1];
+	PGresult   *r;
+
+	snprintf(sql, sizeof(sql),
+			 "SELECT a.max_id, a.step FROM %s AS a "
+			 "WHERE a.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
+			 leaf_qual_table);
+	params[0] = job->tag;
+	r = leaf_remote_exec(sql, 1, params, res->msg, sizeof(res->msg));
+	if (r == NULL)
+		return false;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+	{
+		leaf_remote_error("allocation database", r, res->msg, sizeof(res->msg));
+		leaf_remote_abort(r);
+		PQclear(r);
+		return false;
+	}
+	if (PQntuples(r) == 0)
+	{
+		PQclear(r);
+		res->status = LEAF_LOAD_TAG_GONE;
+		return false;
+	}
+	*max_id = strtoi64(PQgetvalue(r, 0, 0), NULL, 10);
+	*row_step = (int32) strtol(PQgetvalue(r, 0, 1), NULL, 10);
+	PQclear(r);
+	return true;
+}
+
+static void
+leaf_remote_load_once(const LeafLoadJob *job, LeafLoadResult *res)
+{
+	LeafLoadResult plan;
+	int64		max_id;
+	int32		row_step;
+
+	leaf_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												leaf_alloc_timeout_ms);
+	res->status = LEAF_LOAD_FAILED;
+	res->sqlstate = ERRCODE_CONNECTION_FAILURE;
+	if (!leaf_remote_load_connect(res))
+		return;
 
 	/*
 	 * A server in recovery has no timeline of its own yet; if it were
@@ -679,51 +801,12 @@ leaf_remote_load_once(const LeafLoadJob *job, LeafLoadResult *res)
 	if (!leaf_source_check(&leaf_remote_ident, job, res))
 		return;
 
-	/*
-	 * Usually the row's step is the one seen at the last load: plan with
-	 * it, and the load is one statement.
-	 */
-	memset(&plan, 0, sizeof(plan));
-	if (job->min_step > 0 &&
-		leaf_plan_segment(job, job->db_max_id == PG_INT64_MIN ? 0 : job->db_max_id,
-						  job->min_step, &plan))
-	{
-		switch (leaf_remote_take(job, job->min_step, &plan, res))
-		{
-			case 1:
-				return;
-			case -1:
-				return;
-			default:
-				break;
-		}
-	}
+	if (leaf_remote_take_as_seen(job, res))
+		return;
 
 	/* first load, or the row is not as last seen: read it (no lock) */
-	snprintf(sql, sizeof(sql),
-			 "SELECT a.max_id, a.step FROM %s AS a "
-			 "WHERE a.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
-			 leaf_qual_table);
-	params[0] = job->tag;
-	r = leaf_remote_exec(sql, 1, params, res->msg, sizeof(res->msg));
-	if (r == NULL)
+	if (!leaf_remote_read_row(job, res, &max_id, &row_step))
 		return;
-	if (PQresultStatus(r) != PGRES_TUPLES_OK)
-	{
-		leaf_remote_error("allocation database", r, res->msg, sizeof(res->msg));
-		leaf_remote_abort(r);
-		PQclear(r);
-		return;
-	}
-	if (PQntuples(r) == 0)
-	{
-		PQclear(r);
-		res->status = LEAF_LOAD_TAG_GONE;
-		return;
-	}
-	max_id = strtoi64(PQgetvalue(r, 0, 0), NULL, 10);
-	row_step = (int32) strtol(PQgetvalue(r, 0, 1), NULL, 10);
-	PQclear(r);
 
 	/* a final failure: bad step, max_id moved backwards, range used up */
 	memset(&plan, 0, sizeof(plan));

@@ -96,6 +96,263 @@ leaf_describe_source(const LeafSourceIdent *id, char *buf, size_t len)
 }
 
 /*
+ * What leaf_source_read found in leaf_alloc_source, besides what it put
+ * into the LeafSourceCheck.
+ */
+typedef struct LeafSourceRows
+{
+	bool		have_pending;	/* a pending row */
+	bool		pending_same;	/* ... for cur's source, on cur's timeline
+								 * where the table has one */
+	uint32		rec_timeline;	/* of the current row */
+	uint32		pend_timeline;	/* of a pending row for cur's source */
+	char		recorded_desc[LEAF_ERRMSG_LEN]; /* of the current row */
+} LeafSourceRows;
+
+/*
+ * Read a row of leaf_alloc_source, as selected by leaf_source_read, into
+ * *rec, and whether it is the current one into *current.  Returns false
+ * for a remote row without its system identifier, which is skipped.
+ */
+static bool
+leaf_source_parse_row(HeapTuple tup, TupleDesc desc, LeafSourceIdent *rec,
+					  bool *current)
+{
+	bool		isnull;
+	Datum		tl;
+
+	memset(rec, 0, sizeof(*rec));
+	*current = DatumGetBool(SPI_getbinval(tup, desc, 1, &isnull));
+	rec->remote = DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull));
+	if (rec->remote)
+	{
+		rec->sysid = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
+		if (isnull)
+			return false;
+		rec->dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
+		rec->extoid = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
+	}
+	else
+	{
+		/* the database the counters belong to; NULL before 1.2 */
+		rec->dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
+		if (isnull)
+			rec->dboid = InvalidOid;
+	}
+	tl = SPI_getbinval(tup, desc, 7, &isnull);
+	if (!isnull)
+		rec->timeline = (uint32) DatumGetInt64(tl);
+	return true;
+}
+
+/*
+ * Read the recorded source, and any pending one, from tbl (SPI is
+ * connected): compare the current row with c->cur into c, and what else
+ * the table holds into *rows.
+ */
+static void
+leaf_source_read(LeafSourceCheck *c, const char *tbl, bool have_tl,
+				 LeafSourceRows *rows)
+{
+	uint64		i;
+
+	rows->have_pending = false;
+	rows->pending_same = false;
+	rows->rec_timeline = 0;
+	rows->pend_timeline = 0;
+	if (SPI_execute(psprintf("SELECT state OPERATOR(pg_catalog.=) 'current', "
+							 "kind OPERATOR(pg_catalog.=) 'remote', "
+							 "system_identifier, database_oid, extension_oid, "
+							 "description, %s FROM %s",
+							 have_tl ? "timeline" : "NULL::pg_catalog.int8", tbl),
+					false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read leaf_alloc_source");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		LeafSourceIdent rec;
+		bool		current;
+		char	   *d;
+
+		if (!leaf_source_parse_row(tup, desc, &rec, &current))
+			continue;
+		if (current)
+		{
+			c->recorded = true;
+			c->same = leaf_same_source(&rec, c->cur);
+			c->fill_dboid = !rec.remote && !OidIsValid(rec.dboid) &&
+				!c->cur->remote;
+			c->copied = !rec.remote && !c->cur->remote && !c->same;
+			rows->rec_timeline = rec.timeline;
+			d = SPI_getvalue(tup, desc, 6);
+			strlcpy(rows->recorded_desc, d ? d : "?",
+					sizeof(rows->recorded_desc));
+		}
+		else
+		{
+			rows->have_pending = true;
+			rows->pending_same = leaf_same_source(&rec, c->cur) &&
+				(!have_tl || rec.timeline == c->cur->timeline);
+			if (leaf_same_source(&rec, c->cur))
+				rows->pend_timeline = rec.timeline;
+		}
+	}
+}
+
+/*
+ * Decide whether the use of c->cur is refused, as another source
+ * (c->same false) or as a timeline that is not confirmed (c->promoted),
+ * and say why in c->detail.  tl_changed and restarted are as worked out
+ * by leaf_source_check_txn.
+ */
+static void
+leaf_source_judge(LeafSourceCheck *c, bool have_tl, const char *cur_desc,
+				  LeafSourceRows *rows, bool tl_changed, bool restarted)
+{
+	if (c->copied)
+		snprintf(c->detail, sizeof(c->detail),
+				 "The counters in leaf_alloc are those of %s, and this is database %u: a copy (CREATE DATABASE ... TEMPLATE, or a restored dump) would hand out the IDs of the original again.",
+				 rows->recorded_desc, c->cur->dboid);
+	else if (c->recorded && !c->same)
+		snprintf(c->detail, sizeof(c->detail),
+				 "Segments came from %s; leaf.alloc_conninfo now leads to %s.",
+				 rows->recorded_desc, cur_desc);
+	else if (c->recorded && have_tl && !c->cur->remote &&
+			 rows->pend_timeline != 0 && c->cur->timeline != 0 &&
+			 c->cur->timeline < rows->pend_timeline)
+	{
+		c->promoted = true;
+		/* the pending row is the evidence: kept as it is */
+		rows->pending_same = true;
+		snprintf(c->detail, sizeof(c->detail),
+				 "allocation database was promoted or restored (timeline %u -> %u); segments are not loaded until confirmed",
+				 rows->pend_timeline, c->cur->timeline);
+	}
+	else if (tl_changed && !restarted &&
+			 leaf_alloc_failover != LEAF_FAILOVER_SYNCHRONOUS)
+	{
+		c->promoted = true;
+		snprintf(c->detail, sizeof(c->detail),
+				 "allocation database was promoted or restored (timeline %u -> %u); segments are not loaded until confirmed",
+				 rows->rec_timeline, c->cur->timeline);
+	}
+}
+
+/*
+ * Record this database's OID in the current row of tbl, which a local
+ * source recorded before 1.2 lacks.
+ */
+static void
+leaf_source_fill_dboid(LeafSourceCheck *c, const char *tbl)
+{
+	Oid			argtype = OIDOID;
+	Datum		value = ObjectIdGetDatum(c->cur->dboid);
+
+	if (SPI_execute_with_args(psprintf("UPDATE %s SET database_oid = $1 "
+									   "WHERE state OPERATOR(pg_catalog.=) 'current'", tbl),
+							  1, &argtype, &value, NULL,
+							  false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update leaf_alloc_source");
+}
+
+/*
+ * Insert c->cur into tbl, as the current source if none is recorded, else
+ * as the pending one.
+ */
+static void
+leaf_source_insert(LeafSourceCheck *c, const char *tbl, bool have_tl,
+				   const char *cur_desc)
+{
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, INT8OID, OIDOID, OIDOID, TEXTOID, INT8OID};
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+
+	values[0] = CStringGetTextDatum(c->recorded ? "pending" : "current");
+	values[1] = CStringGetTextDatum(c->cur->remote ? "remote" : "local");
+	values[2] = Int64GetDatum(c->cur->sysid);
+	values[3] = ObjectIdGetDatum(c->cur->dboid);
+	values[4] = ObjectIdGetDatum(c->cur->extoid);
+	values[5] = CStringGetTextDatum(cur_desc);
+	values[6] = Int64GetDatum((int64) c->cur->timeline);
+	if (!c->cur->remote)
+		nulls[2] = nulls[4] = 'n';
+	if (c->cur->timeline == 0)
+		nulls[6] = 'n';
+	if (SPI_execute_with_args(psprintf("INSERT INTO %s (state, kind, system_identifier, "
+									   "database_oid, extension_oid, description%s) "
+									   "VALUES ($1, $2, $3, $4, $5, $6%s)", tbl,
+									   have_tl ? ", timeline" : "",
+									   have_tl ? ", $7" : ""),
+							  have_tl ? 7 : 6, argtypes, values, nulls,
+							  false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not update leaf_alloc_source");
+}
+
+/*
+ * Record c->cur's timeline in the current row of tbl, which was recorded
+ * on rec_timeline, and log why it was taken.
+ */
+static void
+leaf_source_update_timeline(LeafSourceCheck *c, const char *tbl,
+							const char *cur_desc, uint32 rec_timeline,
+							bool restarted)
+{
+	Oid			argtype = INT8OID;
+	Datum		value;
+
+	/* 1.0 recorded no timeline; or leaf.alloc_failover = synchronous */
+	value = Int64GetDatum((int64) c->cur->timeline);
+	if (SPI_execute_with_args(psprintf("UPDATE %s SET timeline = $1, recorded_at = pg_catalog.now() "
+									   "WHERE state OPERATOR(pg_catalog.=) 'current'", tbl),
+							  1, &argtype, &value, NULL,
+							  false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update leaf_alloc_source");
+	if (restarted)
+		ereport(LOG,
+				(errmsg("leaf allocator took timeline %u of %s for database \"%s\", where segments were last loaded on timeline %u",
+						c->cur->timeline, cur_desc,
+						get_database_name(MyDatabaseId), rec_timeline),
+				 errdetail("A lower timeline comes from no promotion or recovery: the server's WAL history began again, as pg_upgrade does, and leaf_alloc is the one segments were loaded from.")));
+	else if (rec_timeline != 0)
+		ereport(LOG,
+				(errmsg("leaf allocator accepted timeline %u of %s for database \"%s\", where segments were last loaded on timeline %u",
+						c->cur->timeline, cur_desc,
+						get_database_name(MyDatabaseId), rec_timeline),
+				 errdetail("\"leaf.alloc_failover\" is \"synchronous\": the promoted server is taken to have every allocation its former primary acknowledged.")));
+}
+
+/*
+ * Write what the check found into tbl, durably: c->cur as the current
+ * source if none is recorded, or as the pending one if its use is
+ * refused (want_pending); otherwise no pending row, and c->cur's
+ * timeline in the current one.
+ */
+static void
+leaf_source_record(LeafSourceCheck *c, const char *tbl, bool have_tl,
+				   const char *cur_desc, const LeafSourceRows *rows,
+				   bool want_pending, bool restarted)
+{
+	/* durable before any segment from this source is used */
+	(void) set_config_option("synchronous_commit", "on", PGC_SUSET,
+							 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
+							 false);
+	if (SPI_execute(psprintf("DELETE FROM %s WHERE state OPERATOR(pg_catalog.=) 'pending'",
+							 tbl), false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not update leaf_alloc_source");
+	if (!c->recorded || want_pending)
+		leaf_source_insert(c, tbl, have_tl, cur_desc);
+	else if (have_tl && c->cur->timeline != 0 &&
+			 rows->rec_timeline != c->cur->timeline)
+		leaf_source_update_timeline(c, tbl, cur_desc, rows->rec_timeline,
+									restarted);
+	if (!c->recorded)
+		ereport(LOG,
+				(errmsg("leaf allocator recorded %s as the source of segments for database \"%s\"",
+						cur_desc, get_database_name(MyDatabaseId))));
+}
+
+/*
  * Compare cur with the recorded source, in the current transaction.  With
  * c->write, also record cur if nothing is recorded yet, or record it as
  * the pending source if it differs.  A database without the extension
@@ -116,16 +373,11 @@ leaf_source_check_txn(LeafSourceCheck *c)
 	Oid			nsp;
 	Oid			relid;
 	char	   *tbl;
-	uint64		i;
 	bool		have_tl;
-	bool		have_pending = false;
-	bool		pending_same = false;
 	bool		want_pending;
 	bool		tl_changed;
 	bool		restarted;
-	uint32		rec_timeline = 0;
-	uint32		pend_timeline = 0;	/* of a pending row for cur's source */
-	char		recorded_desc[LEAF_ERRMSG_LEN];
+	LeafSourceRows rows;
 	char		cur_desc[LEAF_ERRMSG_LEN];
 
 	c->recorded = false;
@@ -145,64 +397,7 @@ leaf_source_check_txn(LeafSourceCheck *c)
 		elog(ERROR, "SPI_connect failed");
 	tbl = psprintf("%s.leaf_alloc_source",
 				   quote_identifier(get_namespace_name(nsp)));
-	if (SPI_execute(psprintf("SELECT state OPERATOR(pg_catalog.=) 'current', "
-							 "kind OPERATOR(pg_catalog.=) 'remote', "
-							 "system_identifier, database_oid, extension_oid, "
-							 "description, %s FROM %s",
-							 have_tl ? "timeline" : "NULL::pg_catalog.int8", tbl),
-					false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read leaf_alloc_source");
-	for (i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		LeafSourceIdent rec;
-		bool		isnull;
-		bool		current;
-		char	   *d;
-		Datum		tl;
-
-		memset(&rec, 0, sizeof(rec));
-		current = DatumGetBool(SPI_getbinval(tup, desc, 1, &isnull));
-		rec.remote = DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull));
-		if (rec.remote)
-		{
-			rec.sysid = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
-			if (isnull)
-				continue;
-			rec.dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
-			rec.extoid = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &isnull));
-		}
-		else
-		{
-			/* the database the counters belong to; NULL before 1.2 */
-			rec.dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
-			if (isnull)
-				rec.dboid = InvalidOid;
-		}
-		tl = SPI_getbinval(tup, desc, 7, &isnull);
-		if (!isnull)
-			rec.timeline = (uint32) DatumGetInt64(tl);
-		if (current)
-		{
-			c->recorded = true;
-			c->same = leaf_same_source(&rec, c->cur);
-			c->fill_dboid = !rec.remote && !OidIsValid(rec.dboid) &&
-				!c->cur->remote;
-			c->copied = !rec.remote && !c->cur->remote && !c->same;
-			rec_timeline = rec.timeline;
-			d = SPI_getvalue(tup, desc, 6);
-			strlcpy(recorded_desc, d ? d : "?", sizeof(recorded_desc));
-		}
-		else
-		{
-			have_pending = true;
-			pending_same = leaf_same_source(&rec, c->cur) &&
-				(!have_tl || rec.timeline == c->cur->timeline);
-			if (leaf_same_source(&rec, c->cur))
-				pend_timeline = rec.timeline;
-		}
-	}
+	leaf_source_read(c, tbl, have_tl, &rows);
 
 	/*
 	 * A promotion or an archive recovery only ever raises the timeline.
@@ -218,118 +413,23 @@ leaf_source_check_txn(LeafSourceCheck *c)
 	 * whose confirmed row is of timeline 1).  Not seen: an old cluster
 	 * promoted or restored that loaded nothing since, as on timeline 1.
 	 */
-	tl_changed = c->recorded && c->same && have_tl && rec_timeline != 0 &&
-		c->cur->timeline != 0 && rec_timeline != c->cur->timeline;
+	tl_changed = c->recorded && c->same && have_tl && rows.rec_timeline != 0 &&
+		c->cur->timeline != 0 && rows.rec_timeline != c->cur->timeline;
 	restarted = tl_changed && !c->cur->remote &&
-		c->cur->timeline < rec_timeline && !have_pending;
+		c->cur->timeline < rows.rec_timeline && !rows.have_pending;
 
-	if (c->copied)
-		snprintf(c->detail, sizeof(c->detail),
-				 "The counters in leaf_alloc are those of %s, and this is database %u: a copy (CREATE DATABASE ... TEMPLATE, or a restored dump) would hand out the IDs of the original again.",
-				 recorded_desc, c->cur->dboid);
-	else if (c->recorded && !c->same)
-		snprintf(c->detail, sizeof(c->detail),
-				 "Segments came from %s; leaf.alloc_conninfo now leads to %s.",
-				 recorded_desc, cur_desc);
-	else if (c->recorded && have_tl && !c->cur->remote &&
-			 pend_timeline != 0 && c->cur->timeline != 0 &&
-			 c->cur->timeline < pend_timeline)
-	{
-		c->promoted = true;
-		/* the pending row is the evidence: kept as it is */
-		pending_same = true;
-		snprintf(c->detail, sizeof(c->detail),
-				 "allocation database was promoted or restored (timeline %u -> %u); segments are not loaded until confirmed",
-				 pend_timeline, c->cur->timeline);
-	}
-	else if (tl_changed && !restarted &&
-			 leaf_alloc_failover != LEAF_FAILOVER_SYNCHRONOUS)
-	{
-		c->promoted = true;
-		snprintf(c->detail, sizeof(c->detail),
-				 "allocation database was promoted or restored (timeline %u -> %u); segments are not loaded until confirmed",
-				 rec_timeline, c->cur->timeline);
-	}
+	leaf_source_judge(c, have_tl, cur_desc, &rows, tl_changed, restarted);
 
 	want_pending = (!c->same || c->promoted);
 	if (c->write && c->recorded && c->fill_dboid)
-	{
-		Oid			argtype = OIDOID;
-		Datum		value = ObjectIdGetDatum(c->cur->dboid);
-
-		if (SPI_execute_with_args(psprintf("UPDATE %s SET database_oid = $1 "
-										   "WHERE state OPERATOR(pg_catalog.=) 'current'", tbl),
-								  1, &argtype, &value, NULL,
-								  false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not update leaf_alloc_source");
-	}
+		leaf_source_fill_dboid(c, tbl);
 	if (c->write &&
-		(!c->recorded || (want_pending && !pending_same) ||
-		 (!want_pending && have_pending) ||
+		(!c->recorded || (want_pending && !rows.pending_same) ||
+		 (!want_pending && rows.have_pending) ||
 		 (!want_pending && have_tl && c->cur->timeline != 0 &&
-		  rec_timeline != c->cur->timeline)))
-	{
-		Oid			argtypes[7] = {TEXTOID, TEXTOID, INT8OID, OIDOID, OIDOID, TEXTOID, INT8OID};
-		Datum		values[7];
-		char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
-
-		/* durable before any segment from this source is used */
-		(void) set_config_option("synchronous_commit", "on", PGC_SUSET,
-								 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
-								 false);
-		if (SPI_execute(psprintf("DELETE FROM %s WHERE state OPERATOR(pg_catalog.=) 'pending'",
-								 tbl), false, 0) != SPI_OK_DELETE)
-			elog(ERROR, "could not update leaf_alloc_source");
-		if (!c->recorded || want_pending)
-		{
-			values[0] = CStringGetTextDatum(c->recorded ? "pending" : "current");
-			values[1] = CStringGetTextDatum(c->cur->remote ? "remote" : "local");
-			values[2] = Int64GetDatum(c->cur->sysid);
-			values[3] = ObjectIdGetDatum(c->cur->dboid);
-			values[4] = ObjectIdGetDatum(c->cur->extoid);
-			values[5] = CStringGetTextDatum(cur_desc);
-			values[6] = Int64GetDatum((int64) c->cur->timeline);
-			if (!c->cur->remote)
-				nulls[2] = nulls[4] = 'n';
-			if (c->cur->timeline == 0)
-				nulls[6] = 'n';
-			if (SPI_execute_with_args(psprintf("INSERT INTO %s (state, kind, system_identifier, "
-											   "database_oid, extension_oid, description%s) "
-											   "VALUES ($1, $2, $3, $4, $5, $6%s)", tbl,
-											   have_tl ? ", timeline" : "",
-											   have_tl ? ", $7" : ""),
-									  have_tl ? 7 : 6, argtypes, values, nulls,
-									  false, 0) != SPI_OK_INSERT)
-				elog(ERROR, "could not update leaf_alloc_source");
-		}
-		else if (have_tl && c->cur->timeline != 0 &&
-				 rec_timeline != c->cur->timeline)
-		{
-			/* 1.0 recorded no timeline; or leaf.alloc_failover = synchronous */
-			values[0] = Int64GetDatum((int64) c->cur->timeline);
-			if (SPI_execute_with_args(psprintf("UPDATE %s SET timeline = $1, recorded_at = pg_catalog.now() "
-											   "WHERE state OPERATOR(pg_catalog.=) 'current'", tbl),
-									  1, &argtypes[6], values, NULL,
-									  false, 0) != SPI_OK_UPDATE)
-				elog(ERROR, "could not update leaf_alloc_source");
-			if (restarted)
-				ereport(LOG,
-						(errmsg("leaf allocator took timeline %u of %s for database \"%s\", where segments were last loaded on timeline %u",
-								c->cur->timeline, cur_desc,
-								get_database_name(MyDatabaseId), rec_timeline),
-						 errdetail("A lower timeline comes from no promotion or recovery: the server's WAL history began again, as pg_upgrade does, and leaf_alloc is the one segments were loaded from.")));
-			else if (rec_timeline != 0)
-				ereport(LOG,
-						(errmsg("leaf allocator accepted timeline %u of %s for database \"%s\", where segments were last loaded on timeline %u",
-								c->cur->timeline, cur_desc,
-								get_database_name(MyDatabaseId), rec_timeline),
-						 errdetail("\"leaf.alloc_failover\" is \"synchronous\": the promoted server is taken to have every allocation its former primary acknowledged.")));
-		}
-		if (!c->recorded)
-			ereport(LOG,
-					(errmsg("leaf allocator recorded %s as the source of segments for database \"%s\"",
-							cur_desc, get_database_name(MyDatabaseId))));
-	}
+		  rows.rec_timeline != c->cur->timeline)))
+		leaf_source_record(c, tbl, have_tl, cur_desc, &rows, want_pending,
+						   restarted);
 	SPI_finish();
 }
 

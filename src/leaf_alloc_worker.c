@@ -302,6 +302,107 @@ leaf_free_own_slots(Oid extoid)
 static TimestampTz leaf_last_busy = 0;
 
 /*
+ * Pick up, into jobs, up to LEAF_JOBS_PER_PASS of the loads callers asked
+ * for that are due at now; returns how many.  A load that waits for its
+ * retry shortens *next_retry (-1: none) to the time in ms until it is due.
+ */
+static int
+leaf_collect_jobs(LeafLoadJob *jobs, TimestampTz now, long *next_retry)
+{
+	int			njobs = 0;
+	int			i;
+
+	for (i = 0; i < leaf_slots_in_use() && njobs < LEAF_JOBS_PER_PASS; i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+		LeafLoadJob *job = &jobs[njobs];
+
+		SpinLockAcquire(&slot->mutex);
+		if (leaf_slot_wants_load(slot))
+		{
+			if (slot->retry_at > now)
+			{
+				long		ms = TimestampDifferenceMilliseconds(now, slot->retry_at) + 1;
+
+				if (*next_retry < 0 || ms < *next_retry)
+					*next_retry = ms;
+			}
+			else
+			{
+				job->slotno = i;
+				job->generation = slot->generation;
+				job->extoid = slot->extoid;
+				memcpy(job->tag, slot->tag, sizeof(job->tag));
+				job->want = slot->want;
+				job->step = slot->step;
+				job->min_step = slot->min_step;
+				job->db_max_id = slot->db_max_id;
+				job->last_load = slot->last_load;
+				job->nloads = slot->nloads;
+				njobs++;
+			}
+		}
+		SpinLockRelease(&slot->mutex);
+	}
+	return njobs;
+}
+
+/*
+ * Do the load of job, its outcome into *res; or, once the allocation
+ * database failed to connect in this pass, take that failure (*unreachable,
+ * which points at the copy kept in *failed_conn) for this load too.
+ */
+static void
+leaf_load_job(const LeafLoadJob *job, LeafLoadResult *res,
+			  LeafLoadResult *failed_conn, LeafLoadResult **unreachable)
+{
+	if (*unreachable != NULL)
+	{
+		/* the allocation database just failed us: do not wait again */
+		*res = **unreachable;
+	}
+	else
+	{
+		leaf_load(job, res);
+		if (res->status == LEAF_LOAD_FAILED &&
+			res->sqlstate == ERRCODE_CONNECTION_FAILURE)
+		{
+			*failed_conn = *res;
+			*unreachable = failed_conn;
+		}
+	}
+}
+
+/*
+ * Act on the outcome of job's load: free the slot if the extension is
+ * gone, else publish the outcome in it; then wake the waiting callers.
+ */
+static void
+leaf_finish_job(const LeafLoadJob *job, LeafLoadResult *res)
+{
+	if (res->status == LEAF_LOAD_EXT_GONE)
+		leaf_free_slot(job->slotno, job->generation);
+	else if (res->status == LEAF_LOAD_TAG_GONE)
+	{
+		/* waiting callers see a final "does not exist" */
+		res->status = LEAF_LOAD_FINAL;
+		res->sqlstate = ERRCODE_LEAF_UNKNOWN_TAG;
+		snprintf(res->msg, sizeof(res->msg),
+				 "biz_tag \"%s\" is not in leaf_alloc", job->tag);
+		leaf_publish(job, res);
+
+		/*
+		 * The slot is freed at the next refresh of the tag list, not now: a
+		 * caller that inserted the row in a transaction of its own that has
+		 * not committed yet would only create the slot again, and again.
+		 */
+	}
+	else
+		leaf_publish(job, res);
+	ConditionVariableBroadcast(&leaf_seg->cv);
+}
+
+/*
  * Do the loads callers asked for.  Returns the time in ms until a failed
  * load is due for a retry, or -1.
  */
@@ -314,45 +415,14 @@ leaf_do_loads(void)
 	jobs = palloc(sizeof(LeafLoadJob) * LEAF_JOBS_PER_PASS);
 	for (;;)
 	{
-		int			njobs = 0;
+		int			njobs;
 		int			i;
 		TimestampTz now = GetCurrentTimestamp();
 		LeafLoadResult failed_conn;
 		LeafLoadResult *unreachable = NULL;
 
 		next_retry = -1;
-		for (i = 0; i < leaf_slots_in_use() && njobs < LEAF_JOBS_PER_PASS; i++)
-		{
-			LeafTagSlot *slot = &leaf_seg->slots[i];
-			LeafLoadJob *job = &jobs[njobs];
-
-			SpinLockAcquire(&slot->mutex);
-			if (leaf_slot_wants_load(slot))
-			{
-				if (slot->retry_at > now)
-				{
-					long		ms = TimestampDifferenceMilliseconds(now, slot->retry_at) + 1;
-
-					if (next_retry < 0 || ms < next_retry)
-						next_retry = ms;
-				}
-				else
-				{
-					job->slotno = i;
-					job->generation = slot->generation;
-					job->extoid = slot->extoid;
-					memcpy(job->tag, slot->tag, sizeof(job->tag));
-					job->want = slot->want;
-					job->step = slot->step;
-					job->min_step = slot->min_step;
-					job->db_max_id = slot->db_max_id;
-					job->last_load = slot->last_load;
-					job->nloads = slot->nloads;
-					njobs++;
-				}
-			}
-			SpinLockRelease(&slot->mutex);
-		}
+		njobs = leaf_collect_jobs(jobs, now, &next_retry);
 		if (njobs == 0)
 			break;
 		leaf_last_busy = now;
@@ -364,42 +434,8 @@ leaf_do_loads(void)
 			leaf_worker_interrupts();
 			if (leaf_alloc_stopping())
 				leaf_worker_stop();
-			if (unreachable != NULL)
-			{
-				/* the allocation database just failed us: do not wait again */
-				res = *unreachable;
-			}
-			else
-			{
-				leaf_load(&jobs[i], &res);
-				if (res.status == LEAF_LOAD_FAILED &&
-					res.sqlstate == ERRCODE_CONNECTION_FAILURE)
-				{
-					failed_conn = res;
-					unreachable = &failed_conn;
-				}
-			}
-			if (res.status == LEAF_LOAD_EXT_GONE)
-				leaf_free_slot(jobs[i].slotno, jobs[i].generation);
-			else if (res.status == LEAF_LOAD_TAG_GONE)
-			{
-				/* waiting callers see a final "does not exist" */
-				res.status = LEAF_LOAD_FINAL;
-				res.sqlstate = ERRCODE_LEAF_UNKNOWN_TAG;
-				snprintf(res.msg, sizeof(res.msg),
-						 "biz_tag \"%s\" is not in leaf_alloc", jobs[i].tag);
-				leaf_publish(&jobs[i], &res);
-
-				/*
-				 * The slot is freed at the next refresh of the tag list,
-				 * not now: a caller that inserted the row in a transaction
-				 * of its own that has not committed yet would only create
-				 * the slot again, and again.
-				 */
-			}
-			else
-				leaf_publish(&jobs[i], &res);
-			ConditionVariableBroadcast(&leaf_seg->cv);
+			leaf_load_job(&jobs[i], &res, &failed_conn, &unreachable);
+			leaf_finish_job(&jobs[i], &res);
 		}
 	}
 	pfree(jobs);
@@ -512,6 +548,112 @@ leaf_refresh_tags(void)
 	return ext_exists;
 }
 
+/*
+ * Name the database in log lines and in
+ * pg_stat_activity.application_name; and in the process title, where
+ * the registering backend could not put it into bgw_name.
+ */
+static void
+leaf_worker_name_database(void)
+{
+	StartTransactionCommand();
+	{
+		char	   *name = get_database_name(leaf_worker_dboid);
+
+		if (name != NULL)
+			strlcpy(leaf_worker_dbname, name, sizeof(leaf_worker_dbname));
+		else
+			snprintf(leaf_worker_dbname, sizeof(leaf_worker_dbname), "%u",
+					 leaf_worker_dboid);
+	}
+	CommitTransactionCommand();
+	{
+		char		appname[NAMEDATALEN];
+
+		snprintf(appname, sizeof(appname), "leaf allocator %s", leaf_worker_dbname);
+		pgstat_report_appname(appname);
+	}
+	if (strstr(MyBgworkerEntry->bgw_name, "with OID") != NULL)
+		set_ps_display(leaf_worker_dbname);
+}
+
+/*
+ * Set the worker's session up for loads, whatever the settings of the
+ * database and the server.
+ */
+static void
+leaf_worker_settings(void)
+{
+	/*
+	 * A caller holding a row of leaf_alloc must not stall the worker.
+	 * (synchronous_commit is forced for each load: see leaf_alloc_local.c.)
+	 */
+	SetConfigOption("lock_timeout", "1000", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * Loads write in the worker's own transactions, never in a caller's:
+	 * a database (or role) with default_transaction_read_only still gets
+	 * IDs, as callers in read-only transactions always have.
+	 */
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET,
+					PGC_S_OVERRIDE);
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET,
+					PGC_S_OVERRIDE);
+}
+
+/*
+ * Free the slots of tags deleted from leaf_alloc if that is due
+ * (*next_refresh), and set the time it is due next.  Exits if the
+ * extension is gone from this database.
+ */
+static void
+leaf_worker_refresh(TimestampTz *next_refresh)
+{
+	TimestampTz now;
+
+	now = GetCurrentTimestamp();
+	if (now >= *next_refresh)
+	{
+		if (!leaf_refresh_tags())
+		{
+			leaf_free_own_slots(InvalidOid);
+			ereport(LOG,
+					(errmsg("leaf allocator exiting: extension \"leaf\" is no longer installed in database \"%s\"",
+							leaf_worker_dbname)));
+			proc_exit(0);
+		}
+		*next_refresh = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													leaf_tag_refresh_ms);
+	}
+}
+
+/*
+ * Give the worker process back after leaf.alloc_idle_timeout with nothing
+ * to load (see leaf_loads_wanted): exits then.  Otherwise returns timeout,
+ * the time to wait for, cut down to the time left until then.
+ */
+static long
+leaf_worker_idle(long timeout)
+{
+	long		idle_left;
+	TimestampTz now;
+
+	now = GetCurrentTimestamp();
+	idle_left = leaf_alloc_idle_timeout_ms -
+		TimestampDifferenceMilliseconds(leaf_last_busy, now);
+	if (idle_left <= 0 && leaf_alloc_slot_give_up(leaf_loads_wanted))
+	{
+		ereport(DEBUG1,
+				(errmsg("leaf allocator exiting for database \"%s\": nothing to load for %d ms",
+						leaf_worker_dbname, leaf_alloc_idle_timeout_ms)));
+		proc_exit(0);
+	}
+	if (idle_left > 0 && idle_left < timeout)
+		timeout = idle_left;
+	return timeout;
+}
+
 void
 leaf_alloc_worker_main(Datum main_arg)
 {
@@ -538,47 +680,8 @@ leaf_alloc_worker_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(leaf_worker_dboid, InvalidOid,
 											  BGWORKER_BYPASS_ALLOWCONN);
 
-	/*
-	 * Name the database in log lines and in
-	 * pg_stat_activity.application_name; and in the process title, where
-	 * the registering backend could not put it into bgw_name.
-	 */
-	StartTransactionCommand();
-	{
-		char	   *name = get_database_name(leaf_worker_dboid);
-
-		if (name != NULL)
-			strlcpy(leaf_worker_dbname, name, sizeof(leaf_worker_dbname));
-		else
-			snprintf(leaf_worker_dbname, sizeof(leaf_worker_dbname), "%u",
-					 leaf_worker_dboid);
-	}
-	CommitTransactionCommand();
-	{
-		char		appname[NAMEDATALEN];
-
-		snprintf(appname, sizeof(appname), "leaf allocator %s", leaf_worker_dbname);
-		pgstat_report_appname(appname);
-	}
-	if (strstr(MyBgworkerEntry->bgw_name, "with OID") != NULL)
-		set_ps_display(leaf_worker_dbname);
-
-	/*
-	 * A caller holding a row of leaf_alloc must not stall the worker.
-	 * (synchronous_commit is forced for each load: see leaf_alloc_local.c.)
-	 */
-	SetConfigOption("lock_timeout", "1000", PGC_SUSET, PGC_S_OVERRIDE);
-
-	/*
-	 * Loads write in the worker's own transactions, never in a caller's:
-	 * a database (or role) with default_transaction_read_only still gets
-	 * IDs, as callers in read-only transactions always have.
-	 */
-	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET,
-					PGC_S_OVERRIDE);
-	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET,
-					PGC_S_OVERRIDE);
+	leaf_worker_name_database();
+	leaf_worker_settings();
 
 	ereport(LOG,
 			(errmsg("leaf allocator started for database \"%s\"",
@@ -590,7 +693,6 @@ leaf_alloc_worker_main(Datum main_arg)
 	for (;;)
 	{
 		long		timeout;
-		TimestampTz now;
 
 		ResetLatch(MyLatch);
 		leaf_worker_interrupts();
@@ -604,40 +706,12 @@ leaf_alloc_worker_main(Datum main_arg)
 
 		timeout = leaf_do_loads();
 
-		now = GetCurrentTimestamp();
-		if (now >= next_refresh)
-		{
-			if (!leaf_refresh_tags())
-			{
-				leaf_free_own_slots(InvalidOid);
-				ereport(LOG,
-						(errmsg("leaf allocator exiting: extension \"leaf\" is no longer installed in database \"%s\"",
-								leaf_worker_dbname)));
-				proc_exit(0);
-			}
-			next_refresh = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   leaf_tag_refresh_ms);
-		}
+		leaf_worker_refresh(&next_refresh);
 		if (timeout < 0 || timeout > leaf_tag_refresh_ms)
 			timeout = leaf_tag_refresh_ms;
 
 		if (leaf_alloc_idle_timeout_ms > 0)
-		{
-			long		idle_left;
-
-			now = GetCurrentTimestamp();
-			idle_left = leaf_alloc_idle_timeout_ms -
-				TimestampDifferenceMilliseconds(leaf_last_busy, now);
-			if (idle_left <= 0 && leaf_alloc_slot_give_up(leaf_loads_wanted))
-			{
-				ereport(DEBUG1,
-						(errmsg("leaf allocator exiting for database \"%s\": nothing to load for %d ms",
-								leaf_worker_dbname, leaf_alloc_idle_timeout_ms)));
-				proc_exit(0);
-			}
-			if (idle_left > 0 && idle_left < timeout)
-				timeout = idle_left;
-		}
+			timeout = leaf_worker_idle(timeout);
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

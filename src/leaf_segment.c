@@ -411,6 +411,114 @@ leaf_tag_key(LeafTagKey *key, const char *tag)
 }
 
 /*
+ * The slot of a tag that has one, and its generation; NULL if it has
+ * none.  Takes leaf_seg->lock in shared mode.
+ */
+static LeafTagSlot *
+leaf_find_slot(const LeafTagKey *key, uint64 *generation)
+{
+	LeafTagEntry *entry;
+	LeafTagSlot *slot = NULL;
+
+	LWLockAcquire(leaf_seg->lock, LW_SHARED);
+	entry = hash_search(leaf_tag_hash, key, HASH_FIND, NULL);
+	if (entry != NULL)
+	{
+		slot = &leaf_seg->slots[entry->slotno];
+		/* generation cannot change while we hold the lock */
+		*generation = slot->generation;
+	}
+	LWLockRelease(leaf_seg->lock);
+	return slot;
+}
+
+/*
+ * Make a free slot the slot of the tag of key, with a new generation:
+ * empty, its first load wanted at once.  Caller holds the exclusive
+ * leaf_seg->lock.
+ */
+static void
+leaf_init_slot(LeafTagSlot *slot, const LeafTagKey *key, uint64 generation)
+{
+	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
+
+	SpinLockAcquire(&slot->mutex);
+	slot->dboid = key->dboid;
+	slot->extoid = key->extoid;
+	memcpy(slot->tag, key->tag, sizeof(slot->tag));
+	memset(slot->seg, 0, sizeof(slot->seg));
+	slot->cur = 0;
+	slot->next_ready = false;
+	slot->loading = true;		/* the first load is wanted at once */
+	slot->want = 0;
+	slot->step = 0;
+	slot->min_step = 0;
+	slot->db_max_id = PG_INT64_MIN;
+	slot->last_load = 0;
+	slot->nloads = 0;
+	slot->retry_at = 0;
+	slot->ids_issued = 0;
+	slot->refills = 0;
+	slot->waits = 0;
+	slot->max_wait_us = 0;
+	slot->last_success = 0;
+	slot->last_failure = 0;
+	slot->refill_timeline = 0;
+	slot->refill_server[0] = '\0';
+	slot->fail_count = 0;
+	slot->fail_current = false;
+	slot->fail_final = false;
+	slot->fail_sqlstate = 0;
+	slot->fail_msg[0] = '\0';
+	slot->generation = generation;
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
+ * Take a free slot for the tag of key, which has none, and enter it in
+ * the tag hash; returns the slot, its new generation in *generation.
+ * Caller holds the exclusive leaf_seg->lock, which is released before the
+ * error if no slot is free.
+ */
+static LeafTagSlot *
+leaf_new_slot(const LeafTagKey *key, uint64 *generation)
+{
+	LeafTagEntry *entry = NULL;
+	LeafTagSlot *slot;
+	bool		found;
+	int			i;
+
+	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
+
+	for (i = 0; i < leaf_max_tags; i++)
+		if (leaf_seg->slots[i].generation == 0)
+			break;
+	if (i < leaf_max_tags)
+		entry = hash_search(leaf_tag_hash, key, HASH_ENTER_NULL, &found);
+	if (entry == NULL)
+	{
+		LWLockRelease(leaf_seg->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("too many biz_tags in use"),
+				 errdetail("Shared memory holds %d biz_tags over all databases.",
+						   leaf_max_tags),
+				 errhint("Increase \"leaf.max_tags\" and restart the server.")));
+	}
+	entry->slotno = i;
+	slot = &leaf_seg->slots[i];
+	if (i >= (int) pg_atomic_read_u32(&leaf_seg->nslots_used))
+		pg_atomic_write_u32(&leaf_seg->nslots_used, i + 1);
+
+	SpinLockAcquire(&leaf_seg->mutex);
+	*generation = leaf_seg->next_generation++;
+	SpinLockRelease(&leaf_seg->mutex);
+
+	leaf_init_slot(slot, key, *generation);
+	return slot;
+}
+
+/*
  * Find or create the slot of a tag in the current database.  Returns the
  * slot and its generation.  Unknown tags never take a slot.
  */
@@ -419,10 +527,8 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 {
 	LeafTagKey	key;
 	LeafTagEntry *entry;
-	LeafTagSlot *slot = NULL;
+	LeafTagSlot *slot;
 	Oid			nsp;
-	bool		found;
-	int			i;
 
 	if (RecoveryInProgress())
 		ereport(ERROR,
@@ -433,15 +539,7 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 
 	nsp = leaf_tag_key(&key, tag);
 
-	LWLockAcquire(leaf_seg->lock, LW_SHARED);
-	entry = hash_search(leaf_tag_hash, &key, HASH_FIND, NULL);
-	if (entry != NULL)
-	{
-		slot = &leaf_seg->slots[entry->slotno];
-		/* generation cannot change while we hold the lock */
-		*generation = slot->generation;
-	}
-	LWLockRelease(leaf_seg->lock);
+	slot = leaf_find_slot(&key, generation);
 	if (slot != NULL)
 		return slot;
 
@@ -458,62 +556,7 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 	if (entry == NULL && leaf_remote_enabled())
 		leaf_check_unverified(&key);
 	if (entry == NULL)
-	{
-		for (i = 0; i < leaf_max_tags; i++)
-			if (leaf_seg->slots[i].generation == 0)
-				break;
-		if (i < leaf_max_tags)
-			entry = hash_search(leaf_tag_hash, &key, HASH_ENTER_NULL, &found);
-		if (entry == NULL)
-		{
-			LWLockRelease(leaf_seg->lock);
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-					 errmsg("too many biz_tags in use"),
-					 errdetail("Shared memory holds %d biz_tags over all databases.",
-							   leaf_max_tags),
-					 errhint("Increase \"leaf.max_tags\" and restart the server.")));
-		}
-		entry->slotno = i;
-		slot = &leaf_seg->slots[i];
-		if (i >= (int) pg_atomic_read_u32(&leaf_seg->nslots_used))
-			pg_atomic_write_u32(&leaf_seg->nslots_used, i + 1);
-
-		SpinLockAcquire(&leaf_seg->mutex);
-		*generation = leaf_seg->next_generation++;
-		SpinLockRelease(&leaf_seg->mutex);
-
-		SpinLockAcquire(&slot->mutex);
-		slot->dboid = key.dboid;
-		slot->extoid = key.extoid;
-		memcpy(slot->tag, key.tag, sizeof(slot->tag));
-		memset(slot->seg, 0, sizeof(slot->seg));
-		slot->cur = 0;
-		slot->next_ready = false;
-		slot->loading = true;	/* the first load is wanted at once */
-		slot->want = 0;
-		slot->step = 0;
-		slot->min_step = 0;
-		slot->db_max_id = PG_INT64_MIN;
-		slot->last_load = 0;
-		slot->nloads = 0;
-		slot->retry_at = 0;
-		slot->ids_issued = 0;
-		slot->refills = 0;
-		slot->waits = 0;
-		slot->max_wait_us = 0;
-		slot->last_success = 0;
-		slot->last_failure = 0;
-		slot->refill_timeline = 0;
-		slot->refill_server[0] = '\0';
-		slot->fail_count = 0;
-		slot->fail_current = false;
-		slot->fail_final = false;
-		slot->fail_sqlstate = 0;
-		slot->fail_msg[0] = '\0';
-		slot->generation = *generation;
-		SpinLockRelease(&slot->mutex);
-	}
+		slot = leaf_new_slot(&key, generation);
 	else
 	{
 		slot = &leaf_seg->slots[entry->slotno];
@@ -961,6 +1004,75 @@ leaf_slot_state(const LeafTagSlot *slot)
 }
 
 /*
+ * Fill values and nulls with the row of leaf_segments for copy, a copy of
+ * a slot in use, whose database is named dbname; returns the number of
+ * columns filled.
+ */
+static int
+leaf_segments_row(const LeafTagSlot *copy, const NameData *dbname,
+				  Datum *values, bool *nulls)
+{
+	const LeafSegment *cur = &copy->seg[copy->cur];
+	const LeafSegment *nxt = &copy->seg[1 - copy->cur];
+	int			j = 0;
+
+	values[j++] = NameGetDatum(dbname);
+	values[j++] = CStringGetTextDatum(copy->tag);
+	if (cur->max > cur->start)
+	{
+		values[j++] = Int64GetDatum(cur->start);
+		values[j++] = Int64GetDatum(cur->max - 1);
+		values[j++] = Int64GetDatum(Min(cur->next, cur->max));
+	}
+	else
+	{
+		nulls[j++] = true;
+		nulls[j++] = true;
+		nulls[j++] = true;
+	}
+	values[j++] = BoolGetDatum(copy->next_ready);
+	if (copy->next_ready)
+	{
+		values[j++] = Int64GetDatum(nxt->start);
+		values[j++] = Int64GetDatum(nxt->max - 1);
+	}
+	else
+	{
+		nulls[j++] = true;
+		nulls[j++] = true;
+	}
+	values[j++] = Int64GetDatum(copy->step);
+	values[j++] = Int64GetDatum(copy->refills);
+	values[j++] = Int64GetDatum(copy->waits);
+	values[j++] = Float8GetDatum(copy->max_wait_us / 1000.0);
+	values[j++] = CStringGetTextDatum(leaf_source_of(copy->dboid));
+	if (copy->last_success)
+		values[j++] = TimestampTzGetDatum(copy->last_success);
+	else
+		nulls[j++] = true;
+	if (copy->last_failure)
+		values[j++] = TimestampTzGetDatum(copy->last_failure);
+	else
+		nulls[j++] = true;
+	if (copy->fail_msg[0])
+		values[j++] = CStringGetTextDatum(copy->fail_msg);
+	else
+		nulls[j++] = true;
+	/* 1.1 */
+	values[j++] = CStringGetTextDatum(leaf_slot_state(copy));
+	values[j++] = Int64GetDatum(copy->ids_issued);
+	if (copy->refill_server[0])
+		values[j++] = CStringGetTextDatum(copy->refill_server);
+	else
+		nulls[j++] = true;
+	if (copy->refill_timeline != 0)
+		values[j++] = Int64GetDatum((int64) copy->refill_timeline);
+	else
+		nulls[j++] = true;
+	return j;
+}
+
+/*
  * leaf_segments(): one row per tag slot in use.  The columns after
  * last_error came with release 1.1; under the SQL definition of 1.0 (a
  * new library before ALTER EXTENSION leaf UPDATE) only the first ones are
@@ -983,9 +1095,7 @@ leaf_segments(PG_FUNCTION_ARGS)
 		bool		nulls[20];
 		char	   *dbname;
 		NameData	dbnamedata;
-		LeafSegment *cur;
-		LeafSegment *nxt;
-		int			j = 0;
+		int			j;
 
 		SpinLockAcquire(&slot->mutex);
 		if (slot->generation == 0)
@@ -997,8 +1107,6 @@ leaf_segments(PG_FUNCTION_ARGS)
 		SpinLockRelease(&slot->mutex);
 
 		memset(nulls, 0, sizeof(nulls));
-		cur = &copy.seg[copy.cur];
-		nxt = &copy.seg[1 - copy.cur];
 
 		/* slots of a dropped database wait for a worker to free them */
 		dbname = get_database_name(copy.dboid);
@@ -1006,59 +1114,7 @@ leaf_segments(PG_FUNCTION_ARGS)
 			continue;
 		/* a name column is NAMEDATALEN bytes, whatever the name's length */
 		namestrcpy(&dbnamedata, dbname);
-		values[j++] = NameGetDatum(&dbnamedata);
-		values[j++] = CStringGetTextDatum(copy.tag);
-		if (cur->max > cur->start)
-		{
-			values[j++] = Int64GetDatum(cur->start);
-			values[j++] = Int64GetDatum(cur->max - 1);
-			values[j++] = Int64GetDatum(Min(cur->next, cur->max));
-		}
-		else
-		{
-			nulls[j++] = true;
-			nulls[j++] = true;
-			nulls[j++] = true;
-		}
-		values[j++] = BoolGetDatum(copy.next_ready);
-		if (copy.next_ready)
-		{
-			values[j++] = Int64GetDatum(nxt->start);
-			values[j++] = Int64GetDatum(nxt->max - 1);
-		}
-		else
-		{
-			nulls[j++] = true;
-			nulls[j++] = true;
-		}
-		values[j++] = Int64GetDatum(copy.step);
-		values[j++] = Int64GetDatum(copy.refills);
-		values[j++] = Int64GetDatum(copy.waits);
-		values[j++] = Float8GetDatum(copy.max_wait_us / 1000.0);
-		values[j++] = CStringGetTextDatum(leaf_source_of(copy.dboid));
-		if (copy.last_success)
-			values[j++] = TimestampTzGetDatum(copy.last_success);
-		else
-			nulls[j++] = true;
-		if (copy.last_failure)
-			values[j++] = TimestampTzGetDatum(copy.last_failure);
-		else
-			nulls[j++] = true;
-		if (copy.fail_msg[0])
-			values[j++] = CStringGetTextDatum(copy.fail_msg);
-		else
-			nulls[j++] = true;
-		/* 1.1 */
-		values[j++] = CStringGetTextDatum(leaf_slot_state(&copy));
-		values[j++] = Int64GetDatum(copy.ids_issued);
-		if (copy.refill_server[0])
-			values[j++] = CStringGetTextDatum(copy.refill_server);
-		else
-			nulls[j++] = true;
-		if (copy.refill_timeline != 0)
-			values[j++] = Int64GetDatum((int64) copy.refill_timeline);
-		else
-			nulls[j++] = true;
+		j = leaf_segments_row(&copy, &dbnamedata, values, nulls);
 		Assert(j <= lengthof(values));
 		if (rsinfo->setDesc->natts > j)
 			elog(ERROR, "leaf_segments() returns %d columns, but %d were expected",

@@ -142,7 +142,7 @@ $holder = LeafTest::start_psql_script($node, 'postgres',
 ok( LeafTest::wait_until(sub { (LeafTest::psql_output($holder))[0] =~ /locked/ }, 'table locked'),
 	'a transaction holds leaf_alloc in ACCESS EXCLUSIVE mode');
 $t0 = time;
-my ($state, $err) = LeafTest::sqlstate($node, 'postgres',
+my ($state, $first_err) = LeafTest::sqlstate($node, 'postgres',
 	q[SET leaf.wait_timeout = '1s'; SELECT leaf_segment_nextval('never_seen')]);
 $took = time - $t0;
 note sprintf('the first call of a new tag gave up after %.2f s', $took);
