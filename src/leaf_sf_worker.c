@@ -88,6 +88,9 @@ typedef struct LeafSfWorkerState
 									 * since then (ms), or 0 */
 	bool		zk_retried;		/* a new session was tried before using the
 								 * state file */
+	bool		cache_refuted;	/* a registration read a tree without the
+								 * state file's forever node: the file's
+								 * worker ID no longer stands in */
 	bool		peer_checked;	/* the clock was compared with the peers'
 								 * (at the first registration) */
 	int64		session_id;		/* session our ephemeral node is from, or 0 */
@@ -329,6 +332,9 @@ leaf_cache_write(LeafSfWorkerState *w, int64 hwm_ms)
 	if (!leaf_sf_state_write(&w->cache, &w->node, &rec))
 		return false;
 	w->file_hwm = hwm_ms;
+	/* the file now holds a registration ZooKeeper confirmed */
+	if (w->source != NULL && strcmp(w->source, "zookeeper") == 0)
+		w->cache_refuted = false;
 	return true;
 }
 
@@ -336,7 +342,7 @@ leaf_cache_write(LeafSfWorkerState *w, int64 hwm_ms)
 static bool
 leaf_cache_usable(LeafSfWorkerState *w)
 {
-	return w->cache.valid && !w->cache.foreign &&
+	return w->cache.valid && !w->cache.foreign && !w->cache_refuted &&
 		strcmp(w->cache.source, "zookeeper") == 0 &&
 		strcmp(w->cache.node_address, w->node.addr) == 0 &&
 		strcmp(w->cache.zk_root, w->node.root) == 0;
@@ -418,6 +424,33 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 	leaf_zk_register(&w->zk, &w->node, !w->peer_checked, &known, reg);
 	if (reg->reason[0] != '\0')
 		leaf_not_ready(w, "%s", reg->reason);
+	if (reg->result != LEAF_ZK_OK && reg->tree_read &&
+		leaf_cache_usable(w) && reg->found_seq != w->cache.worker_id)
+	{
+		/*
+		 * ZooKeeper, reached, holds no forever node of ours with the
+		 * state file's worker ID (it lost its data, or the node was
+		 * deleted): another node may be given that worker ID.  Should
+		 * ZooKeeper be lost again before a registration finishes, the
+		 * file must not stand in; if it already does, stop using it.
+		 */
+		w->cache_refuted = true;
+		if (w->wid >= 0 && w->source != NULL &&
+			strcmp(w->source, "cache file") == 0)
+		{
+			leaf_not_ready(w, "ZooKeeper holds no forever node of worker ID %d of \"%s\" (it lost its data, or the node was deleted), so that worker ID is no longer used from the file; waiting for a registration in ZooKeeper",
+						   w->wid, LEAF_SF_STATE_FILE);
+			w->wid = -1;
+			w->have_floor = false;
+			w->fresh_floor = false;
+			w->floor_ms = 0;
+			w->node_path[0] = '\0';
+		}
+		else
+			ereport(LOG,
+					(errmsg("ZooKeeper holds no forever node of worker ID %d of \"%s\": that worker ID is no longer used from the file",
+							w->cache.worker_id, LEAF_SF_STATE_FILE)));
+	}
 	if (reg->result != LEAF_ZK_OK)
 		return reg->result;
 	w->wid = reg->worker_id;
@@ -1078,6 +1111,9 @@ leaf_sf_fall_back(LeafSfWorkerState *w, long *delay)
 	else if (w->zk.zh == NULL)
 		leaf_not_ready(w, "could not start a ZooKeeper client for \"%s\": %m",
 					   leaf_sf_zk_hosts);
+	else if (w->cache_refuted)
+		leaf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and ZooKeeper, when last reached, held no forever node of worker ID %d of \"%s\"; the node waits for a registration in ZooKeeper",
+					   leaf_sf_zk_hosts, w->cache.worker_id, LEAF_SF_STATE_FILE);
 	else if (leaf_cache_usable(w) && leaf_sf_reclaim_after_ms > 0)
 		leaf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and leaf.worker_id_reclaim_after forbids using the cached worker ID",
 					   leaf_sf_zk_hosts);

@@ -853,6 +853,13 @@ leaf_zk_register(LeafZkSession *zk, const LeafSfNode *node, bool check_peers,
 	if (r == LEAF_ZK_OK)
 		r = leaf_zk_read_nodes(zk, node, &reg, known->moved_from,
 							   out->reason);
+	out->found_seq = -1;
+	if (r == LEAF_ZK_OK)
+	{
+		out->tree_read = true;
+		if (reg.mine != NULL)
+			out->found_seq = reg.mine->seq;
+	}
 	if (r == LEAF_ZK_OK && check_peers)
 		r = leaf_zk_check_peers(zk, node, reg.my_offset, &reg.temp,
 								out->reason);

@@ -41,6 +41,10 @@ typedef struct LeafZkRegistration
 								 * finish) */
 	int64		session_id;		/* on LEAF_ZK_OK: the session that holds our
 								 * ephemeral node */
+	bool		tree_read;		/* the forever nodes were read, even if the
+								 * registration failed after that */
+	long		found_seq;		/* then: the worker ID of the forever node
+								 * of this node the tree held, or -1 */
 } LeafZkRegistration;
 
 /* What registration is told of this node's past. */

@@ -9,7 +9,9 @@
 # when ZooKeeper comes back without its forever node and refuses to let
 # it make its ephemeral node; then ZooKeeper is down again.  Before this
 # was so, the node served at the mark with the worker ID of the failed
-# registration, "from the cache file", without that wait.
+# registration, "from the cache file", without that wait.  Nor does it
+# serve with the state file's worker ID: the registration read a tree
+# without that forever node, and another node may be given its worker ID.
 use strict;
 use warnings;
 
@@ -70,17 +72,18 @@ isnt($wid2, $wid, "the failed registration chose another worker ID ($wid2)");
 $zk->stop_node(1);
 cmp_ok(time(), '<', $nb, '... before the mark of the state file');
 
-# ZooKeeper down again: past the mark, the node serves from the state
-# file, with the worker ID the file names
-ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
-	'past the mark, ZooKeeper down, the node serves');
-cmp_ok(time(), '>=', $nb, '... once the mark has passed');
-is(LeafZK::status($node, 'worker_id, worker_id_source'), "$wid|cache file",
-	'from the state file, with its worker ID, not that of the failed registration');
-my $id = $node->safe_psql('postgres', 'SELECT leaf_snowflake()');
-is(($id >> 12) & 1023, $wid, 'its IDs carry that worker ID');
-ok(!$node->log_contains(qr/generator ready with worker ID $wid2 /, $offset),
-	"worker ID $wid2 was not served");
+# ZooKeeper down again.  The registration read a tree without the state
+# file's forever node: the file's worker ID no longer stands in (another
+# node may be given it), and the node does not serve, past the mark or not
+ok($node->poll_query_until('postgres',
+	q[SELECT not_ready_reason LIKE '%no forever node of worker ID % of "leaf_snowflake.state"%' FROM leaf_snowflake_status]),
+	'the state file no longer stands in for a tree without its forever node');
+sleep 1 while time() < $nb + 2;
+is(LeafZK::status($node, 'ready'), 'f', 'past the mark, ZooKeeper down, the node does not serve');
+my ($state) = LeafTest::sqlstate($node, 'postgres', 'SELECT leaf_snowflake()');
+is($state, 'LF102', 'calls fail with LF102');
+ok(!$node->log_contains(qr/generator ready with worker ID ($wid|$wid2) /, $offset),
+	"neither worker ID $wid nor $wid2 was served");
 
 # ZooKeeper back, open again: the registration finishes with the forever
 # node of the failed one, and its worker ID waits as a new one
@@ -93,6 +96,21 @@ ok($node->poll_query_until('postgres',
 	"registered with worker ID $wid2, it waits before serving with it");
 ok(!$node->log_contains(qr/generator ready with worker ID $wid2 /, $offset),
 	"worker ID $wid2 was not served before that wait");
+ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
+	'after the wait, it serves');
+is(LeafZK::status($node, 'worker_id, worker_id_source'), "$wid2|zookeeper",
+	"with worker ID $wid2 from ZooKeeper");
+
+# That registration rewrote the state file: restarted with ZooKeeper down,
+# the node serves from the file again, with the worker ID ZooKeeper
+# confirmed
+$zk->stop_node(1);
+$node->restart;
+ok($node->poll_query_until('postgres',
+	q[SELECT worker_id_source = 'cache file' AND ready FROM leaf_snowflake_status]),
+	'restarted with ZooKeeper down, the node serves from the state file');
+is(LeafZK::status($node, 'worker_id'), $wid2,
+	"with worker ID $wid2, which ZooKeeper confirmed");
 
 $node->stop;
 $zk->stop;
