@@ -128,6 +128,7 @@ SELECT count(*) FROM leaf_snowflake_status;
 SELECT count(*) FROM leaf_snowflake_status();
 -- what stays open to everyone: it reads nothing and takes nothing
 SELECT worker_id, sequence FROM leaf_snowflake_decode((1::bigint << 22) | (5 << 12) | 7);
+SELECT layout FROM leaf_snowflake_layout();
 SELECT leaf_check_tag('fine');
 
 --

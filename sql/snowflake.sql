@@ -12,6 +12,7 @@ SELECT name, setting, unit, context FROM pg_settings
                 'leaf.node_address', 'leaf.snowflake_epoch',
                 'leaf.heartbeat_interval', 'leaf.max_backward_ms',
                 'leaf.max_clock_drift_ms', 'leaf.worker_id_reclaim_after',
+                'leaf.snowflake_layout',
                 'leaf.test_clock_offset_ms')
  ORDER BY name;
 
@@ -28,6 +29,9 @@ SELECT (id >> 12) & 1023 AS worker_bits,
        id >> 63 AS sign_bit,
        abs(extract(epoch FROM (leaf_snowflake_decode(id)).ts - clock_timestamp())) < 5 AS ts_is_now
   FROM leaf_snowflake() AS id;
+
+-- the layout, as leaf_snowflake_layout() describes it
+SELECT * FROM leaf_snowflake_layout();
 
 -- decode uses the configured epoch
 SELECT * FROM leaf_snowflake_decode(0);

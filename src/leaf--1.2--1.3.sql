@@ -25,6 +25,27 @@ COMMENT ON FUNCTION leaf_snowflake_new_worker_id() IS
 'gives up this node''s worker ID from ZooKeeper and registers a new one';
 
 --
+-- Snowflake mode: the layout of this node's IDs (leaf.snowflake_layout),
+-- what it allows, and when its timestamps run out.  As harmless as
+-- leaf_snowflake_decode(), which follows the same layout.
+--
+CREATE FUNCTION leaf_snowflake_layout(OUT layout text,
+									  OUT timestamp_bits integer,
+									  OUT worker_bits integer,
+									  OUT sequence_bits integer,
+									  OUT time_unit_ms integer,
+									  OUT max_worker_id integer,
+									  OUT ids_per_unit integer,
+									  OUT max_id bigint,
+									  OUT ends_at timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'leaf_snowflake_layout'
+LANGUAGE C STRICT STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION leaf_snowflake_layout() IS
+'the layout of snowflake IDs on this node (leaf.snowflake_layout)';
+
+--
 -- Segment mode: leaf_segment_create() refuses a start that is negative,
 -- or so close to the end of bigint that not even one segment of the
 -- step fits, max_id + step (1.2 took both without a word; the tag then

@@ -43,6 +43,13 @@
 	(AssertMacro((classid) == DatabaseRelationId), \
 	 pg_database_ownercheck((objectid), (roleid)))
 
+/*
+ * 16: the "extra" of a setting's check hook is allocated with guc_malloc()
+ * (utils/guc.h), in the settings' memory context, and freed with pfree;
+ * before, it was malloc()'d and freed with free().
+ */
+#define guc_malloc(elevel, size) malloc(size)
+
 #endif							/* PG_VERSION_NUM < 160000 */
 
 #if PG_VERSION_NUM < 170000

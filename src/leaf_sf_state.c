@@ -79,13 +79,21 @@ leaf_sf_state_line(LeafSfCache *cache, char *line, int *version,
 		cache->session_id = strtoll(val, NULL, 16);
 	else if (strcmp(line, "epoch_ms") == 0)
 		*file_epoch = strtoll(val, NULL, 10);
+	else if (strcmp(line, "layout") == 0)
+	{
+		const char *problem;
+
+		/* a layout this release cannot read is none it can serve under */
+		if (!leaf_sf_layout_parse(val, &cache->layout, &problem))
+			cache->layout.ts_bits = 0;
+	}
 	else if (strcmp(line, "mark") == 0)
 	{
 		int			wid;
 		long long	hwm;
 
 		if (sscanf(val, "%d %lld", &wid, &hwm) == 2 &&
-			wid >= 0 && wid <= LEAF_SF_MAX_WORKER_ID)
+			wid >= 0 && wid <= leaf_sf_max_worker_id())
 			cache->marks[wid] = Max(cache->marks[wid], (int64) hwm);
 	}
 }
@@ -100,7 +108,7 @@ leaf_sf_state_rebase(LeafSfCache *cache, int64 file_epoch)
 {
 	int			i;
 
-	for (i = 0; i <= LEAF_SF_MAX_WORKER_ID; i++)
+	for (i = 0; i <= leaf_sf_max_worker_id(); i++)
 		if (cache->marks[i] > 0)
 			cache->marks[i] += leaf_sf_epoch_ms - file_epoch;
 	cache->hwm_ms = cache->marks[cache->worker_id];
@@ -130,6 +138,8 @@ leaf_sf_state_read(LeafSfCache *cache, const char *identity)
 	memset(cache, 0, sizeof(*cache));
 	cache->worker_id = -1;
 	cache->declared = -1;
+	cache->layout = leaf_sf_layout_default();
+	cache->marks = palloc0(sizeof(int64) * (leaf_sf_max_worker_id() + 1));
 
 	f = AllocateFile(LEAF_SF_STATE_FILE, "r");
 	if (f == NULL)
@@ -147,8 +157,10 @@ leaf_sf_state_read(LeafSfCache *cache, const char *identity)
 		leaf_sf_state_line(cache, line, &version, &file_epoch);
 	FreeFile(f);
 
+	/* the worker ID is within the file's layout, perhaps not within ours */
 	if ((version == 1 || version == 2) && cache->worker_id >= 0 &&
-		cache->worker_id <= LEAF_SF_MAX_WORKER_ID && cache->hwm_ms > 0)
+		cache->worker_id < (1 << cache->layout.worker_bits) &&
+		cache->hwm_ms > 0)
 		cache->valid = true;
 	else
 	{
@@ -159,10 +171,13 @@ leaf_sf_state_read(LeafSfCache *cache, const char *identity)
 		return;
 	}
 
-	cache->marks[cache->worker_id] = Max(cache->marks[cache->worker_id],
-										 cache->hwm_ms);
-	if (file_epoch != leaf_sf_epoch_ms)
-		leaf_sf_state_rebase(cache, file_epoch);
+	if (cache->worker_id <= leaf_sf_max_worker_id())
+	{
+		cache->marks[cache->worker_id] = Max(cache->marks[cache->worker_id],
+											 cache->hwm_ms);
+		if (file_epoch != leaf_sf_epoch_ms)
+			leaf_sf_state_rebase(cache, file_epoch);
+	}
 
 	/*
 	 * A file of version 1 belongs to whoever reads it first.  A copy of
@@ -273,10 +288,12 @@ leaf_sf_state_write(LeafSfCache *cache, const LeafSfNode *node,
 	int64		hwm_ms = rec->hwm_ms;
 	int			len;
 	int			i;
+	char		layout[LEAF_SF_LAYOUT_LEN];
 
-	if (worker_id < 0 || worker_id > LEAF_SF_MAX_WORKER_ID)
+	if (worker_id < 0 || worker_id > leaf_sf_max_worker_id())
 		return false;
 
+	leaf_sf_layout_format(&leaf_sf_layout, layout, sizeof(layout));
 	initStringInfo(&buf);
 	appendStringInfo(&buf,
 					 "version 2\n"
@@ -290,6 +307,7 @@ leaf_sf_state_write(LeafSfCache *cache, const LeafSfNode *node,
 					 "recyclable %d\n"
 					 "claimed_in %s\n"
 					 "epoch_ms " INT64_FORMAT "\n"
+					 "layout %s\n"
 					 "high_water_ms " INT64_FORMAT "\n"
 					 "written_ms " INT64_FORMAT "\n",
 					 node->identity, worker_id, rec->source, node->addr,
@@ -297,8 +315,8 @@ leaf_sf_state_write(LeafSfCache *cache, const LeafSfNode *node,
 					 rec->zk_node, (unsigned long long) rec->session_id,
 					 rec->recyclable ? 1 : 0,
 					 strcmp(rec->source, "setting") == 0 ? rec->claimed_in : "",
-					 leaf_sf_epoch_ms, hwm_ms, leaf_sf_clock_ms());
-	for (i = 0; i <= LEAF_SF_MAX_WORKER_ID; i++)
+					 leaf_sf_epoch_ms, layout, hwm_ms, leaf_sf_clock_ms());
+	for (i = 0; i <= leaf_sf_max_worker_id(); i++)
 	{
 		int64		m = (i == worker_id) ? hwm_ms : cache->marks[i];
 
@@ -317,6 +335,7 @@ leaf_sf_state_write(LeafSfCache *cache, const LeafSfNode *node,
 	/* the file now holds this data directory's marks only */
 	cache->valid = true;
 	cache->foreign = false;
+	cache->layout = leaf_sf_layout;
 	cache->marks[worker_id] = hwm_ms;
 	return true;
 }
@@ -325,7 +344,41 @@ leaf_sf_state_write(LeafSfCache *cache, const LeafSfNode *node,
 int64
 leaf_sf_state_mark(const LeafSfCache *cache, int worker_id)
 {
-	if (!cache->valid || worker_id < 0 || worker_id > LEAF_SF_MAX_WORKER_ID)
+	if (!cache->valid || worker_id < 0 || worker_id > leaf_sf_max_worker_id())
 		return 0;
 	return cache->marks[worker_id];
+}
+
+/* Forget the marks of every worker ID (those of a copy are not ours). */
+void
+leaf_sf_state_forget_marks(LeafSfCache *cache)
+{
+	memset(cache->marks, 0, sizeof(int64) * (leaf_sf_max_worker_id() + 1));
+}
+
+/*
+ * Does a valid state file of this data directory record another layout
+ * than leaf.snowflake_layout?  Then reason says so, and the node must not
+ * serve: an ID of one layout can equal an ID of another, and the file's
+ * marks bound the old layout's IDs only.
+ */
+bool
+leaf_sf_state_layout_differs(const LeafSfCache *cache, char *reason,
+							 size_t size)
+{
+	char		file[LEAF_SF_LAYOUT_LEN];
+	char		conf[LEAF_SF_LAYOUT_LEN];
+
+	if (!cache->valid || cache->foreign ||
+		leaf_sf_layout_equal(&cache->layout, &leaf_sf_layout))
+		return false;
+	if (cache->layout.ts_bits == 0)
+		strlcpy(file, "one this release cannot read", sizeof(file));
+	else
+		leaf_sf_layout_format(&cache->layout, file, sizeof(file));
+	leaf_sf_layout_format(&leaf_sf_layout, conf, sizeof(conf));
+	snprintf(reason, size,
+			 "\"%s\" records IDs of layout %s, but leaf.snowflake_layout is %s, and IDs of two layouts may be equal; set leaf.snowflake_layout back to %s, or see \"Changing the layout\" in docs/snowflake.md",
+			 LEAF_SF_STATE_FILE, file, conf, file);
+	return true;
 }

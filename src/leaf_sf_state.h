@@ -9,6 +9,7 @@
 #ifndef LEAF_SF_STATE_H
 #define LEAF_SF_STATE_H
 
+#include "leaf_sf_layout.h"
 #include "leaf_snowflake.h"
 
 #define LEAF_SF_STATE_FILE		"leaf_snowflake.state"
@@ -43,9 +44,12 @@ typedef struct LeafSfCache
 	int64		hwm_ms;			/* mark of worker_id, see marks[] */
 	int64		written_ms;		/* when the file was written */
 	bool		epoch_changed;	/* some mark was converted to a new epoch */
-	/* per worker ID: high-water mark in ms since 1970 under the current
-	 * leaf.snowflake_epoch (converted when the file has another), or 0 */
-	int64		marks[LEAF_SF_MAX_WORKER_ID + 1];
+	LeafSfLayout layout;		/* the layout of the IDs the file's marks
+								 * bound (the default in files before 1.3) */
+	/* per worker ID of the layout: high-water mark in ms since 1970 under
+	 * the current leaf.snowflake_epoch (converted when the file has
+	 * another), or 0; leaf_sf_max_worker_id() + 1 entries */
+	int64	   *marks;
 } LeafSfCache;
 
 /*
@@ -70,5 +74,8 @@ extern void leaf_sf_state_read(LeafSfCache *cache, const char *identity);
 extern bool leaf_sf_state_write(LeafSfCache *cache, const LeafSfNode *node,
 								const LeafSfStateRecord *rec);
 extern int64 leaf_sf_state_mark(const LeafSfCache *cache, int worker_id);
+extern void leaf_sf_state_forget_marks(LeafSfCache *cache);
+extern bool leaf_sf_state_layout_differs(const LeafSfCache *cache,
+										 char *reason, size_t size);
 
 #endif							/* LEAF_SF_STATE_H */

@@ -287,10 +287,7 @@ leaf_compute_identity(LeafSfNode *node)
 static bool
 leaf_clock_in_range(void)
 {
-	int64		now = leaf_sf_clock_ms();
-
-	return now >= leaf_sf_epoch_ms &&
-		now - leaf_sf_epoch_ms < (INT64CONST(1) << 41);
+	return leaf_sf_ms_in_range(leaf_sf_clock_ms(), leaf_sf_epoch_ms);
 }
 
 /* ---------------------------------------------------------------------
@@ -679,9 +676,13 @@ leaf_try_serve(LeafSfWorkerState *w)
 	int64		now = leaf_sf_clock_ms();
 	int64		floor_ms = w->floor_ms;
 
-	if (now < leaf_sf_epoch_ms || now - leaf_sf_epoch_ms >= (INT64CONST(1) << 41))
+	if (!leaf_sf_ms_in_range(now, leaf_sf_epoch_ms))
 	{
-		leaf_not_ready(w, "the clock is outside the 41-bit range of timestamps since leaf.snowflake_epoch");
+		char		range[64];
+
+		leaf_sf_layout_describe_range(range, sizeof(range));
+		leaf_not_ready(w, "the clock is outside the %s since leaf.snowflake_epoch",
+					   range);
 		return false;
 	}
 	if (now <= floor_ms && w->fresh_floor)
@@ -814,9 +815,9 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 {
 	LeafSfCache *cache = &w->cache;
 
-	if (leaf_sf_worker_id < 0 || leaf_sf_worker_id > LEAF_SF_MAX_WORKER_ID)
+	if (leaf_sf_worker_id < 0 || leaf_sf_worker_id > leaf_sf_max_worker_id())
 		leaf_not_ready(w, "leaf.worker_id is %d, but must be between 0 and %d (or -1 to use ZooKeeper)",
-					   leaf_sf_worker_id, LEAF_SF_MAX_WORKER_ID);
+					   leaf_sf_worker_id, leaf_sf_max_worker_id());
 	else if (cache->damaged)
 	{
 		/*
@@ -840,7 +841,7 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 	{
 		/* a copy's other worker IDs are not ours: forget their marks */
 		if (cache->foreign)
-			memset(cache->marks, 0, sizeof(cache->marks));
+			leaf_sf_state_forget_marks(cache);
 		w->wid = leaf_sf_worker_id;
 		w->floor_ms = Max(w->last_issued, leaf_sf_state_mark(cache, w->wid));
 		if (cache->epoch_changed && w->floor_ms > leaf_sf_clock_ms())
@@ -873,6 +874,7 @@ static void
 leaf_sf_start(LeafSfWorkerState *w)
 {
 	const char *problem;
+	char		reason[LEAF_SF_REASON_LEN];
 
 	memset(w, 0, sizeof(*w));
 	w->source = "setting";
@@ -901,7 +903,14 @@ leaf_sf_start(LeafSfWorkerState *w)
 						LEAF_SF_STATE_FILE, w->cache.moved_from, w->node.identity),
 				 errdetail("A copy of a data directory keeps its system identifier; a state file of another one was brought here by hand, as after pg_upgrade.")));
 
-	if (!w->use_zk)
+	if (leaf_sf_state_layout_differs(&w->cache, reason, sizeof(reason)))
+	{
+		/* never mix layouts: serve nothing, register nowhere */
+		leaf_not_ready(w, "%s", reason);
+		w->use_zk = false;
+		w->claim = false;
+	}
+	else if (!w->use_zk)
 		leaf_sf_take_setting(w);
 	else if ((problem = leaf_zk_config_problem(&w->zk, &w->node)) != NULL)
 	{
@@ -911,7 +920,7 @@ leaf_sf_start(LeafSfWorkerState *w)
 	else if (w->cache.foreign)
 	{
 		/* ZooKeeper holds the marks that count; the copy's are not ours */
-		memset(w->cache.marks, 0, sizeof(w->cache.marks));
+		leaf_sf_state_forget_marks(&w->cache);
 		w->cache.session_id = 0;
 	}
 }
@@ -1213,12 +1222,18 @@ leaf_snowflake_worker_main(Datum main_arg)
 			leaf_sf_handle_new_id(&w);
 
 		/*
-		 * A clock before the epoch (or past the 41-bit range) cannot serve:
+		 * A clock before the epoch (or past the layout's range) cannot serve:
 		 * do not register, which would use up a worker ID for nothing.
 		 */
 		if (!w.serving && (w.use_zk || w.claim) && !leaf_clock_in_range())
 		{
-			leaf_not_ready(&w, "the clock is outside the 41-bit range of timestamps since leaf.snowflake_epoch (it is before the epoch, or more than 2^41 ms after it): not registering until it is inside");
+			char		range[64];
+			char		span[32];
+
+			leaf_sf_layout_describe_range(range, sizeof(range));
+			leaf_sf_layout_describe_span(span, sizeof(span));
+			leaf_not_ready(&w, "the clock is outside the %s since leaf.snowflake_epoch (it is before the epoch, or more than %s after it): not registering until it is inside",
+						   range, span);
 			if (!leaf_sf_wait(1000))
 				break;
 			continue;

@@ -4,12 +4,14 @@
  *	  Snowflake mode: settings, shared state, the lock-free generator and
  *	  the SQL functions.
  *
- * An ID is 1 zero sign bit, 41 bits of milliseconds since
- * leaf.snowflake_epoch, 10 bits of worker ID and 12 bits of sequence.
+ * An ID is, from the top, zero bits, the time since leaf.snowflake_epoch,
+ * the worker ID and a sequence; leaf.snowflake_layout sets the widths and
+ * the unit of time (leaf_sf_layout.c), by default 1 zero sign bit, 41
+ * bits of milliseconds, 10 bits of worker ID and 12 bits of sequence.
  * One generator serves every backend of the instance.  Its whole state is
  * the last ID handed out, kept in one 64-bit atomic: a caller reads it,
  * reads the clock, computes the next ID (or a run of IDs within one
- * millisecond) and installs it with compare-and-swap.  There is no lock on
+ * unit of time) and installs it with compare-and-swap.  There is no lock on
  * that path, and since each ID is larger than the last one installed, the
  * IDs of one instance are unique and increase in the order they are
  * handed out.
@@ -56,14 +58,12 @@
 
 #include "leaf.h"
 #include "leaf_errcodes.h"
+#include "leaf_sf_layout.h"
 #include "leaf_snowflake.h"
 
 
 
-#define LEAF_SF_TS_BITS			41
-#define LEAF_SF_MAX_TS			((INT64CONST(1) << LEAF_SF_TS_BITS) - 1)
-#define LEAF_SF_SEQ_MASK		4095
-#define LEAF_SF_RANDOM_START	100		/* a new ms starts at 0..99 */
+#define LEAF_SF_RANDOM_START	100		/* a new unit starts at 0..99 */
 #define LEAF_SF_SERVING_FLAG	0x80000000U
 
 /*
@@ -90,6 +90,7 @@ int			leaf_sf_max_backward_ms = 5;
 int			leaf_sf_max_clock_drift_ms = 5000;
 int			leaf_sf_reclaim_after_ms = 0;
 static char *leaf_sf_epoch_string = NULL;
+static char *leaf_sf_layout_string = NULL;
 
 /*
  * Test hooks: a build for the test suite (make LEAF_TEST_HOOKS=1, which
@@ -205,6 +206,32 @@ leaf_sf_assign_epoch(const char *newval, void *extra)
 }
 
 static bool
+leaf_sf_check_layout(char **newval, void **extra, GucSource source)
+{
+	LeafSfLayout l;
+	LeafSfLayout *copy;
+	const char *problem;
+
+	if (!leaf_sf_layout_parse(*newval, &l, &problem))
+	{
+		GUC_check_errdetail("%s", problem);
+		return false;
+	}
+	copy = (LeafSfLayout *) guc_malloc(LOG, sizeof(LeafSfLayout));
+	if (copy == NULL)
+		return false;
+	*copy = l;
+	*extra = copy;
+	return true;
+}
+
+static void
+leaf_sf_assign_layout(const char *newval, void *extra)
+{
+	leaf_sf_layout = *(LeafSfLayout *) extra;
+}
+
+static bool
 leaf_sf_check_zk_auth(char **newval, void **extra, GucSource source)
 {
 	const char *colon = strchr(*newval, ':');
@@ -225,13 +252,12 @@ leaf_sf_show_zk_auth(void)
 	return (leaf_sf_zk_auth && leaf_sf_zk_auth[0] != '\0') ? "(set)" : "";
 }
 
-void
-leaf_snowflake_init(void)
+/* The settings of worker IDs: by hand, or from ZooKeeper. */
+static void
+leaf_sf_define_worker_id_settings(void)
 {
-	BackgroundWorker worker;
-
 	DefineCustomIntVariable("leaf.worker_id",
-							"Sets the snowflake worker ID of this node (0-1023, -1 = not set).",
+							"Sets the snowflake worker ID of this node (0-1023 in the default layout, -1 = not set).",
 							"When set, ZooKeeper is not used.",
 							&leaf_sf_worker_id,
 							-1, INT_MIN, INT_MAX,
@@ -283,7 +309,12 @@ leaf_snowflake_init(void)
 							   PGC_POSTMASTER,
 							   0,
 							   NULL, NULL, NULL);
+}
 
+/* The settings of the IDs themselves and of the clock checks. */
+static void
+leaf_sf_define_id_settings(void)
+{
 	DefineCustomStringVariable("leaf.snowflake_epoch",
 							   "Sets the epoch of snowflake IDs, in milliseconds since 1970-01-01 UTC.",
 							   NULL,
@@ -292,6 +323,15 @@ leaf_snowflake_init(void)
 							   PGC_POSTMASTER,
 							   0,
 							   leaf_sf_check_epoch, leaf_sf_assign_epoch, NULL);
+
+	DefineCustomStringVariable("leaf.snowflake_layout",
+							   "Sets the layout of snowflake IDs: \"default\" (41+10+12), \"js53\" (41+6+6, below 2^53), or timestamp+worker+sequence bits.",
+							   "An optional unit of time follows a slash, such as 38+12+13/10ms.  The state file and the ZooKeeper root record the layout; a node refuses to serve under another.",
+							   &leaf_sf_layout_string,
+							   "default",
+							   PGC_POSTMASTER,
+							   0,
+							   leaf_sf_check_layout, leaf_sf_assign_layout, NULL);
 
 	DefineCustomIntVariable("leaf.heartbeat_interval",
 							"Sets how often the snowflake worker records its time.",
@@ -328,8 +368,13 @@ leaf_snowflake_init(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+}
 
 #ifdef LEAF_TEST_HOOKS
+/* The leaf.test_* settings of a test build. */
+static void
+leaf_sf_define_test_settings(void)
+{
 	DefineCustomIntVariable("leaf.test_clock_offset_ms",
 							"Shifts this session's snowflake clock (for tests only).",
 							NULL,
@@ -356,19 +401,14 @@ leaf_snowflake_init(void)
 							PGC_POSTMASTER,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+}
 #endif
 
-	if (!leaf_sf_configured())
-		return;
-
-	/*
-	 * pg_upgrade runs the old and the new server in binary-upgrade mode
-	 * (-b), with its own port and no TCP.  No ID is taken then, and a
-	 * worker would rewrite the old data directory's state file and, with
-	 * ZooKeeper, register under the address of pg_upgrade's port.
-	 */
-	if (IsBinaryUpgrade)
-		return;
+/* Register the snowflake worker with the postmaster. */
+static void
+leaf_sf_register_worker(void)
+{
+	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
 	/*
@@ -389,6 +429,30 @@ leaf_snowflake_init(void)
 	worker.bgw_main_arg = (Datum) 0;
 	worker.bgw_notify_pid = 0;
 	RegisterBackgroundWorker(&worker);
+}
+
+void
+leaf_snowflake_init(void)
+{
+	leaf_sf_define_worker_id_settings();
+	leaf_sf_define_id_settings();
+#ifdef LEAF_TEST_HOOKS
+	leaf_sf_define_test_settings();
+#endif
+
+	if (!leaf_sf_configured())
+		return;
+
+	/*
+	 * pg_upgrade runs the old and the new server in binary-upgrade mode
+	 * (-b), with its own port and no TCP.  No ID is taken then, and a
+	 * worker would rewrite the old data directory's state file and, with
+	 * ZooKeeper, register under the address of pg_upgrade's port.
+	 */
+	if (IsBinaryUpgrade)
+		return;
+
+	leaf_sf_register_worker();
 }
 
 /* Snowflake mode is on when a worker ID or ZooKeeper is configured. */
@@ -559,7 +623,7 @@ leaf_sf_last_issued_ms(void)
 
 	if (last == 0)
 		return 0;
-	return (int64) (last >> 22) + leaf_sf_epoch_ms;
+	return leaf_sf_ts_to_ms(leaf_sf_id_ts(last), leaf_sf_epoch_ms);
 }
 
 /*
@@ -573,10 +637,10 @@ bool
 leaf_sf_start_serving(int worker_id, int64 floor_ms, bool new_id)
 {
 	uint64		old;
-	int64		floor_ts = floor_ms - leaf_sf_epoch_ms;
+	int64		floor_ts = leaf_sf_ms_to_ts(floor_ms, leaf_sf_epoch_ms);
 	uint64		newval;
 
-	if (worker_id < 0 || worker_id > LEAF_SF_MAX_WORKER_ID)
+	if (worker_id < 0 || worker_id > leaf_sf_max_worker_id())
 	{
 		leaf_sf_report(LEAF_SF_NOT_READY, "no valid worker ID");
 		return false;
@@ -584,21 +648,21 @@ leaf_sf_start_serving(int worker_id, int64 floor_ms, bool new_id)
 
 	if (floor_ts < 0)
 		floor_ts = 0;
-	if (floor_ts > LEAF_SF_MAX_TS)
-		floor_ts = LEAF_SF_MAX_TS;
+	if (floor_ts > leaf_sf_max_ts())
+		floor_ts = leaf_sf_max_ts();
 
 	pg_atomic_write_u32(&leaf_sf->serving, 0);
 	(void) pg_atomic_fetch_or_u64(&leaf_sf->last_id, LEAF_SF_FENCE);
 
 	/*
-	 * Make the last ID the final one of the floor's millisecond for this
+	 * Make the last ID the final one of the floor's unit of time for this
 	 * worker ID, unless something later was handed out already.  This
 	 * also lifts the fence.
 	 */
 	old = pg_atomic_read_u64(&leaf_sf->last_id);
 	for (;;)
 	{
-		int64		ts = (int64) ((old & ~LEAF_SF_FENCE) >> 22);
+		int64		ts = leaf_sf_id_ts(old & ~LEAF_SF_FENCE);
 
 		/*
 		 * A worker ID taken on request (the clock was far ahead, then set
@@ -607,7 +671,7 @@ leaf_sf_start_serving(int worker_id, int64 floor_ms, bool new_id)
 		 */
 		if (ts < floor_ts || new_id)
 			ts = floor_ts;
-		newval = ((uint64) ts << 22) | ((uint64) worker_id << 12) | LEAF_SF_SEQ_MASK;
+		newval = leaf_sf_make_id(ts, (uint64) worker_id, leaf_sf_seq_mask());
 		if (pg_atomic_compare_exchange_u64(&leaf_sf->last_id, &old, newval))
 			break;
 	}
@@ -761,25 +825,128 @@ leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 			 errhint("See the server log and the view leaf_snowflake_status.")));
 }
 
-/* Raise LF103 if ts does not fit in 41 bits. */
-static inline void
-leaf_sf_check_range(int64 ts)
+/*
+ * Raise LF103: the clock reading now_ms (ms since 1970) is outside the
+ * timestamps of the layout.
+ */
+pg_noreturn static void
+leaf_sf_range_error(int64 now_ms)
 {
-	if (ts < 0)
+	char		span[32];
+
+	if (now_ms < leaf_sf_epoch_ms)
 		ereport(ERROR,
 				(errcode(ERRCODE_LEAF_TIMESTAMP_OVERFLOW),
 				 errmsg("snowflake timestamp out of range: the clock is before leaf.snowflake_epoch")));
-	if (ts > LEAF_SF_MAX_TS)
-		ereport(ERROR,
-				(errcode(ERRCODE_LEAF_TIMESTAMP_OVERFLOW),
-				 errmsg("snowflake timestamp out of range: more than 2^41 ms since leaf.snowflake_epoch"),
-				 errdetail("The 41-bit timestamp field ran out " INT64_FORMAT " ms after the epoch.",
-						   LEAF_SF_MAX_TS),
-				 errhint("Use a later leaf.snowflake_epoch, or another ID scheme.")));
+	leaf_sf_layout_describe_span(span, sizeof(span));
+	ereport(ERROR,
+			(errcode(ERRCODE_LEAF_TIMESTAMP_OVERFLOW),
+			 errmsg("snowflake timestamp out of range: more than %s since leaf.snowflake_epoch",
+					span),
+			 errdetail("The %d-bit timestamp field ran out " INT64_FORMAT " ms after the epoch.",
+					   leaf_sf_layout.ts_bits,
+					   leaf_sf_ts_to_ms(leaf_sf_max_ts(), 0)),
+			 errhint("Use a later leaf.snowflake_epoch, or another ID scheme.")));
+}
+
+/* The timestamp of the clock reading now_ms; LF103 if it has none. */
+static inline int64
+leaf_sf_checked_ts(int64 now_ms)
+{
+	int64		ts = leaf_sf_ms_to_ts(now_ms, leaf_sf_epoch_ms);
+
+	if (unlikely(ts < 0 || ts > leaf_sf_max_ts()))
+		leaf_sf_range_error(now_ms);
+	return ts;
 }
 
 /*
- * Reserve up to "want" (>= 1) consecutive IDs, all in one millisecond.
+ * A new unit of time starts its sequence at random below this, to spread
+ * the low bits; at most 100, and 1 (always 0) for sequences under 80.
+ */
+static inline int
+leaf_sf_random_start(void)
+{
+	return (int) Max(Min((int64) LEAF_SF_RANDOM_START,
+						 (int64) ((leaf_sf_seq_mask() + 1) / 40)), 1);
+}
+
+/*
+ * The unit of time ts is used up: wait for the next one.  A unit longer
+ * than 1 ms is slept through up to its last ms; the rest is spun, as a
+ * unit of 1 ms is.
+ */
+static inline void
+leaf_sf_wait_next_unit(int64 ts, int64 now, uint32 *spins)
+{
+	if (leaf_sf_layout.unit_ms > 1)
+	{
+		int64		left = leaf_sf_ts_to_ms(ts + 1, leaf_sf_epoch_ms) - now;
+
+		if (left > 1)
+			leaf_sf_sleep_ms((long) (left - 1));
+	}
+	if ((++(*spins) & 1023) == 0)
+		CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * The clock is offset ms behind the last ID.  Wait once for a small step
+ * (up to leaf.max_backward_ms), so that the caller tries again; else, or
+ * if it already waited, raise LF101.
+ */
+static void
+leaf_sf_clock_behind(int64 offset, bool *backward_waited)
+{
+	if (offset <= leaf_sf_max_backward_ms && !*backward_waited)
+	{
+		pg_atomic_fetch_add_u64(&leaf_sf->backward_waits, 1);
+		*backward_waited = true;
+		leaf_sf_sleep_ms((long) (offset * 2));
+		return;
+	}
+	pg_atomic_fetch_add_u64(&leaf_sf->backward_errors, 1);
+	ereport(ERROR,
+			(errcode(ERRCODE_LEAF_CLOCK_BACKWARDS),
+			 errmsg("clock moved backwards by " INT64_FORMAT " ms, refusing to generate snowflake IDs",
+					offset),
+			 *backward_waited ?
+			 errdetail("The clock was still behind the last ID after waiting.") :
+			 errdetail("leaf.max_backward_ms is %d ms.", leaf_sf_max_backward_ms),
+			 errhint("Calls succeed again once the clock is past the last ID issued.  If the clock was set back for good, leaf_snowflake_new_worker_id() makes a node with a worker ID from ZooKeeper serve at once with a new one.")));
+}
+
+/*
+ * Read the last ID handed out, if the generator serves.  Else wait or
+ * fail (leaf_sf_wait_or_fail), and return false for the caller to try
+ * again.
+ */
+static inline bool
+leaf_sf_read_last(uint64 *old, int *waited_ms)
+{
+	if ((pg_atomic_read_u32(&leaf_sf->serving) & LEAF_SF_SERVING_FLAG) == 0)
+	{
+		/* a clock outside the ID's range is the better reason */
+		(void) leaf_sf_checked_ts(leaf_sf_now_ms());
+
+		leaf_sf_wait_or_fail(false, waited_ms);
+		return false;
+	}
+	pg_read_barrier();
+
+	*old = pg_atomic_read_u64(&leaf_sf->last_id);
+	pg_read_barrier();
+	if (*old & LEAF_SF_FENCE)
+	{
+		/* stopped (or restarted) since "serving" was read */
+		leaf_sf_wait_or_fail(false, waited_ms);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Reserve up to "want" (>= 1) consecutive IDs, all in one unit of time.
  * Returns the first one and sets *count to how many were reserved.
  */
 static int64
@@ -792,7 +959,6 @@ leaf_sf_reserve(int want, int *count)
 
 	for (;;)
 	{
-		uint32		serving;
 		uint64		worker_id;
 		uint64		old;
 		uint64		newval;
@@ -802,33 +968,16 @@ leaf_sf_reserve(int want, int *count)
 		int64		seq;
 		int			n;
 
-		serving = pg_atomic_read_u32(&leaf_sf->serving);
-		if ((serving & LEAF_SF_SERVING_FLAG) == 0)
-		{
-			/* a clock outside the ID's range is the better reason */
-			leaf_sf_check_range(leaf_sf_now_ms() - leaf_sf_epoch_ms);
-
-			leaf_sf_wait_or_fail(false, &waited_ms);
+		/* the last ID before the clock, so a later clock reads later */
+		if (!leaf_sf_read_last(&old, &waited_ms))
 			continue;
-		}
-		pg_read_barrier();
-
-		/* read the last ID before the clock, so a later clock reads later */
-		old = pg_atomic_read_u64(&leaf_sf->last_id);
-		pg_read_barrier();
-		if (old & LEAF_SF_FENCE)
-		{
-			/* stopped (or restarted) since "serving" was read */
-			leaf_sf_wait_or_fail(false, &waited_ms);
-			continue;
-		}
 
 		/*
 		 * Every field of the new ID comes from the value the
 		 * compare-and-swap checks: a worker-ID change installs a new last
 		 * ID, so a caller that read the old one cannot use its worker ID.
 		 */
-		worker_id = (old >> 12) & LEAF_SF_MAX_WORKER_ID;
+		worker_id = (uint64) leaf_sf_id_worker(old);
 		now = leaf_sf_now_ms();
 
 		if (now > (int64) pg_atomic_read_u64(&leaf_sf->lease_ms))
@@ -837,51 +986,34 @@ leaf_sf_reserve(int want, int *count)
 			continue;
 		}
 
-		ts = now - leaf_sf_epoch_ms;
-		leaf_sf_check_range(ts);
+		ts = leaf_sf_checked_ts(now);
 
-		old_ts = (int64) (old >> 22);
+		old_ts = leaf_sf_id_ts(old);
 		if (ts > old_ts)
 		{
-			/* a new millisecond: start at a random sequence 0..99 */
+			/* a new unit of time: start at a random sequence 0..99 */
 			seq = (int64) pg_prng_uint64_range(&pg_global_prng_state, 0,
-											   LEAF_SF_RANDOM_START - 1);
-			n = Min(want, LEAF_SF_SEQ_MASK + 1 - (int) seq);
-			newval = ((uint64) ts << 22) | (worker_id << 12) | (uint64) seq;
+											   leaf_sf_random_start() - 1);
+			n = (int) Min((uint64) want, leaf_sf_seq_mask() + 1 - (uint64) seq);
+			newval = leaf_sf_make_id(ts, worker_id, (uint64) seq);
 		}
 		else if (ts == old_ts)
 		{
-			seq = (int64) (old & LEAF_SF_SEQ_MASK) + 1;
-			if (seq > LEAF_SF_SEQ_MASK)
+			seq = (int64) (old & leaf_sf_seq_mask()) + 1;
+			if ((uint64) seq > leaf_sf_seq_mask())
 			{
-				/* this millisecond is used up: wait for the next one */
-				if ((++spins & 1023) == 0)
-					CHECK_FOR_INTERRUPTS();
+				leaf_sf_wait_next_unit(ts, now, &spins);
 				continue;
 			}
-			n = Min(want, LEAF_SF_SEQ_MASK + 1 - (int) seq);
+			n = (int) Min((uint64) want, leaf_sf_seq_mask() + 1 - (uint64) seq);
 			newval = old + 1;
 		}
 		else
 		{
-			int64		offset = old_ts - ts;
-
-			if (offset <= leaf_sf_max_backward_ms && !backward_waited)
-			{
-				pg_atomic_fetch_add_u64(&leaf_sf->backward_waits, 1);
-				backward_waited = true;
-				leaf_sf_sleep_ms((long) (offset * 2));
-				continue;
-			}
-			pg_atomic_fetch_add_u64(&leaf_sf->backward_errors, 1);
-			ereport(ERROR,
-					(errcode(ERRCODE_LEAF_CLOCK_BACKWARDS),
-					 errmsg("clock moved backwards by " INT64_FORMAT " ms, refusing to generate snowflake IDs",
-							offset),
-					 backward_waited ?
-					 errdetail("The clock was still behind the last ID after waiting.") :
-					 errdetail("leaf.max_backward_ms is %d ms.", leaf_sf_max_backward_ms),
-					 errhint("Calls succeed again once the clock is past the last ID issued.  If the clock was set back for good, leaf_snowflake_new_worker_id() makes a node with a worker ID from ZooKeeper serve at once with a new one.")));
+			/* how far the clock is behind the unit of the last ID */
+			leaf_sf_clock_behind(leaf_sf_ts_to_ms(old_ts, leaf_sf_epoch_ms) - now,
+								 &backward_waited);
+			continue;
 		}
 
 		if (unlikely(leaf_sf_test_reserve_pause_ms > 0) && !paused)
@@ -911,6 +1043,7 @@ PG_FUNCTION_INFO_V1(leaf_snowflake_nextvals);
 PG_FUNCTION_INFO_V1(leaf_snowflake_decode);
 PG_FUNCTION_INFO_V1(leaf_snowflake_status);
 PG_FUNCTION_INFO_V1(leaf_snowflake_new_worker_id);
+PG_FUNCTION_INFO_V1(leaf_snowflake_layout);
 
 /*
  * leaf_snowflake() returns bigint
@@ -1019,11 +1152,108 @@ leaf_snowflake_decode(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	tupdesc = BlessTupleDesc(tupdesc);
 
-	values[0] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz((id >> 22) + leaf_sf_epoch_ms));
-	values[1] = Int32GetDatum((int32) ((id >> 12) & LEAF_SF_MAX_WORKER_ID));
-	values[2] = Int32GetDatum((int32) (id & LEAF_SF_SEQ_MASK));
+	values[0] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(leaf_sf_ts_to_ms(leaf_sf_id_ts((uint64) id),
+																				leaf_sf_epoch_ms)));
+	values[1] = Int32GetDatum((int32) leaf_sf_id_worker((uint64) id));
+	values[2] = Int32GetDatum((int32) ((uint64) id & leaf_sf_seq_mask()));
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * leaf_snowflake_layout(): one row, see leaf--1.2--1.3.sql.  The largest
+ * ID has every bit of the three fields set; the timestamps run out at the
+ * end of the last unit of time.
+ */
+Datum
+leaf_snowflake_layout(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[9];
+	bool		nulls[9] = {false};
+	char		name[LEAF_SF_LAYOUT_LEN];
+	int			bits = leaf_sf_layout.ts_bits + leaf_sf_ts_shift();
+	int64		end_ms;
+
+	leaf_require_preload();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+
+	leaf_sf_layout_format(&leaf_sf_layout, name, sizeof(name));
+	values[0] = CStringGetTextDatum(name);
+	values[1] = Int32GetDatum(leaf_sf_layout.ts_bits);
+	values[2] = Int32GetDatum(leaf_sf_layout.worker_bits);
+	values[3] = Int32GetDatum(leaf_sf_layout.seq_bits);
+	values[4] = Int32GetDatum(leaf_sf_layout.unit_ms);
+	values[5] = Int32GetDatum(leaf_sf_max_worker_id());
+	values[6] = Int32GetDatum((int32) (leaf_sf_seq_mask() + 1));
+	values[7] = Int64GetDatum((int64) ((UINT64CONST(1) << bits) - 1));
+	end_ms = leaf_sf_ts_to_ms(leaf_sf_max_ts() + 1, leaf_sf_epoch_ms);
+	/* beyond what timestamptz holds (year 294276): none */
+	if (end_ms < INT64CONST(9000000000000000))
+		values[8] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(end_ms));
+	else
+		nulls[8] = true;
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * Why a call made now would not return an ID, or NULL if it would.  snap
+ * is a copy of the descriptive fields; buf (size bytes) may take the
+ * reason.
+ */
+static const char *
+leaf_sf_not_ready_why(const LeafSfShared *snap, uint64 last_id,
+					  int64 lease, char *buf, size_t size)
+{
+	if (RecoveryInProgress())
+		return "the server is in recovery: snowflake IDs are generated only by a primary";
+	else if (snap->phase == LEAF_SF_STARTING && snap->reason[0] != '\0')
+	{
+		snprintf(buf, size,
+				 "the snowflake worker is starting: %s", snap->reason);
+		return buf;
+	}
+	else if (snap->phase == LEAF_SF_STARTING)
+		return "the snowflake worker is starting";
+	else if (snap->phase != LEAF_SF_READY)
+		return snap->reason;
+	else if ((last_id & LEAF_SF_FENCE) != 0 ||
+			 (pg_atomic_read_u32(&leaf_sf->serving) & LEAF_SF_SERVING_FLAG) == 0)
+		return "the snowflake worker is restarting the generator";
+	else if (!leaf_sf_ms_in_range(leaf_sf_now_ms(), leaf_sf_epoch_ms))
+	{
+		char		range[64];
+
+		leaf_sf_layout_describe_range(range, sizeof(range));
+		snprintf(buf, size,
+				 "the clock is outside the %s since leaf.snowflake_epoch: calls fail with LF103",
+				 range);
+		return buf;
+	}
+	else if (leaf_sf_ts_to_ms(leaf_sf_id_ts(last_id & ~LEAF_SF_FENCE),
+							  leaf_sf_epoch_ms) >
+			 leaf_sf_now_ms() + leaf_sf_max_backward_ms)
+	{
+		int64		behind = leaf_sf_ts_to_ms(leaf_sf_id_ts(last_id & ~LEAF_SF_FENCE),
+											  leaf_sf_epoch_ms) - leaf_sf_now_ms();
+
+		snprintf(buf, size,
+				 "the clock is " INT64_FORMAT " ms behind the last ID issued, more than leaf.max_backward_ms (%d ms): calls fail with LF101 until it catches up, or until a new worker ID is taken (leaf_snowflake_new_worker_id())",
+				 behind, leaf_sf_max_backward_ms);
+		return buf;
+	}
+	else if (leaf_sf_now_ms() > lease)
+	{
+		/* the worker's reason, if it has found out why */
+		snprintf(buf, size,
+				 "the high-water mark of issued timestamps was not recorded in time: the lease ran out " INT64_FORMAT " ms ago%s%s",
+				 leaf_sf_now_ms() - lease, snap->reason[0] ? "; " : "", snap->reason);
+		return buf;
+	}
+	return NULL;
 }
 
 /*
@@ -1071,46 +1301,9 @@ leaf_snowflake_status(PG_FUNCTION_ARGS)
 	lease = (int64) pg_atomic_read_u64(&leaf_sf->lease_ms);
 
 	/* ready means: a call made now would return an ID */
-	ready = false;
-	if (RecoveryInProgress())
-		why = "the server is in recovery: snowflake IDs are generated only by a primary";
-	else if (snap.phase == LEAF_SF_STARTING && snap.reason[0] != '\0')
-	{
-		snprintf(lease_reason, sizeof(lease_reason),
-				 "the snowflake worker is starting: %s", snap.reason);
-		why = lease_reason;
-	}
-	else if (snap.phase == LEAF_SF_STARTING)
-		why = "the snowflake worker is starting";
-	else if (snap.phase != LEAF_SF_READY)
-		why = snap.reason;
-	else if ((last_id & LEAF_SF_FENCE) != 0 ||
-			 (pg_atomic_read_u32(&leaf_sf->serving) & LEAF_SF_SERVING_FLAG) == 0)
-		why = "the snowflake worker is restarting the generator";
-	else if (leaf_sf_now_ms() - leaf_sf_epoch_ms < 0 ||
-			 leaf_sf_now_ms() - leaf_sf_epoch_ms > LEAF_SF_MAX_TS)
-		why = "the clock is outside the 41-bit range of timestamps since leaf.snowflake_epoch: calls fail with LF103";
-	else if ((int64) ((last_id & ~LEAF_SF_FENCE) >> 22) + leaf_sf_epoch_ms >
-			 leaf_sf_now_ms() + leaf_sf_max_backward_ms)
-	{
-		int64		behind = (int64) ((last_id & ~LEAF_SF_FENCE) >> 22) +
-			leaf_sf_epoch_ms - leaf_sf_now_ms();
-
-		snprintf(lease_reason, sizeof(lease_reason),
-				 "the clock is " INT64_FORMAT " ms behind the last ID issued, more than leaf.max_backward_ms (%d ms): calls fail with LF101 until it catches up, or until a new worker ID is taken (leaf_snowflake_new_worker_id())",
-				 behind, leaf_sf_max_backward_ms);
-		why = lease_reason;
-	}
-	else if (leaf_sf_now_ms() > lease)
-	{
-		/* the worker's reason, if it has found out why */
-		snprintf(lease_reason, sizeof(lease_reason),
-				 "the high-water mark of issued timestamps was not recorded in time: the lease ran out " INT64_FORMAT " ms ago%s%s",
-				 leaf_sf_now_ms() - lease, snap.reason[0] ? "; " : "", snap.reason);
-		why = lease_reason;
-	}
-	else
-		ready = true;
+	why = leaf_sf_not_ready_why(&snap, last_id, lease, lease_reason,
+								sizeof(lease_reason));
+	ready = (why == NULL);
 	last_id &= ~LEAF_SF_FENCE;
 
 	memset(nulls, 0, sizeof(nulls));
@@ -1135,7 +1328,8 @@ leaf_snowflake_status(PG_FUNCTION_ARGS)
 	/* last_heartbeat, last_timestamp, recorded_until, not_before */
 	values[i] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(snap.last_heartbeat_ms));
 	nulls[i++] = snap.last_heartbeat_ms == 0;
-	values[i] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz((int64) (last_id >> 22) + leaf_sf_epoch_ms));
+	values[i] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(leaf_sf_ts_to_ms(leaf_sf_id_ts(last_id),
+																				leaf_sf_epoch_ms)));
 	nulls[i++] = last_id == 0;
 	values[i] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(lease));
 	nulls[i++] = lease == 0;

@@ -12,7 +12,6 @@
 
 #include "leaf_compat.h"
 
-#define LEAF_SF_MAX_WORKER_ID	1023
 #define LEAF_SF_ADDR_LEN		256
 #define LEAF_SF_REASON_LEN		512
 #define LEAF_SF_ID_LEN			64

@@ -14,7 +14,9 @@
  * clock with the running peers' (see below).  A node with a hand-set
  * worker ID (leaf.worker_id) and leaf.zk_hosts claims its ID as
  * claimed/<worker ID>, so that ZooKeeper's numbering skips it and a second
- * node setting the same ID is refused.
+ * node setting the same ID is refused.  The node layout names the layout
+ * of the root's IDs (leaf.snowflake_layout); a node of another layout is
+ * refused before it registers or claims.
  *
  * Peer clocks are compared without talking to the peers: each heartbeat
  * writes the writer's own clock into its forever node, and ZooKeeper
@@ -35,6 +37,7 @@
 
 #include "postmaster/interrupt.h"
 
+#include "leaf_sf_layout.h"
 #include "leaf_snowflake.h"
 #include "leaf_zk_assign.h"
 #include "leaf_zk_client.h"
@@ -157,6 +160,77 @@ leaf_zk_probe_clock(LeafZkSession *zk, const LeafSfNode *node,
 	return ZOK;
 }
 
+/* Does the folder hold any node?  false also when it is not there. */
+static bool
+leaf_zk_folder_used(LeafZkSession *zk, const LeafSfNode *node,
+					const char *folder)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	struct Stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", node->root, folder);
+	return zoo_exists(zk->zh, path, 0, &st) == ZOK && st.numChildren > 0;
+}
+
+/*
+ * The layout of the root's IDs is in <root>/layout, which the first node
+ * of release 1.3 or later makes, with the root's ACL.  A root without it
+ * whose folders hold nodes was numbered by an older release, under the
+ * default layout.  A node whose leaf.snowflake_layout differs is refused:
+ * two layouts' IDs may be equal.
+ */
+static LeafZkResult
+leaf_zk_check_layout(LeafZkSession *zk, const LeafSfNode *node,
+					 char *reason)
+{
+	char		path[LEAF_ZK_PATH_LEN];
+	char		data[LEAF_ZK_DATA_LEN];
+	char		mine[LEAF_SF_LAYOUT_LEN];
+	LeafSfLayout theirs;
+	LeafSfLayout dflt = leaf_sf_layout_default();
+	const char *problem;
+	struct ACL_vector acl = {0, NULL};
+	struct Stat st;
+	int			rc;
+
+	leaf_sf_layout_format(&leaf_sf_layout, mine, sizeof(mine));
+	snprintf(path, sizeof(path), "%s/layout", node->root);
+	rc = leaf_zk_get(zk, path, data, sizeof(data), &st);
+	if (rc == ZNONODE)
+	{
+		if (!leaf_sf_layout_equal(&leaf_sf_layout, &dflt) &&
+			(leaf_zk_folder_used(zk, node, "forever") ||
+			 leaf_zk_folder_used(zk, node, "claimed")))
+			return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
+								  "ZooKeeper root %s holds nodes that registered before it recorded a layout, so its IDs have the default layout 41+10+12/1ms, but leaf.snowflake_layout is %s; give this node a root of its own layout (leaf.zk_root)",
+								  node->root, mine);
+		if ((rc = zoo_get_acl(zk->zh, node->root, &acl, &st)) != ZOK)
+			return leaf_zk_fail_rc(zk, reason, "read the root's ACL", rc);
+		rc = zoo_create(zk->zh, path, mine, (int) strlen(mine), &acl,
+						ZOO_PERSISTENT, NULL, 0);
+		deallocate_ACL_vector(&acl);
+		if (rc == ZOK)
+		{
+			ereport(LOG,
+					(errmsg("leaf snowflake worker recorded layout %s for ZooKeeper root %s",
+							mine, node->root)));
+			return LEAF_ZK_OK;
+		}
+		if (rc != ZNODEEXISTS)
+			return leaf_zk_fail_rc(zk, reason, "record the layout", rc);
+		/* another node recorded one meanwhile */
+		rc = leaf_zk_get(zk, path, data, sizeof(data), &st);
+	}
+	if (rc != ZOK)
+		return leaf_zk_fail_rc(zk, reason, "read the layout", rc);
+	if (leaf_sf_layout_parse(data, &theirs, &problem) &&
+		leaf_sf_layout_equal(&theirs, &leaf_sf_layout))
+		return LEAF_ZK_OK;
+	return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
+						  "ZooKeeper root %s records layout %s, but leaf.snowflake_layout is %s; set leaf.snowflake_layout to %s, or give this node a root of its own layout (leaf.zk_root)",
+						  node->root, data, mine, data);
+}
+
 /*
  * Create the tree if need be, measure the clock and list the running
  * nodes, the registered ones and the claims; then read the forever node
@@ -167,11 +241,14 @@ leaf_zk_list_registry(LeafZkSession *zk, const LeafSfNode *node,
 					  LeafZkRegistry *reg, char *reason)
 {
 	char		path[LEAF_ZK_PATH_LEN];
+	LeafZkResult r;
 	int			rc;
 	int			i;
 
 	if ((rc = leaf_zk_ensure_tree(zk, node->root)) != ZOK)
 		return leaf_zk_fail_rc(zk, reason, "create parent nodes", rc);
+	if ((r = leaf_zk_check_layout(zk, node, reason)) != LEAF_ZK_OK)
+		return r;
 	if ((rc = leaf_zk_probe_clock(zk, node, &reg->my_offset, &reg->zk_now)) != ZOK)
 		return leaf_zk_fail_rc(zk, reason, "clock probe", rc);
 
@@ -184,7 +261,7 @@ leaf_zk_list_registry(LeafZkSession *zk, const LeafSfNode *node,
 		return leaf_zk_fail_rc(zk, reason, "list registered nodes", rc);
 
 	/* worker IDs set by hand and claimed here (none in older trees) */
-	reg->claimed = palloc0(sizeof(bool) * (LEAF_SF_MAX_WORKER_ID + 1));
+	reg->claimed = palloc0(sizeof(bool) * (leaf_sf_max_worker_id() + 1));
 	snprintf(path, sizeof(path), "%s/claimed", node->root);
 	rc = zoo_get_children(zk->zh, path, 0, &reg->claims);
 	if (rc != ZOK && rc != ZNONODE)
@@ -193,7 +270,7 @@ leaf_zk_list_registry(LeafZkSession *zk, const LeafSfNode *node,
 	{
 		long		c = strtol(reg->claims.data[i], NULL, 10);
 
-		if (c >= 0 && c <= LEAF_SF_MAX_WORKER_ID)
+		if (c >= 0 && c <= leaf_sf_max_worker_id())
 			reg->claimed[c] = true;
 	}
 
@@ -354,7 +431,7 @@ leaf_zk_read_nodes(LeafZkSession *zk, const LeafSfNode *node,
 								  "node address %s is registered in ZooKeeper by another data directory (%s, worker ID %ld); set leaf.node_address to an address unique to this node, or delete that forever node if its data directory will never serve again",
 								  node->addr, n->name, n->seq);
 		}
-		if (n->seq <= LEAF_SF_MAX_WORKER_ID)
+		if (n->seq <= leaf_sf_max_worker_id())
 		{
 			if (reg->mine == NULL || n->seq < reg->mine->seq)
 				reg->mine = n;
@@ -556,7 +633,7 @@ leaf_zk_oldest_dead(const LeafSfNode *node, LeafZkRegistry *reg)
 {
 	LeafZkNode *best = NULL;
 	bool		best_future = false;
-	bool		room = reg->children.count <= LEAF_SF_MAX_WORKER_ID;
+	bool		room = reg->children.count <= leaf_sf_max_worker_id();
 	int64		zk_now = reg->zk_now;
 	int			i;
 
@@ -565,7 +642,7 @@ leaf_zk_oldest_dead(const LeafSfNode *node, LeafZkRegistry *reg)
 		LeafZkNode *n = &reg->nodes[i];
 		bool		future;
 
-		if (n->seq < 0 || n->seq > LEAF_SF_MAX_WORKER_ID || n->live ||
+		if (n->seq < 0 || n->seq > leaf_sf_max_worker_id() || n->live ||
 			!n->bounded || strcmp(n->owner, node->addr) == 0 ||
 			reg->claimed[n->seq] ||
 			n->mtime > zk_now - leaf_sf_reclaim_after_ms)
@@ -671,7 +748,7 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 		}
 		dash = strrchr(created, '-');
 		seq = dash ? strtol(dash + 1, NULL, 10) : -1;
-		if (seq < 0 || seq > LEAF_SF_MAX_WORKER_ID || skipped > LEAF_SF_MAX_WORKER_ID)
+		if (seq < 0 || seq > leaf_sf_max_worker_id() || skipped > leaf_sf_max_worker_id())
 			break;
 		leaf_claim_path(node, cpath, sizeof(cpath), (int) seq);
 		rc = zoo_exists(zk->zh, cpath, 0, &st);
@@ -693,10 +770,10 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 	ereport(LOG,
 			(errmsg("leaf snowflake worker registered %s as \"%s\"",
 					node->addr, created)));
-	if (seq < 0 || seq > LEAF_SF_MAX_WORKER_ID)
+	if (seq < 0 || seq > leaf_sf_max_worker_id())
 		return leaf_zk_refuse(out->reason, LEAF_ZK_FAIL,
 							  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
-							  seq, node->addr, LEAF_SF_MAX_WORKER_ID);
+							  seq, node->addr, leaf_sf_max_worker_id());
 	out->worker_id = (int) seq;
 	strlcpy(out->node_path, created, sizeof(out->node_path));
 	out->node_version = 0;
@@ -732,7 +809,7 @@ leaf_zk_find_node(LeafZkSession *zk, const LeafSfNode *node,
 	if (reg->mine_high != NULL)
 		return leaf_zk_refuse(out->reason, LEAF_ZK_FAIL,
 							  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
-							  reg->mine_high->seq, node->addr, LEAF_SF_MAX_WORKER_ID);
+							  reg->mine_high->seq, node->addr, leaf_sf_max_worker_id());
 	return leaf_zk_create_node(zk, node, out);
 }
 
@@ -1037,10 +1114,12 @@ leaf_zk_claim(LeafZkSession *zk, const LeafSfNode *node, int wid,
 	int			rc;
 
 	reason[0] = '\0';
-	if (wid < 0 || wid > LEAF_SF_MAX_WORKER_ID)
+	if (wid < 0 || wid > leaf_sf_max_worker_id())
 		return LEAF_ZK_FAIL;
 	if ((rc = leaf_zk_ensure_tree(zk, node->root)) != ZOK)
 		return leaf_zk_fail_rc(zk, reason, "create parent nodes", rc);
+	if ((r = leaf_zk_check_layout(zk, node, reason)) != LEAF_ZK_OK)
+		return r;
 
 	r = leaf_zk_claim_numbered(zk, node, wid, false, reason);
 	if (r == LEAF_ZK_OK)
