@@ -170,6 +170,7 @@ leaf.zk_hosts = '@{[ $self->{zk}->hosts ]}'
 leaf.zk_root = '/leaf/chaos'
 leaf.node_address = 'shard$i.chaos:@{[ $s->port ]}'
 leaf.heartbeat_interval = '500ms'
+leaf.snowflake_layout = '@{[ $ENV{CHAOS_LAYOUT} // 'default' ]}'
 restart_after_crash = on
 log_statement = none
 log_min_messages = warning
@@ -406,7 +407,11 @@ sub inject
 		my $other = $self->{shards}[ $f->{shard} % 3 ];
 		my ($wid) = try_psql($other, 'SELECT worker_id FROM leaf_snowflake_status');
 		my $damage = $f->{p} >= 0.5 || $wid !~ /^\d+$/;
-		$wid = 1010 + $f->{shard} if $damage;
+		# its own: near the top of the layout's worker IDs, which
+		# ZooKeeper's numbering does not reach in a run
+		my ($top) = try_psql($other, 'SELECT max_worker_id FROM leaf_snowflake_layout()');
+		$top = 1023 unless defined $top && $top =~ /^\d+$/;
+		$wid = $top - 13 + $f->{shard} if $damage;
 		$self->shard_conf($s, "leaf.worker_id = $wid\n");
 		my $err = $self->restart_shard($s);
 		$outcome = $damage ? "leaf.worker_id = $wid (its own)" : "leaf.worker_id = $wid (another shard's)";
@@ -669,8 +674,9 @@ sub tap_run
 	my (%o) = @_;
 	my $seed = $o{seed};
 	my $seconds = $o{seconds};
-	Test::More::diag("chaos run: seed $seed, $seconds s; replay with: "
-		  . "make chaos CHAOS_SEED=$seed CHAOS_SECONDS=$seconds");
+	my $layout = $ENV{CHAOS_LAYOUT} // 'default';
+	Test::More::diag("chaos run: seed $seed, $seconds s, snowflake layout $layout; replay with: "
+		  . "make chaos CHAOS_SEED=$seed CHAOS_SECONDS=$seconds CHAOS_LAYOUT=$layout");
 	my $r = run(%o);
 	Test::More::diag($r->{table});
 	my $s = $r->{summary};

@@ -5,6 +5,8 @@
 #
 #   make chaos CHAOS_SEED=7 CHAOS_SECONDS=1200
 #
+# CHAOS_LAYOUT sets the shards' leaf.snowflake_layout (js53, 41+13+9...).
+#
 # (as the user that runs the tests, after make install).  See
 # test/chaos/LeafChaos.pm for the topology and the faults, and
 # test/chaos/check.pl for what is checked.
