@@ -124,6 +124,7 @@ sub start_fleet
 	my ($self) = @_;
 
 	$self->{zk} = LeafZK->new(nodes => 3);
+	$self->seed_zk($ENV{CHAOS_ZK_TAKEN}) if $ENV{CHAOS_ZK_TAKEN};
 
 	my $a = PostgreSQL::Test::Cluster->new('chaos_alloc1');
 	$a->init(allows_streaming => 1);
@@ -186,6 +187,42 @@ include_if_exists = 'leaf_chaos.conf'
 		  or croak $s->name . ': snowflake mode did not become ready';
 		$s->safe_psql('postgres', "SELECT leaf_segment_nextval('big')");
 	}
+	return;
+}
+
+# CHAOS_ZK_TAKEN=N: N forever nodes of a retired address in the fleet's
+# root before the shards start (with the root's layout node), so that
+# ZooKeeper gives the shards worker IDs from N on: past 1023 under a
+# layout with more worker bits.  They never bounded their leases, so they
+# are never taken over.  The ensemble's data is then saved: the fault
+# that restores ZooKeeper restores that snapshot instead of an empty one,
+# and the fault that deletes forever nodes deletes the shards' own only,
+# so that the numbering stays above N for the whole run.
+sub seed_zk
+{
+	my ($self, $taken) = @_;
+	my $layout = $ENV{CHAOS_LAYOUT} // 'default';
+	my $wbits = $layout eq 'default' ? 10 : $layout eq 'js53' ? 6
+	  : $layout =~ /^\d+\+(\d+)\+\d+/ ? $1 : 10;
+	croak "CHAOS_ZK_TAKEN must be a number below 2^worker bits - 64, not '$taken'"
+	  unless $taken =~ /^\d+$/ && $taken < (1 << $wbits) - 64;
+	my $zk = $self->{zk};
+	my $cmds = join('', map { "create $_\n" }
+		  qw(/leaf /leaf/chaos /leaf/chaos/forever /leaf/chaos/temporary))
+	  . "create /leaf/chaos/layout $layout\n";
+	$cmds .= qq[create -s /leaf/chaos/forever/retired.chaos:1- {"addr":"retired.chaos:1","ts":1,"hwm":1}\n]
+	  for 1 .. $taken;
+	my $out = $zk->cli_script($cmds . "stat /leaf/chaos/forever\n");
+	my ($children) = $out =~ /numChildren = (\d+)/;
+	croak "seeding ZooKeeper with $taken forever nodes failed:\n$out"
+	  unless defined $children && $children == $taken;
+	my @ids = map { $_->{id} } @{ $zk->{servers} };
+	$zk->stop_node($_) for @ids;
+	$zk->save_node($_, 'seeded') for @ids;
+	$zk->start_node($_, 1) for @ids;
+	$zk->wait_ready($_) for @ids;
+	$self->{zk_seeded} = $taken;
+	Test::More::diag("ZooKeeper seeded with $taken forever nodes of a retired address");
 	return;
 }
 
@@ -313,19 +350,41 @@ sub inject
 		$self->zk_restart_all;
 		my @ids = map { $_->{id} } @{ $zk->{servers} };
 		$zk->stop_node($_) for @ids;
-		$zk->wipe_node($_) for @ids;
+		if ($self->{zk_seeded})
+		{
+			$zk->restore_node($_, 'seeded') for @ids;
+			$outcome = "all ZooKeeper servers restored to the snapshot of $self->{zk_seeded} retired nodes and started again";
+		}
+		else
+		{
+			$zk->wipe_node($_) for @ids;
+			$outcome = 'all ZooKeeper servers wiped and started again';
+		}
 		$zk->start_node($_, 1) for @ids;
 		$zk->wait_ready($_) for @ids;
-		$outcome = 'all ZooKeeper servers wiped and started again';
 	}
 	elsif ($k eq 'zk_nodes_deleted')
 	{
 		# an operator's cleanup while the nodes run
 		$target = 'all';
 		$self->zk_restart_all;
-		my $out = $self->{zk}->cli('deleteall', '/leaf/chaos/forever');
-		$outcome = 'deleteall /leaf/chaos/forever';
-		$outcome .= ': ' . (($out =~ /(\S*Exception[^\n]*)/)[0]) if $out =~ /Exception/;
+		my $out;
+		if ($self->{zk_seeded})
+		{
+			# the shards' own, not the retired ones
+			my ($list) = $self->{zk}->cli('ls', '/leaf/chaos/forever') =~ /^\[(.*)\]\s*$/m;
+			my @mine = grep { /^shard/ } split /,\s*/, $list // '';
+			$out = $self->{zk}->cli_script(join('', map { "delete /leaf/chaos/forever/$_\n" } @mine));
+			$outcome = 'deleted the shards\' forever nodes (' . join(' ', @mine) . ')';
+			# (the client may log an EndOfStreamException as it quits)
+			$outcome .= ": $1" if $out =~ /(KeeperErrorCode[^\n]*)/;
+		}
+		else
+		{
+			$out = $self->{zk}->cli('deleteall', '/leaf/chaos/forever');
+			$outcome = 'deleteall /leaf/chaos/forever';
+			$outcome .= ': ' . (($out =~ /(\S*Exception[^\n]*)/)[0]) if $out =~ /Exception/;
+		}
 	}
 	elsif ($k eq 'zk_session_expiry')
 	{
@@ -675,8 +734,9 @@ sub tap_run
 	my $seed = $o{seed};
 	my $seconds = $o{seconds};
 	my $layout = $ENV{CHAOS_LAYOUT} // 'default';
+	my $taken = $ENV{CHAOS_ZK_TAKEN} ? " CHAOS_ZK_TAKEN=$ENV{CHAOS_ZK_TAKEN}" : '';
 	Test::More::diag("chaos run: seed $seed, $seconds s, snowflake layout $layout; replay with: "
-		  . "make chaos CHAOS_SEED=$seed CHAOS_SECONDS=$seconds CHAOS_LAYOUT=$layout");
+		  . "make chaos CHAOS_SEED=$seed CHAOS_SECONDS=$seconds CHAOS_LAYOUT=$layout$taken");
 	my $r = run(%o);
 	Test::More::diag($r->{table});
 	my $s = $r->{summary};

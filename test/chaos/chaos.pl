@@ -5,7 +5,9 @@
 #
 #   make chaos CHAOS_SEED=7 CHAOS_SECONDS=1200
 #
-# CHAOS_LAYOUT sets the shards' leaf.snowflake_layout (js53, 41+13+9...).
+# CHAOS_LAYOUT sets the shards' leaf.snowflake_layout (js53, 41+13+9...);
+# CHAOS_ZK_TAKEN=N starts ZooKeeper's numbering at N (see seed_zk in
+# LeafChaos.pm), past 1023 under a layout with more worker bits.
 #
 # (as the user that runs the tests, after make install).  See
 # test/chaos/LeafChaos.pm for the topology and the faults, and

@@ -313,12 +313,14 @@ for my $n (0 .. $#fault_lines)
 
 # ---------- servers ----------
 
-my @crashes;
+my (@crashes, %served);
 for my $log (sort glob("$run/logs/*.log"))
 {
 	open my $l, '<', $log or next;
 	while (<$l>)
 	{
+		$served{ basename($log, '.log') }{$1} = 1
+		  if /generator ready with worker ID (\d+)/;
 		if (/terminated by signal (\d+)/ && $1 != 9
 			|| /terminated by exception/
 			|| /\bPANIC:/)
@@ -376,6 +378,9 @@ for my $s (sort keys %errors)
 	push @out, sprintf("    %-26s %9d   (%s)", $s, $errors{$s}, $why);
 	push @out, '        e.g. ' . substr($error_examples{$s}, 0, 150) if $why eq 'UNEXPLAINED';
 }
+push @out, 'worker IDs served, from the logs';
+push @out, sprintf("    %-26s %s", $_, join(', ', sort { $a <=> $b } keys %{ $served{$_} }))
+  for sort keys %served;
 push @out, sprintf("%-44s %s", 'servers that crashed on their own (must be 0)', scalar @crashes);
 push @out, "    $_" for @crashes[ 0 .. ($#crashes < 4 ? $#crashes : 4) ];
 push @out, '-' x 70;

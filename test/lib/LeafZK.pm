@@ -215,6 +215,29 @@ sub wipe_node
 	return;
 }
 
+# Keep a copy of a stopped server's data under NAME, and put it back
+# (a restore from that snapshot).
+sub save_node
+{
+	my ($self, $id, $name) = @_;
+	my $s = $self->server($id);
+	croak "ZooKeeper server $id is running" if defined $s->{pid};
+	File::Path::rmtree("$s->{dir}/data/version-2.$name");
+	system('cp', '-a', "$s->{dir}/data/version-2", "$s->{dir}/data/version-2.$name") == 0
+	  or croak "saving the data of ZooKeeper server $id failed";
+	return;
+}
+
+sub restore_node
+{
+	my ($self, $id, $name) = @_;
+	my $s = $self->server($id);
+	$self->wipe_node($id);
+	system('cp', '-a', "$s->{dir}/data/version-2.$name", "$s->{dir}/data/version-2") == 0
+	  or croak "restoring the data of ZooKeeper server $id failed";
+	return;
+}
+
 sub stop
 {
 	my ($self) = @_;
@@ -545,6 +568,12 @@ sub stop_load
 {
 	my ($load, @nodes) = @_;
 	$_->safe_psql('postgres', 'CREATE TABLE IF NOT EXISTS stop_load ()') for @nodes;
+	# the bits of worker ID and sequence of the nodes' layout (all nodes
+	# of a root share one; a release before 1.3 has only the default)
+	my ($rc, $bits) = $nodes[0]->psql('postgres',
+		q[SELECT worker_bits || ' ' || sequence_bits FROM leaf_snowflake_layout()]);
+	my ($wbits, $sbits) = $rc == 0 && $bits =~ /^(\d+) (\d+)$/ ? ($1, $2) : (10, 12);
+	my $nw = 1 << $wbits;
 	my (@ids, %owner, @probes);
 	my $shared = 0;
 	for my $i (0 .. $#$load)
@@ -570,7 +599,7 @@ sub stop_load
 		push @probes, \@p;
 		for my $id (@mine)
 		{
-			my $key = ($id >> 22) * 1024 + (($id >> 12) & 1023);
+			my $key = ($id >> ($wbits + $sbits)) * $nw + (($id >> $sbits) & ($nw - 1));
 			my $o = $owner{$key};
 			if (!defined $o) { $owner{$key} = $i; }
 			elsif ($o != $i && $o >= 0) { $shared++; $owner{$key} = -1; }
@@ -584,7 +613,7 @@ sub stop_load
 	my (%runs, %users);
 	for my $key (sort { $a <=> $b } keys %owner)
 	{
-		my $wid = $key % 1024;
+		my $wid = $key % $nw;
 		my $o = $owner{$key};
 		$users{$wid}{$o} = 1;
 		push @{ $runs{$wid} }, $o
