@@ -27,7 +27,7 @@
 
 #include "leaf_sf_layout.h"
 
-LeafSfLayout leaf_sf_layout = {41, 10, 12, 1};
+LeafSfLayout leaf_sf_layout = LEAF_SF_LAYOUT_DEFAULT;
 
 /* read a number of at most 4 digits at *p; -1 if there is none */
 static int

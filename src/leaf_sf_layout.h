@@ -42,10 +42,12 @@ extern void leaf_sf_layout_describe_range(char *buf, size_t size);
 extern void leaf_sf_layout_describe_span(char *buf, size_t size);
 
 /* The layout of every ID before leaf.snowflake_layout existed. */
+#define LEAF_SF_LAYOUT_DEFAULT	{41, 10, 12, 1}
+
 static inline LeafSfLayout
 leaf_sf_layout_default(void)
 {
-	LeafSfLayout l = {41, 10, 12, 1};
+	LeafSfLayout l = LEAF_SF_LAYOUT_DEFAULT;
 
 	return l;
 }

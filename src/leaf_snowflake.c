@@ -615,6 +615,13 @@ leaf_sf_report_not_before(int64 ms)
 	SpinLockRelease(&leaf_sf->mutex);
 }
 
+/* The first ms (since 1970) of the unit of time of an ID. */
+static inline int64
+leaf_sf_id_ms(uint64 id)
+{
+	return leaf_sf_ts_to_ms(leaf_sf_id_ts(id), leaf_sf_epoch_ms);
+}
+
 /* Timestamp (ms since 1970) of the last ID handed out, or 0. */
 int64
 leaf_sf_last_issued_ms(void)
@@ -623,7 +630,7 @@ leaf_sf_last_issued_ms(void)
 
 	if (last == 0)
 		return 0;
-	return leaf_sf_ts_to_ms(leaf_sf_id_ts(last), leaf_sf_epoch_ms);
+	return leaf_sf_id_ms(last);
 }
 
 /*
@@ -1152,8 +1159,7 @@ leaf_snowflake_decode(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	tupdesc = BlessTupleDesc(tupdesc);
 
-	values[0] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(leaf_sf_ts_to_ms(leaf_sf_id_ts((uint64) id),
-																				leaf_sf_epoch_ms)));
+	values[0] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(leaf_sf_id_ms((uint64) id)));
 	values[1] = Int32GetDatum((int32) leaf_sf_id_worker((uint64) id));
 	values[2] = Int32GetDatum((int32) ((uint64) id & leaf_sf_seq_mask()));
 
@@ -1208,6 +1214,8 @@ static const char *
 leaf_sf_not_ready_why(const LeafSfShared *snap, uint64 last_id,
 					  int64 lease, char *buf, size_t size)
 {
+	int64		last_ms = leaf_sf_id_ms(last_id & ~LEAF_SF_FENCE);
+
 	if (RecoveryInProgress())
 		return "the server is in recovery: snowflake IDs are generated only by a primary";
 	else if (snap->phase == LEAF_SF_STARTING && snap->reason[0] != '\0')
@@ -1233,12 +1241,9 @@ leaf_sf_not_ready_why(const LeafSfShared *snap, uint64 last_id,
 				 range);
 		return buf;
 	}
-	else if (leaf_sf_ts_to_ms(leaf_sf_id_ts(last_id & ~LEAF_SF_FENCE),
-							  leaf_sf_epoch_ms) >
-			 leaf_sf_now_ms() + leaf_sf_max_backward_ms)
+	else if (last_ms > leaf_sf_now_ms() + leaf_sf_max_backward_ms)
 	{
-		int64		behind = leaf_sf_ts_to_ms(leaf_sf_id_ts(last_id & ~LEAF_SF_FENCE),
-											  leaf_sf_epoch_ms) - leaf_sf_now_ms();
+		int64		behind = last_ms - leaf_sf_now_ms();
 
 		snprintf(buf, size,
 				 "the clock is " INT64_FORMAT " ms behind the last ID issued, more than leaf.max_backward_ms (%d ms): calls fail with LF101 until it catches up, or until a new worker ID is taken (leaf_snowflake_new_worker_id())",
@@ -1328,8 +1333,7 @@ leaf_snowflake_status(PG_FUNCTION_ARGS)
 	/* last_heartbeat, last_timestamp, recorded_until, not_before */
 	values[i] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(snap.last_heartbeat_ms));
 	nulls[i++] = snap.last_heartbeat_ms == 0;
-	values[i] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(leaf_sf_ts_to_ms(leaf_sf_id_ts(last_id),
-																				leaf_sf_epoch_ms)));
+	values[i] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(leaf_sf_id_ms(last_id)));
 	nulls[i++] = last_id == 0;
 	values[i] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(lease));
 	nulls[i++] = lease == 0;
