@@ -19,8 +19,9 @@ PGFILEDESC = "leaf - distributed ID generator"
 # an upgrade script src/leaf--X--Y.sql, and the install script of release
 # Y is X's install script followed by that upgrade script, so a new
 # installation and an upgraded one run the same statements.
-DATA = src/leaf--1.0--1.1.sql src/leaf--1.1--1.2.sql src/leaf--1.2--1.3.sql
-DATA_built = leaf--1.0.sql leaf--1.1.sql leaf--1.2.sql leaf--1.3.sql
+DATA = src/leaf--1.0--1.1.sql src/leaf--1.1--1.2.sql src/leaf--1.2--1.3.sql \
+	src/leaf--1.3--1.4.sql
+DATA_built = leaf--1.0.sql leaf--1.1.sql leaf--1.2.sql leaf--1.3.sql leaf--1.4.sql
 # PGXS removes DATA_built and pg_regress's and prove's files itself
 EXTRA_CLEAN = tmp_check_regress
 
@@ -73,6 +74,9 @@ leaf--1.2.sql: leaf--1.1.sql src/leaf--1.1--1.2.sql
 	cat $^ > $@
 
 leaf--1.3.sql: leaf--1.2.sql src/leaf--1.2--1.3.sql
+	cat $^ > $@
+
+leaf--1.4.sql: leaf--1.3.sql src/leaf--1.3--1.4.sql
 	cat $^ > $@
 
 # The fault-injection run on its own, as long as asked (after make install):

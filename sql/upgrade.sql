@@ -53,8 +53,20 @@ SELECT biz_tag, max_id, step FROM leaf_alloc;
 SELECT :'up_objects' = :'fresh_objects' AS from_1_2_same_as_new,
        :up_n = :fresh_n AS same_number_of_objects;
 
+CREATE DATABASE leaf_upgrade_from_1_3;
+\c leaf_upgrade_from_1_3
+CREATE EXTENSION leaf VERSION '1.3';
+INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('orders', 1, 100);
+ALTER EXTENSION leaf UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'leaf';
+SELECT biz_tag, max_id, step FROM leaf_alloc;
+:describe \gset up_
+SELECT :'up_objects' = :'fresh_objects' AS from_1_3_same_as_new,
+       :up_n = :fresh_n AS same_number_of_objects;
+
 \c postgres
 DROP DATABASE leaf_upgrade_new;
 DROP DATABASE leaf_upgrade_from_1_0;
 DROP DATABASE leaf_upgrade_from_1_1;
 DROP DATABASE leaf_upgrade_from_1_2;
+DROP DATABASE leaf_upgrade_from_1_3;

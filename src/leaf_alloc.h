@@ -21,7 +21,7 @@
 #define LEAF_TAG_MAXLEN			128
 
 /* Length of the error text of a load, which waiting callers get. */
-#define LEAF_ERRMSG_LEN			256
+#define LEAF_ERRMSG_LEN			512
 
 /* Length of the host:port of the server a segment came from. */
 #define LEAF_SERVER_LEN			64

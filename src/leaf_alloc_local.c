@@ -31,6 +31,7 @@
 #include "utils/lsyscache.h"
 
 #include "leaf_alloc.h"
+#include "leaf_alloc_replica.h"
 #include "leaf_alloc_source.h"
 #include "leaf_errcodes.h"
 
@@ -170,6 +171,15 @@ leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
 	if (isnull)
 		elog(ERROR, "leaf_alloc.step of biz_tag \"%s\" is NULL", job->tag);
 
+	/*
+	 * With the row locked: the counters must still be this database's own
+	 * (leaf_alloc_cutover() fences a publisher), and not written by
+	 * logical replication.
+	 */
+	if (!leaf_local_source_still_ok(nsp, res) ||
+		!leaf_replica_check(nsp, extoid, res))
+		return;
+
 	if (!leaf_plan_segment(job, max_id, row_step, res))
 		return;
 
@@ -252,6 +262,22 @@ leaf_alloc_local_txn(void *arg)
 }
 
 /*
+ * A local source refused as a copy may be a logical replica, whose
+ * counters the publisher's leaf_alloc_source came with: say that instead
+ * (LF012), since confirming the copy would not let it serve.
+ */
+static void
+leaf_replica_txn(void *arg)
+{
+	LeafLocalLoad *l = (LeafLocalLoad *) arg;
+	Oid			extoid;
+	Oid			nsp = leaf_extension_namespace(&extoid);
+
+	if (OidIsValid(extoid))
+		(void) leaf_replica_check(nsp, extoid, l->res);
+}
+
+/*
  * Load one segment from this database's leaf_alloc, in a transaction of
  * its own.
  */
@@ -264,7 +290,17 @@ leaf_local_load(const LeafLoadJob *job, LeafLoadResult *res)
 	leaf_remote_disconnect();
 
 	if (!leaf_local_source_check(job, res))
+	{
+		LeafLoadResult replica = *res;
+
+		if (res->sqlstate == ERRCODE_LEAF_ALLOC_SOURCE_CHANGED &&
+			leaf_in_transaction(leaf_replica_txn, &(LeafLocalLoad) {job, &replica},
+								"leaf: checking for logical replication",
+								&replica.sqlstate, replica.msg, sizeof(replica.msg)) &&
+			replica.sqlstate == ERRCODE_LEAF_ALLOC_REPLICATED)
+			*res = replica;
 		return;
+	}
 	if (!leaf_in_transaction(leaf_alloc_local_txn, &l,
 							 "leaf: loading a segment",
 							 &res->sqlstate, res->msg, sizeof(res->msg)))

@@ -16,6 +16,14 @@
  * used yet, and another allocation database, or the local leaf_alloc, may
  * hold lower values for them.
  *
+ * A local source is this database of this cluster: its OID and the
+ * cluster's system identifier (recorded since 1.4), so that a copy in
+ * another cluster, whose database may have the same OID (the first one
+ * created in a new cluster), is told from the original.  A copy is
+ * refused like a change of allocation database.  pg_upgrade makes a new
+ * cluster too, and the old one can be started again in copy mode: it is
+ * confirmed like any copy (docs/copies.md).
+ *
  * The check serves both sources of segments: this database's own
  * leaf_alloc (leaf_local_source_check, on this server's timeline) and
  * another server's in fleet mode (leaf_alloc_remote.c).  The same
@@ -64,8 +72,12 @@ typedef struct LeafSourceCheck
 								 * is not confirmed */
 	bool		have_tl;		/* out: leaf_alloc_source has a timeline
 								 * column (release 1.1) */
+	bool		have_sysid;		/* out: a local source records its
+								 * cluster (release 1.4) */
 	bool		fill_dboid;		/* out: the local source is recorded
-								 * without its database (before 1.2) */
+								 * without its database (before 1.2) or
+								 * its cluster (before 1.4), in a database
+								 * not yet updated to 1.4 */
 	bool		copied;			/* out: the local source is recorded for
 								 * another database: this one is a copy */
 	char		detail[LEAF_ERRMSG_LEN];	/* out: if not the same, or
@@ -77,10 +89,14 @@ leaf_same_source(const LeafSourceIdent *a, const LeafSourceIdent *b)
 {
 	if (a->remote != b->remote)
 		return false;
-	/* local: the same database (1.1 recorded none: taken as the same) */
+	/*
+	 * local: the same database (1.1 recorded none: taken as the same) of
+	 * the same cluster (none before 1.4: leaf_source_read decides)
+	 */
 	if (!a->remote)
-		return !OidIsValid(a->dboid) || !OidIsValid(b->dboid) ||
-			a->dboid == b->dboid;
+		return (!OidIsValid(a->dboid) || !OidIsValid(b->dboid) ||
+				a->dboid == b->dboid) &&
+			(a->sysid == 0 || b->sysid == 0 || a->sysid == b->sysid);
 	return a->sysid == b->sysid && a->dboid == b->dboid &&
 		a->extoid == b->extoid;
 }
@@ -88,8 +104,12 @@ leaf_same_source(const LeafSourceIdent *a, const LeafSourceIdent *b)
 static void
 leaf_describe_source(const LeafSourceIdent *id, char *buf, size_t len)
 {
-	if (!id->remote)
-		snprintf(buf, len, "the local leaf_alloc (database %u)", id->dboid);
+	if (!id->remote && id->sysid == 0)
+		snprintf(buf, len, "the local leaf_alloc (database %u of a system not recorded)",
+				 id->dboid);
+	else if (!id->remote)
+		snprintf(buf, len, "the local leaf_alloc (database %u of system " UINT64_FORMAT ")",
+				 id->dboid, (uint64) id->sysid);
 	else
 		snprintf(buf, len, "%s (system " INT64_FORMAT ", database %u, extension %u)",
 				 id->address, id->sysid, id->dboid, id->extoid);
@@ -138,6 +158,10 @@ leaf_source_parse_row(HeapTuple tup, TupleDesc desc, LeafSourceIdent *rec,
 		rec->dboid = DatumGetObjectId(SPI_getbinval(tup, desc, 4, &isnull));
 		if (isnull)
 			rec->dboid = InvalidOid;
+		/* and its cluster; NULL before 1.4 */
+		rec->sysid = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
+		if (isnull)
+			rec->sysid = 0;
 	}
 	tl = SPI_getbinval(tup, desc, 7, &isnull);
 	if (!isnull)
@@ -179,10 +203,20 @@ leaf_source_read(LeafSourceCheck *c, const char *tbl, bool have_tl,
 			continue;
 		if (current)
 		{
+			bool		no_sysid = !rec.remote && rec.sysid == 0;
+
 			c->recorded = true;
 			c->same = leaf_same_source(&rec, c->cur);
-			c->fill_dboid = !rec.remote && !OidIsValid(rec.dboid) &&
-				!c->cur->remote;
+
+			/*
+			 * A local row without its cluster in a database at 1.4 was not
+			 * written here (1.4 records it, and its update fills it in):
+			 * it comes from a dump of an older release, a copy.
+			 */
+			if (no_sysid && c->have_sysid && !c->cur->remote)
+				c->same = false;
+			c->fill_dboid = !rec.remote && !c->cur->remote && c->same &&
+				(!OidIsValid(rec.dboid) || no_sysid);
 			c->copied = !rec.remote && !c->cur->remote && !c->same;
 			rows->rec_timeline = rec.timeline;
 			d = SPI_getvalue(tup, desc, 6);
@@ -210,10 +244,14 @@ static void
 leaf_source_judge(LeafSourceCheck *c, bool have_tl, const char *cur_desc,
 				  LeafSourceRows *rows, bool tl_changed, bool restarted)
 {
-	if (c->copied)
+	if (c->copied && strncmp(rows->recorded_desc, "moved: ", 7) == 0)
 		snprintf(c->detail, sizeof(c->detail),
-				 "The counters in leaf_alloc are those of %s, and this is database %u: a copy (CREATE DATABASE ... TEMPLATE, or a restored dump) would hand out the IDs of the original again.",
-				 rows->recorded_desc, c->cur->dboid);
+				 "The counters in leaf_alloc were taken over by another database (%s). Confirming here would hand out IDs that it hands out as well.",
+				 rows->recorded_desc + 7);
+	else if (c->copied)
+		snprintf(c->detail, sizeof(c->detail),
+				 "The counters in leaf_alloc are those of %s, and this is database %u of system " UINT64_FORMAT ": a copy (CREATE DATABASE ... TEMPLATE, a restored dump, a clone in another cluster, pg_upgrade) would hand out the IDs of the original again.",
+				 rows->recorded_desc, c->cur->dboid, (uint64) c->cur->sysid);
 	else if (c->recorded && !c->same)
 		snprintf(c->detail, sizeof(c->detail),
 				 "Segments came from %s; leaf.alloc_conninfo now leads to %s.",
@@ -240,18 +278,23 @@ leaf_source_judge(LeafSourceCheck *c, bool have_tl, const char *cur_desc,
 }
 
 /*
- * Record this database's OID in the current row of tbl, which a local
- * source recorded before 1.2 lacks.
+ * Record this database's OID and this cluster's system identifier in the
+ * current row of tbl, which a local source recorded before 1.2 (both) or
+ * 1.4 (the cluster) lacks.
  */
 static void
 leaf_source_fill_dboid(LeafSourceCheck *c, const char *tbl)
 {
-	Oid			argtype = OIDOID;
-	Datum		value = ObjectIdGetDatum(c->cur->dboid);
+	Oid			argtypes[2] = {OIDOID, INT8OID};
+	Datum		values[2];
 
-	if (SPI_execute_with_args(psprintf("UPDATE %s SET database_oid = $1 "
+	values[0] = ObjectIdGetDatum(c->cur->dboid);
+	values[1] = Int64GetDatum(c->cur->sysid);
+	if (SPI_execute_with_args(psprintf("UPDATE %s SET "
+									   "database_oid = COALESCE(database_oid, $1), "
+									   "system_identifier = COALESCE(system_identifier, $2) "
 									   "WHERE state OPERATOR(pg_catalog.=) 'current'", tbl),
-							  1, &argtype, &value, NULL,
+							  2, argtypes, values, NULL,
 							  false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not update leaf_alloc_source");
 }
@@ -276,7 +319,7 @@ leaf_source_insert(LeafSourceCheck *c, const char *tbl, bool have_tl,
 	values[5] = CStringGetTextDatum(cur_desc);
 	values[6] = Int64GetDatum((int64) c->cur->timeline);
 	if (!c->cur->remote)
-		nulls[2] = nulls[4] = 'n';
+		nulls[4] = 'n';
 	if (c->cur->timeline == 0)
 		nulls[6] = 'n';
 	if (SPI_execute_with_args(psprintf("INSERT INTO %s (state, kind, system_identifier, "
@@ -392,6 +435,7 @@ leaf_source_check_txn(LeafSourceCheck *c)
 	have_tl = OidIsValid(relid) &&
 		get_attnum(relid, "timeline") != InvalidAttrNumber;
 	c->have_tl = have_tl;
+	c->have_sysid = OidIsValid(get_relname_relid("leaf_alloc_replicated", nsp));
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -516,6 +560,17 @@ leaf_source_check(const LeafSourceIdent *cur, const LeafLoadJob *job,
 	return true;
 }
 
+/* this database's own leaf_alloc, on this server's timeline */
+static void
+leaf_local_ident(LeafSourceIdent *local)
+{
+	memset(local, 0, sizeof(*local));
+	local->remote = false;
+	local->sysid = (int64) GetSystemIdentifier();
+	local->dboid = MyDatabaseId;
+	local->timeline = GetWALInsertionTimeLine();
+}
+
 /*
  * Before a load from this database's own leaf_alloc: the same check, on
  * this server's timeline.
@@ -525,11 +580,59 @@ leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res)
 {
 	LeafSourceIdent local;
 
-	memset(&local, 0, sizeof(local));
-	local.remote = false;
-	local.dboid = MyDatabaseId;
-	local.timeline = GetWALInsertionTimeLine();
+	leaf_local_ident(&local);
 	return leaf_source_check(&local, job, res);
+}
+
+/*
+ * In a local load's transaction (SPI connected), once the tag's row of
+ * leaf_alloc is locked: is the recorded source still this database of
+ * this cluster?  leaf_source_check() is not repeated for every load; this
+ * reads the current row again, with a snapshot taken after the lock, so
+ * that a database fenced by leaf_alloc_cutover() (which locks every row
+ * of leaf_alloc, then records the database that took its counters over)
+ * loads nothing after the counters it read.  Returns false, with LF006 in
+ * *res, if the source is another one now; the next load checks it in
+ * full, and records it as pending.
+ */
+bool
+leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
+{
+	LeafSourceIdent local;
+	LeafSourceIdent rec;
+	bool		current;
+	bool		strict;
+	char	   *desc;
+
+	if (SPI_execute(psprintf("SELECT state OPERATOR(pg_catalog.=) 'current', "
+							 "kind OPERATOR(pg_catalog.=) 'remote', "
+							 "system_identifier, database_oid, NULL::pg_catalog.oid, "
+							 "description, NULL::pg_catalog.int8 "
+							 "FROM %s.leaf_alloc_source "
+							 "WHERE state OPERATOR(pg_catalog.=) 'current'",
+							 quote_identifier(get_namespace_name(nsp))),
+					false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read leaf_alloc_source");
+	if (SPI_processed == 0)
+		return true;			/* recorded by the next full check */
+	if (!leaf_source_parse_row(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+							   &rec, &current))
+		return true;			/* a remote row without its system: skipped */
+
+	leaf_local_ident(&local);
+	strict = OidIsValid(get_relname_relid("leaf_alloc_replicated", nsp));
+	if (!rec.remote && leaf_same_source(&rec, &local) &&
+		(rec.sysid != 0 || !strict))
+		return true;
+
+	leaf_checked = false;
+	desc = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
+	res->status = LEAF_LOAD_FINAL;
+	res->sqlstate = ERRCODE_LEAF_ALLOC_SOURCE_CHANGED;
+	snprintf(res->msg, sizeof(res->msg),
+			 "leaf_alloc_source records %s as the owner of the counters in leaf_alloc, and this is database %u of system " UINT64_FORMAT ".",
+			 desc ? desc : "another source", local.dboid, (uint64) local.sysid);
+	return false;
 }
 
 /*

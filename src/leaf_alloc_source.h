@@ -20,7 +20,7 @@
 typedef struct LeafSourceIdent
 {
 	bool		remote;			/* false: this database's own leaf_alloc */
-	int64		sysid;			/* remote: pg_control_system() */
+	int64		sysid;			/* pg_control_system() of its cluster */
 	Oid			dboid;			/* database holding leaf_alloc */
 	Oid			extoid;			/* the leaf extension there */
 	uint32		timeline;		/* its timeline now, 0 if unknown (not
@@ -32,6 +32,7 @@ typedef struct LeafSourceIdent
 extern bool leaf_source_check(const LeafSourceIdent *cur,
 							  const LeafLoadJob *job, LeafLoadResult *res);
 extern bool leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res);
+extern bool leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res);
 extern bool leaf_source_recorded_ok(const LeafSourceIdent *cur, char *errbuf,
 									size_t errlen);
 extern const char *leaf_source_refusal(void);

@@ -28,6 +28,8 @@
 /* segment mode: the tables of counters and their shape */
 #define ERRCODE_LEAF_DROP_WITH_COUNTERS	MAKE_SQLSTATE('L','F','0','1','0')
 #define ERRCODE_LEAF_ALLOC_SHAPE		MAKE_SQLSTATE('L','F','0','1','1')
+/* segment mode: leaf_alloc written by logical replication (1.4) */
+#define ERRCODE_LEAF_ALLOC_REPLICATED	MAKE_SQLSTATE('L','F','0','1','2')
 
 /* snowflake mode */
 #define ERRCODE_LEAF_CLOCK_BACKWARDS	MAKE_SQLSTATE('L','F','1','0','1')

@@ -49,6 +49,7 @@
 
 #include "leaf.h"
 #include "leaf_alloc.h"
+#include "leaf_alloc_replica.h"
 #include "leaf_alloc_slots.h"
 #include "leaf_alloc_source.h"
 #include "leaf_compat.h"
@@ -678,6 +679,8 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 			leaf_report_source_changed(tag, msg);
 		if (sqlstate == ERRCODE_LEAF_ALLOC_PROMOTED)
 			leaf_report_promoted(tag, msg);
+		if (sqlstate == ERRCODE_LEAF_ALLOC_REPLICATED)
+			leaf_report_replicated(tag, msg);
 		if (sqlstate == ERRCODE_LEAF_ALLOC_SHAPE)
 			ereport(ERROR,
 					(errcode(sqlstate),

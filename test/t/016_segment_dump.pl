@@ -55,9 +55,9 @@ is($node->safe_psql('dst', 'SELECT count(*) FROM orders'),
 my ($refused, $why) = LeafTest::sqlstate($node, 'dst',
 	q{INSERT INTO orders (note) VALUES ('before the confirmation')});
 is($refused, 'LF006', 'the restored database is refused as a copy until confirmed');
-like($why, qr/a copy \(CREATE DATABASE \.\.\. TEMPLATE, or a restored dump\)/, 'and the detail says why');
+like($why, qr/a copy \(CREATE DATABASE \.\.\. TEMPLATE, a restored dump/, 'and the detail says why');
 like($node->safe_psql('dst', 'SELECT leaf_alloc_source_confirm()'),
-	qr/^the local leaf_alloc \(database \d+\)$/, 'a superuser confirms it');
+	qr/^the local leaf_alloc \(database \d+ of system \d+\)$/, 'a superuser confirms it');
 
 # the restored database hands out IDs above everything handed out before
 $node->safe_psql('dst', q{INSERT INTO orders (note) VALUES ('after restore')});

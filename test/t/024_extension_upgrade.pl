@@ -46,7 +46,8 @@ for my $i (0 .. $#versions - 1)
 my %released = (
 	'1.0' => '35146baa15443d34338248fadde7b9a7',
 	'1.1' => '848dfc318c14190fd38d6a0aef9f0b57',
-	'1.2' => '4db8e2e101efd9fad43288f3878ae5e0');
+	'1.2' => '4db8e2e101efd9fad43288f3878ae5e0',
+	'1.3' => 'dbedb9ae3ad253c8a7aaf4325dedae75');
 my $sharedir = `pg_config --sharedir`;
 chomp $sharedir;
 for my $v (sort keys %released)

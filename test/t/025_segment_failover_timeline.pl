@@ -135,7 +135,7 @@ is($st, 'LF007', '(1) a tag not used since the promotion is refused too');
 # the repair: max_id above anything the old primary may have handed out
 $s1->safe_psql('postgres', 'UPDATE leaf_alloc SET max_id = max_id + 1000000');
 like($s1->safe_psql('postgres', 'SELECT leaf_alloc_source_confirm()'),
-	qr/^the local leaf_alloc \(database \d+\)$/, '(1) leaf_alloc_source_confirm() accepts the new timeline');
+	qr/^the local leaf_alloc \(database \d+ of system \d+\)$/, '(1) leaf_alloc_source_confirm() accepts the new timeline');
 my @after = LeafTest::take_ids($s1, 'order', 100);
 is(scalar(@after), 100, '(1) once confirmed, the new primary serves');
 cmp_ok(LeafTest::min_of(@after), '>', $given, '(1) above every ID of the old primary');

@@ -62,7 +62,7 @@ for my $copy ('tcopy', 'dcopy')
 		'current local, pending local', "$copy records the copy as pending");
 }
 ($state, $err) = LeafTest::sqlstate($node, 'tcopy', q[SELECT leaf_segment_nextval('order')]);
-like($err, qr/DETAIL:.*this is database \d+: a copy \(CREATE DATABASE \.\.\. TEMPLATE, or a restored dump\)/,
+like($err, qr/DETAIL:.*this is database \d+ of system \d+: a copy \(CREATE DATABASE \.\.\. TEMPLATE, a restored dump/,
 	'the detail names the copy (for a superuser)');
 $node->safe_psql('postgres', 'CREATE ROLE app LOGIN');
 $node->safe_psql('tcopy', 'GRANT EXECUTE ON FUNCTION leaf_segment_nextval(text) TO app');
@@ -83,7 +83,7 @@ for my $copy ('tcopy', 'dcopy')
 {
 	$node->safe_psql($copy, q[UPDATE leaf_alloc SET max_id = 1000000 WHERE biz_tag = 'order']);
 	like($node->safe_psql($copy, 'SELECT leaf_alloc_source_confirm()'),
-		qr/^the local leaf_alloc \(database \d+\)$/, "$copy confirmed");
+		qr/^the local leaf_alloc \(database \d+ of system \d+\)$/, "$copy confirmed");
 	my ($ids, $states) = take($copy, 500);
 	is(scalar(@$ids), 500, "$copy serves once confirmed");
 	is(LeafTest::count_repeats([ @orig, @$ids ]), 0, "$copy shares no ID with the original");

@@ -1,0 +1,17 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_alloc_replica.h
+ *	  Segment mode in a logical replica (leaf_alloc_replica.c): the check
+ *	  before a local load, and the error of a refused one.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LEAF_ALLOC_REPLICA_H
+#define LEAF_ALLOC_REPLICA_H
+
+#include "leaf_alloc.h"
+
+extern bool leaf_replica_check(Oid nsp, Oid extoid, LeafLoadResult *res);
+pg_noreturn extern void leaf_report_replicated(const char *tag, const char *detail);
+
+#endif							/* LEAF_ALLOC_REPLICA_H */
