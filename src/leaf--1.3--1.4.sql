@@ -27,6 +27,19 @@ COMMENT ON COLUMN @extschema@.leaf_alloc_source.system_identifier IS
 'system identifier of the cluster holding the counters (pg_control_system()), for a local source as for a remote one';
 
 --
+-- A clone of the whole data directory (pg_basebackup, a file system copy)
+-- started as a primary keeps the cluster, the database and the timeline
+-- of its original: what tells it apart is the data directory, recorded
+-- (its inode) for a local source.  A promoted standby is in another data
+-- directory too, but on a new timeline: the rules of leaf.alloc_failover
+-- apply to it, and the data directory is recorded with the timeline.
+--
+ALTER TABLE @extschema@.leaf_alloc_source ADD COLUMN data_directory bigint;
+
+COMMENT ON COLUMN @extschema@.leaf_alloc_source.data_directory IS
+'local source: inode of the data directory segments were last loaded in; another one on the same timeline is a clone started as a primary (LF006)';
+
+--
 -- leaf_alloc_replicated: which logical replication wrote leaf_alloc in
 -- this database.  A row stays until leaf_alloc_cutover() takes the
 -- counters over from the publisher; while there is one, the allocator

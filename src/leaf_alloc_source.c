@@ -36,6 +36,8 @@
  */
 #include "postgres.h"
 
+#include <sys/stat.h>
+
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
@@ -72,8 +74,8 @@ typedef struct LeafSourceCheck
 								 * is not confirmed */
 	bool		have_tl;		/* out: leaf_alloc_source has a timeline
 								 * column (release 1.1) */
-	bool		have_sysid;		/* out: a local source records its
-								 * cluster (release 1.4) */
+	bool		have_dir;		/* out: a local source records its
+								 * cluster and data directory (1.4) */
 	bool		fill_dboid;		/* out: the local source is recorded
 								 * without its database (before 1.2) or
 								 * its cluster (before 1.4), in a database
@@ -125,6 +127,7 @@ typedef struct LeafSourceRows
 	bool		pending_same;	/* ... for cur's source, on cur's timeline
 								 * where the table has one */
 	uint32		rec_timeline;	/* of the current row */
+	uint64		rec_datadir;	/* of the current row, 0 if not recorded */
 	uint32		pend_timeline;	/* of a pending row for cur's source */
 	char		recorded_desc[LEAF_ERRMSG_LEN]; /* of the current row */
 } LeafSourceRows;
@@ -166,6 +169,13 @@ leaf_source_parse_row(HeapTuple tup, TupleDesc desc, LeafSourceIdent *rec,
 	tl = SPI_getbinval(tup, desc, 7, &isnull);
 	if (!isnull)
 		rec->timeline = (uint32) DatumGetInt64(tl);
+	if (desc->natts >= 8)
+	{
+		Datum		dir = SPI_getbinval(tup, desc, 8, &isnull);
+
+		if (!isnull)
+			rec->datadir = (uint64) DatumGetInt64(dir);
+	}
 	return true;
 }
 
@@ -183,12 +193,15 @@ leaf_source_read(LeafSourceCheck *c, const char *tbl, bool have_tl,
 	rows->have_pending = false;
 	rows->pending_same = false;
 	rows->rec_timeline = 0;
+	rows->rec_datadir = 0;
 	rows->pend_timeline = 0;
 	if (SPI_execute(psprintf("SELECT state OPERATOR(pg_catalog.=) 'current', "
 							 "kind OPERATOR(pg_catalog.=) 'remote', "
 							 "system_identifier, database_oid, extension_oid, "
-							 "description, %s FROM %s",
-							 have_tl ? "timeline" : "NULL::pg_catalog.int8", tbl),
+							 "description, %s, %s FROM %s",
+							 have_tl ? "timeline" : "NULL::pg_catalog.int8",
+							 c->have_dir ? "data_directory" : "NULL::pg_catalog.int8",
+							 tbl),
 					false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read leaf_alloc_source");
 	for (i = 0; i < SPI_processed; i++)
@@ -213,12 +226,14 @@ leaf_source_read(LeafSourceCheck *c, const char *tbl, bool have_tl,
 			 * written here (1.4 records it, and its update fills it in):
 			 * it comes from a dump of an older release, a copy.
 			 */
-			if (no_sysid && c->have_sysid && !c->cur->remote)
+			if (no_sysid && c->have_dir && !c->cur->remote)
 				c->same = false;
 			c->fill_dboid = !rec.remote && !c->cur->remote && c->same &&
-				(!OidIsValid(rec.dboid) || no_sysid);
+				(!OidIsValid(rec.dboid) || no_sysid ||
+				 (c->have_dir && rec.datadir == 0));
 			c->copied = !rec.remote && !c->cur->remote && !c->same;
 			rows->rec_timeline = rec.timeline;
+			rows->rec_datadir = rec.datadir;
 			d = SPI_getvalue(tup, desc, 6);
 			strlcpy(rows->recorded_desc, d ? d : "?",
 					sizeof(rows->recorded_desc));
@@ -252,6 +267,22 @@ leaf_source_judge(LeafSourceCheck *c, bool have_tl, const char *cur_desc,
 		snprintf(c->detail, sizeof(c->detail),
 				 "The counters in leaf_alloc are those of %s, and this is database %u of system " UINT64_FORMAT ": a copy (CREATE DATABASE ... TEMPLATE, a restored dump, a clone in another cluster, pg_upgrade) would hand out the IDs of the original again.",
 				 rows->recorded_desc, c->cur->dboid, (uint64) c->cur->sysid);
+	else if (c->recorded && c->same && !c->cur->remote && !tl_changed &&
+			 rows->rec_datadir != 0 && c->cur->datadir != 0 &&
+			 rows->rec_datadir != c->cur->datadir)
+	{
+		/*
+		 * The same cluster and timeline in another data directory: a clone
+		 * (pg_basebackup, a file system copy) started as a primary, which
+		 * stays on its original's timeline.  A promoted standby is on a
+		 * new timeline, and the rules for those apply.
+		 */
+		c->same = false;
+		c->copied = true;
+		snprintf(c->detail, sizeof(c->detail),
+				 "Segments were last loaded in the data directory with inode " UINT64_FORMAT " on timeline %u, and this is the data directory with inode " UINT64_FORMAT " on the same timeline: a clone of the data directory (pg_basebackup, a file system copy) started as a primary would hand out the IDs of the original again.",
+				 rows->rec_datadir, c->cur->timeline, c->cur->datadir);
+	}
 	else if (c->recorded && !c->same)
 		snprintf(c->detail, sizeof(c->detail),
 				 "Segments came from %s; leaf.alloc_conninfo now leads to %s.",
@@ -278,23 +309,27 @@ leaf_source_judge(LeafSourceCheck *c, bool have_tl, const char *cur_desc,
 }
 
 /*
- * Record this database's OID and this cluster's system identifier in the
- * current row of tbl, which a local source recorded before 1.2 (both) or
- * 1.4 (the cluster) lacks.
+ * Record this database's OID, this cluster's system identifier and this
+ * data directory in the current row of tbl, which a local source recorded
+ * before 1.2 (all) or 1.4 (the cluster and the data directory) lacks, or
+ * one recorded by leaf_alloc_cutover() or a confirmation in SQL (the data
+ * directory).
  */
 static void
 leaf_source_fill_dboid(LeafSourceCheck *c, const char *tbl)
 {
-	Oid			argtypes[2] = {OIDOID, INT8OID};
-	Datum		values[2];
+	Oid			argtypes[3] = {OIDOID, INT8OID, INT8OID};
+	Datum		values[3];
 
 	values[0] = ObjectIdGetDatum(c->cur->dboid);
 	values[1] = Int64GetDatum(c->cur->sysid);
+	values[2] = Int64GetDatum((int64) c->cur->datadir);
 	if (SPI_execute_with_args(psprintf("UPDATE %s SET "
 									   "database_oid = COALESCE(database_oid, $1), "
-									   "system_identifier = COALESCE(system_identifier, $2) "
-									   "WHERE state OPERATOR(pg_catalog.=) 'current'", tbl),
-							  2, argtypes, values, NULL,
+									   "system_identifier = COALESCE(system_identifier, $2)%s "
+									   "WHERE state OPERATOR(pg_catalog.=) 'current'", tbl,
+									   c->have_dir ? ", data_directory = COALESCE(data_directory, $3)" : ""),
+							  c->have_dir ? 3 : 2, argtypes, values, NULL,
 							  false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not update leaf_alloc_source");
 }
@@ -307,9 +342,9 @@ static void
 leaf_source_insert(LeafSourceCheck *c, const char *tbl, bool have_tl,
 				   const char *cur_desc)
 {
-	Oid			argtypes[7] = {TEXTOID, TEXTOID, INT8OID, OIDOID, OIDOID, TEXTOID, INT8OID};
-	Datum		values[7];
-	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Oid			argtypes[8] = {TEXTOID, TEXTOID, INT8OID, OIDOID, OIDOID, TEXTOID, INT8OID, INT8OID};
+	Datum		values[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 
 	values[0] = CStringGetTextDatum(c->recorded ? "pending" : "current");
 	values[1] = CStringGetTextDatum(c->cur->remote ? "remote" : "local");
@@ -318,16 +353,22 @@ leaf_source_insert(LeafSourceCheck *c, const char *tbl, bool have_tl,
 	values[4] = ObjectIdGetDatum(c->cur->extoid);
 	values[5] = CStringGetTextDatum(cur_desc);
 	values[6] = Int64GetDatum((int64) c->cur->timeline);
+	values[7] = Int64GetDatum((int64) c->cur->datadir);
 	if (!c->cur->remote)
 		nulls[4] = 'n';
 	if (c->cur->timeline == 0)
 		nulls[6] = 'n';
+	if (c->cur->datadir == 0)
+		nulls[7] = 'n';
+	/* the data directory (1.4) comes with the timeline (1.1) */
 	if (SPI_execute_with_args(psprintf("INSERT INTO %s (state, kind, system_identifier, "
-									   "database_oid, extension_oid, description%s) "
-									   "VALUES ($1, $2, $3, $4, $5, $6%s)", tbl,
+									   "database_oid, extension_oid, description%s%s) "
+									   "VALUES ($1, $2, $3, $4, $5, $6%s%s)", tbl,
 									   have_tl ? ", timeline" : "",
-									   have_tl ? ", $7" : ""),
-							  have_tl ? 7 : 6, argtypes, values, nulls,
+									   c->have_dir ? ", data_directory" : "",
+									   have_tl ? ", $7" : "",
+									   c->have_dir ? ", $8" : ""),
+							  c->have_dir ? 8 : have_tl ? 7 : 6, argtypes, values, nulls,
 							  false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not update leaf_alloc_source");
 }
@@ -341,14 +382,22 @@ leaf_source_update_timeline(LeafSourceCheck *c, const char *tbl,
 							const char *cur_desc, uint32 rec_timeline,
 							bool restarted)
 {
-	Oid			argtype = INT8OID;
-	Datum		value;
+	Oid			argtypes[2] = {INT8OID, INT8OID};
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
 
-	/* 1.0 recorded no timeline; or leaf.alloc_failover = synchronous */
-	value = Int64GetDatum((int64) c->cur->timeline);
-	if (SPI_execute_with_args(psprintf("UPDATE %s SET timeline = $1, recorded_at = pg_catalog.now() "
-									   "WHERE state OPERATOR(pg_catalog.=) 'current'", tbl),
-							  1, &argtype, &value, NULL,
+	/*
+	 * 1.0 recorded no timeline; or leaf.alloc_failover = synchronous, where
+	 * the promoted standby's data directory is the one loads go on in
+	 */
+	values[0] = Int64GetDatum((int64) c->cur->timeline);
+	values[1] = Int64GetDatum((int64) c->cur->datadir);
+	if (c->cur->datadir == 0)
+		nulls[1] = 'n';
+	if (SPI_execute_with_args(psprintf("UPDATE %s SET timeline = $1, recorded_at = pg_catalog.now()%s "
+									   "WHERE state OPERATOR(pg_catalog.=) 'current'", tbl,
+									   c->have_dir ? ", data_directory = $2" : ""),
+							  c->have_dir ? 2 : 1, argtypes, values, nulls,
 							  false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not update leaf_alloc_source");
 	if (restarted)
@@ -435,7 +484,8 @@ leaf_source_check_txn(LeafSourceCheck *c)
 	have_tl = OidIsValid(relid) &&
 		get_attnum(relid, "timeline") != InvalidAttrNumber;
 	c->have_tl = have_tl;
-	c->have_sysid = OidIsValid(get_relname_relid("leaf_alloc_replicated", nsp));
+	c->have_dir = OidIsValid(relid) &&
+		get_attnum(relid, "data_directory") != InvalidAttrNumber;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -456,6 +506,13 @@ leaf_source_check_txn(LeafSourceCheck *c)
 	 * current row's timeline matches (an upgraded cluster on timeline 1
 	 * whose confirmed row is of timeline 1).  Not seen: an old cluster
 	 * promoted or restored that loaded nothing since, as on timeline 1.
+	 *
+	 * Since 1.4 a local row records its cluster, and pg_upgrade's new
+	 * system identifier makes the upgraded database a copy, confirmed as
+	 * any copy is (the old cluster may be started again).  What is left
+	 * for this rule is a row recorded before 1.4, without its cluster,
+	 * in a database not yet updated: there a lower timeline is all that
+	 * tells a pg_upgrade, as in 1.3.
 	 */
 	tl_changed = c->recorded && c->same && have_tl && rows.rec_timeline != 0 &&
 		c->cur->timeline != 0 && rows.rec_timeline != c->cur->timeline;
@@ -564,11 +621,15 @@ leaf_source_check(const LeafSourceIdent *cur, const LeafLoadJob *job,
 static void
 leaf_local_ident(LeafSourceIdent *local)
 {
+	struct stat st;
+
 	memset(local, 0, sizeof(*local));
 	local->remote = false;
 	local->sysid = (int64) GetSystemIdentifier();
 	local->dboid = MyDatabaseId;
 	local->timeline = GetWALInsertionTimeLine();
+	if (stat(DataDir, &st) == 0)
+		local->datadir = (uint64) st.st_ino;
 }
 
 /*
@@ -602,6 +663,7 @@ leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
 	LeafSourceIdent rec;
 	bool		current;
 	bool		strict;
+	Oid			relid;
 	char	   *desc;
 
 	if (SPI_execute(psprintf("SELECT state OPERATOR(pg_catalog.=) 'current', "
@@ -620,7 +682,10 @@ leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
 		return true;			/* a remote row without its system: skipped */
 
 	leaf_local_ident(&local);
-	strict = OidIsValid(get_relname_relid("leaf_alloc_replicated", nsp));
+	/* a database at 1.4 records the cluster of a local source */
+	relid = get_relname_relid("leaf_alloc_source", nsp);
+	strict = OidIsValid(relid) &&
+		get_attnum(relid, "data_directory") != InvalidAttrNumber;
 	if (!rec.remote && leaf_same_source(&rec, &local) &&
 		(rec.sysid != 0 || !strict))
 		return true;

@@ -25,6 +25,9 @@ typedef struct LeafSourceIdent
 	Oid			extoid;			/* the leaf extension there */
 	uint32		timeline;		/* its timeline now, 0 if unknown (not
 								 * part of the identity) */
+	uint64		datadir;		/* local: the inode of the data directory,
+								 * 0 if unknown (not part of the identity:
+								 * see leaf_source_judge) */
 	char		address[LEAF_SOURCE_LEN];	/* host:port/dbname, for people */
 } LeafSourceIdent;
 

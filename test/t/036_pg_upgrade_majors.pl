@@ -14,9 +14,11 @@
 #     database postgres the new timeline is confirmed as documented; in
 #     database "unconfirmed" it is left waiting (a 'pending' row).
 #     Snowflake IDs come from a worker ID set by hand.  pg_upgrade gives
-#     the new cluster timeline 1 and a new system identifier: database
-#     postgres goes on without a manual step, "unconfirmed" stays refused
-#     (LF007) until confirmed.
+#     the new cluster timeline 1 and a new system identifier: each
+#     database is a copy in another cluster (the old cluster could be
+#     started again), refused (LF006) until a superuser confirms.  In
+#     database postgres the confirmation comes before the first load (no
+#     call fails); "unconfirmed" is refused first, then confirmed.
 # (B) A cluster on timeline 1 whose snowflake worker ID comes from
 #     ZooKeeper: the upgraded cluster keeps its worker ID and its forever
 #     node.
@@ -235,9 +237,13 @@ for my $db (qw(postgres unconfirmed))
 is(rows($a_new, 'postgres', q[SELECT timeline_id FROM pg_control_checkpoint()]), '1',
 	'(A) the upgraded cluster is on timeline 1');
 
+my $newsys = rows($a_new, 'postgres', q[SELECT system_identifier FROM pg_control_system()]);
+like(confirm($a_new, 'postgres'),
+	qr/^the local leaf_alloc \(database \d+ of system \Q$newsys\E\)$/,
+	'(A) database postgres: the upgraded cluster is confirmed before the first load');
 my %after;
 my ($got, $states, $err) = LeafTest::take_each($a_new, 'order', 30);
-is(scalar(@$states), 0, '(A) database postgres: no call fails after the upgrade')
+is(scalar(@$states), 0, '(A) database postgres: no call fails after the confirmation')
   or diag $err;
 push @{ $after{'postgres/order'} }, @$got;
 push @{ $after{'postgres/order'} }, ids($a_new, 'postgres', 'order', 40);
@@ -245,14 +251,13 @@ push @{ $after{'postgres/user'} }, ids($a_new, 'postgres', 'user', 120);
 # the retired tag, created again, continues above its mark
 $a_new->safe_psql('postgres', q[SELECT leaf_segment_create('gone', step => 10)]);
 push @{ $after{'postgres/gone'} }, ids($a_new, 'postgres', 'gone', 20);
-is(rows($a_new, 'postgres', q[SELECT string_agg(state || ' ' || timeline, ', ') FROM leaf_alloc_source]),
-	'current 1', '(A) database postgres now records timeline 1');
-ok($a_new->log_contains(qr/leaf allocator took timeline 1 of the local leaf_alloc .* where segments were last loaded on timeline 2/),
-	'(A) the log says why timeline 1 was taken');
+is(rows($a_new, 'postgres', q[SELECT string_agg(state || ' ' || timeline || ' ' || system_identifier, ', ') FROM leaf_alloc_source]),
+	"current 1 $newsys", '(A) database postgres now records timeline 1 of the new cluster');
 
 my ($ust, $uerr) = LeafTest::sqlstate($a_new, 'unconfirmed', "SELECT leaf_segment_nextval('order')");
-is($ust, 'LF007', '(A) database unconfirmed: still refused after the upgrade');
-like($uerr, qr/\(timeline 2 -> 1\)/, '(A) the message names the unconfirmed timeline and the new one');
+is($ust, 'LF006', '(A) database unconfirmed: refused after the upgrade, as a copy');
+like($uerr, qr/this is database \d+ of system \Q$newsys\E: a copy .*pg_upgrade/,
+	'(A) the detail names the new cluster and pg_upgrade');
 like(confirm($a_new, 'unconfirmed'),
 	qr/^the local leaf_alloc/, '(A) database unconfirmed: confirmed');
 push @{ $after{'unconfirmed/order'} }, ids($a_new, 'unconfirmed', 'order', 30);

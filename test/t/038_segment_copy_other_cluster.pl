@@ -162,4 +162,33 @@ for my $tag ('order', $acct_tag)
 	is($shared, 0, "0 IDs of $tag shared between the original and the copy");
 }
 
+# A dump of a database whose leaf_alloc_source was written before 1.4
+# (a local row without its cluster) is a copy too, wherever it is
+# restored: 1.4 writes the cluster in every local row, and its update fills
+# it in, so a local row without one in a database at 1.4 came with a dump.
+$orig->safe_psql('postgres', 'CREATE DATABASE app13 OID ' . ($dboid + 1));
+$orig->safe_psql('app13', q[CREATE EXTENSION leaf;
+	SELECT leaf_segment_create('order', step => 100);
+	SELECT leaf_segment_nextval('order') FROM generate_series(1, 150);]);
+my $sysid13 = $orig->safe_psql('app13',
+	q[SELECT system_identifier FROM leaf_alloc_source WHERE state = 'current']);
+# (the original holds no segment meanwhile, so that it loads none)
+$orig->safe_psql('app13', q[SELECT leaf_segment_discard('order');
+	UPDATE leaf_alloc_source SET system_identifier = NULL, data_directory = NULL]);
+my $dump13 = $orig->basedir . '/app13.dump';
+$orig->command_ok([ 'pg_dump', '-Fc', '-f', $dump13, '-d', $orig->connstr('app13') ],
+	'pg_dump of a database whose source row has no cluster (as before 1.4)');
+$orig->safe_psql('app13',
+	qq[UPDATE leaf_alloc_source SET system_identifier = $sysid13]);
+$other->safe_psql('postgres', 'CREATE DATABASE app13 OID ' . ($dboid + 1));
+$other->command_ok([ 'pg_restore', '-d', $other->connstr('app13'), $dump13 ],
+	'restored into the other cluster, with the same OID');
+my ($st13, $err13) = LeafTest::sqlstate($other, 'app13', q[SELECT leaf_segment_nextval('order')]);
+is($st13, 'LF006', 'the copy of a source row without its cluster is refused');
+is($other->safe_psql('app13',
+		q[SELECT string_agg(state || ' ' || (system_identifier IS NULL), ', ' ORDER BY state) FROM leaf_alloc_source]),
+	'current true, pending false', 'the row without its cluster stays, the copy waits as pending');
+($st13, $err13) = LeafTest::sqlstate($orig, 'app13', q[SELECT leaf_segment_nextval('order')]);
+is($st13, undef, 'the original goes on') or diag $err13;
+
 done_testing();
