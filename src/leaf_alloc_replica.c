@@ -30,6 +30,7 @@
 #include "postgres.h"
 
 #include "access/xlog.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
@@ -131,6 +132,46 @@ leaf_replica_check(Oid nsp, Oid extoid, LeafLoadResult *res)
 	res->status = LEAF_LOAD_FINAL;
 	res->sqlstate = ERRCODE_LEAF_ALLOC_REPLICATED;
 	return false;
+}
+
+/*
+ * In a backend: refuse (LF012) what would act on the counters of tag as
+ * this database's own, while leaf_alloc is written by logical replication
+ * (leaf_segment_discard(), which leaf_unadopt() calls before it raises a
+ * sequence to the tag's max_id).
+ */
+void
+leaf_replica_refuse(Oid nsp, const char *tag)
+{
+	Oid			extoid;
+	LeafLoadResult res;
+	volatile bool ok = true;
+	Oid			save_userid;
+	int			save_sec_context;
+
+	(void) leaf_extension_namespace(&extoid);
+	if (!OidIsValid(extoid) || leaf_remote_enabled())
+		return;
+	memset(&res, 0, sizeof(res));
+
+	/* leaf_alloc_replicated is not for the caller to read: as the allocator */
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		ok = leaf_replica_check(nsp, extoid, &res);
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+	}
+	PG_END_TRY();
+	if (!ok)
+		leaf_report_replicated(tag, res.msg);
 }
 
 /*

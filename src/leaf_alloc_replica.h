@@ -12,6 +12,7 @@
 #include "leaf_alloc.h"
 
 extern bool leaf_replica_check(Oid nsp, Oid extoid, LeafLoadResult *res);
+extern void leaf_replica_refuse(Oid nsp, const char *tag);
 pg_noreturn extern void leaf_report_replicated(const char *tag, const char *detail);
 
 #endif							/* LEAF_ALLOC_REPLICA_H */

@@ -1168,6 +1168,8 @@ leaf_segment_discard(PG_FUNCTION_ARGS)
 				 errmsg("permission denied to discard the segments of biz_tag \"%s\"",
 						key.tag),
 				 errdetail("Discarding the segments of a tag needs UPDATE on leaf_alloc, as raising its max_id does.")));
+	/* a logical replica's counters are its publisher's until the cut-over */
+	leaf_replica_refuse(nsp, key.tag);
 
 	LWLockAcquire(leaf_seg->lock, LW_SHARED);
 	entry = hash_search(leaf_tag_hash, &key, HASH_FIND, NULL);

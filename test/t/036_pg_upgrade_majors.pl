@@ -322,6 +322,9 @@ copy($z->data_dir . '/leaf_snowflake.state', $z_new->data_dir . '/leaf_snowflake
 $z_new->start;
 is(rows($z_new, 'postgres', $alloc_sql), $zalloc, '(B) leaf_alloc carries over');
 is(rows($z_new, 'postgres', $source_sql), $zsource, '(B) leaf_alloc_source carries over');
+my ($zst) = LeafTest::sqlstate($z_new, 'postgres', "SELECT leaf_segment_nextval('order')");
+is($zst, 'LF006', '(B) refused as a copy until confirmed');
+like(confirm($z_new, 'postgres'), qr/^the local leaf_alloc/, '(B) confirmed after the upgrade');
 my @za = ids($z_new, 'postgres', 'order', 75);
 cmp_ok(LeafTest::min_of(@za), '>', LeafTest::max_of(@zb),
 	sprintf('(B) order: the IDs after the upgrade lie above those before (%d > %d)',

@@ -241,6 +241,10 @@ like($err,
 	'(a) the message says why');
 like($err, qr/^DETAIL:.*subscription "sub"/mi, '(a) the detail names the subscription');
 like($err, qr/^HINT:.*leaf_alloc_cutover/m, '(a) the hint names leaf_alloc_cutover');
+# leaf_unadopt raises a sequence to a tag's max_id through
+# leaf_segment_discard: not to a counter that lags behind the publisher
+my ($dstate) = LeafTest::sqlstate($sub, 'app', q[SELECT leaf_segment_discard('order')]);
+is($dstate, 'LF012', '(a) leaf_segment_discard (and so leaf_unadopt) is refused too');
 
 my ($state) = cutover('app', q['sub']);
 is($state, '55000', '(b) leaf_alloc_cutover is refused while the subscription is enabled');
