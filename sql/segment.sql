@@ -60,6 +60,18 @@ SELECT leaf_segment_nextval('no such tag');
 SELECT leaf_segment_nextval('''); DROP TABLE leaf_alloc; --');
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS leaf_alloc_still_there FROM leaf_alloc;
+-- a tag that a column already takes IDs from (a table restored or
+-- replicated without its tag): the hint starts the tag above them
+CREATE TABLE ghost_orders (id bigint PRIMARY KEY DEFAULT leaf_segment_nextval('ghost'), note text);
+INSERT INTO ghost_orders VALUES (41, 'a'), (42, 'b');
+INSERT INTO ghost_orders (note) VALUES ('c');
+\echo :LAST_ERROR_SQLSTATE
+-- the statement the hint gives
+SELECT leaf_segment_create('ghost', start => (SELECT COALESCE(max(id), 0) + 1 FROM public.ghost_orders));
+INSERT INTO ghost_orders (note) VALUES ('c') RETURNING id;
+SELECT leaf_segment_discard('ghost') AS discarded;
+DROP TABLE ghost_orders;
+DELETE FROM leaf_alloc WHERE biz_tag = 'ghost';
 SELECT leaf_segment_nextvals('order', -1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS tags_in_shared_memory FROM leaf_segments;

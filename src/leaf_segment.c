@@ -334,26 +334,73 @@ leaf_tag_exists(Oid nsp, const char *tag)
 	return exists;
 }
 
+/*
+ * The hint of an unknown tag: how to add it.  Where a column of a table
+ * takes its default from the tag, it may hold IDs already (a restored or
+ * replicated table, a tag deleted and its mark lost): the tag must start
+ * above them, and the hint's statement does that.  The columns are found
+ * by their defaults, as pg_get_expr() prints them.
+ */
+static char *
+leaf_unknown_tag_hint(const char *tag)
+{
+	char	   *call = psprintf("leaf_segment_nextval(%s::text)", quote_literal_cstr(tag));
+	char	   *hint = NULL;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+
+	args[0] = CStringGetTextDatum(call);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT pg_catalog.quote_ident(n.nspname) OPERATOR(pg_catalog.||) '.' "
+							  "OPERATOR(pg_catalog.||) pg_catalog.quote_ident(c.relname), "
+							  "pg_catalog.quote_ident(a.attname) "
+							  "FROM pg_catalog.pg_attrdef d "
+							  "JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) d.adrelid "
+							  "AND a.attnum OPERATOR(pg_catalog.=) d.adnum "
+							  "JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.adrelid "
+							  "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace "
+							  "WHERE pg_catalog.strpos(pg_catalog.pg_get_expr(d.adbin, d.adrelid), $1) "
+							  "OPERATOR(pg_catalog.>) 0 AND c.relkind OPERATOR(pg_catalog.<>) 'p' "
+							  "ORDER BY 1, 2 LIMIT 1",
+							  1, argtypes, args, NULL, true, 1) == SPI_OK_SELECT &&
+		SPI_processed > 0)
+	{
+		char	   *rel = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		char	   *col = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+
+		hint = psprintf("Column %s.%s takes its IDs from it: add it above them with SELECT leaf_segment_create(%s, start => (SELECT COALESCE(max(%s), 0) + 1 FROM %s)). A database that took over from another (a restore, a logical replica) takes that one's counters with leaf_alloc_cutover() instead.",
+						rel, col, quote_literal_cstr(tag), col, rel);
+	}
+	SPI_finish();
+	if (hint == NULL)
+		hint = psprintf("Add it with SELECT leaf_segment_create(%s), or INSERT a row into leaf_alloc.",
+						quote_literal_cstr(tag));
+	return hint;
+}
+
 static void
 leaf_report_unknown_tag(const char *tag)
 {
+	char	   *hint = leaf_unknown_tag_hint(tag);
+
 	ereport(ERROR,
 			(errcode(ERRCODE_LEAF_UNKNOWN_TAG),
 			 errmsg("biz_tag \"%s\" does not exist", tag),
-			 errhint("Add it with SELECT leaf_segment_create(%s), or INSERT a row into leaf_alloc.",
-					 quote_literal_cstr(tag))));
+			 errhint("%s", hint)));
 }
 
 /* The allocator did not find the tag, although the caller may see it. */
 static void
 leaf_report_tag_not_visible(const char *tag)
 {
+	char	   *hint = leaf_unknown_tag_hint(tag);
+
 	ereport(ERROR,
 			(errcode(ERRCODE_LEAF_UNKNOWN_TAG),
 			 errmsg("biz_tag \"%s\" does not exist", tag),
 			 errdetail("The allocator found no committed row for it in leaf_alloc."),
-			 errhint("Add it with SELECT leaf_segment_create(%s), or INSERT a row into leaf_alloc, and commit before taking IDs.",
-					 quote_literal_cstr(tag))));
+			 errhint("%s Commit before taking IDs.", hint)));
 }
 
 /*
