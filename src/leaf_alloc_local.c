@@ -292,9 +292,10 @@ leaf_local_load(const LeafLoadJob *job, LeafLoadResult *res)
 	if (!leaf_local_source_check(job, res))
 	{
 		LeafLoadResult replica = *res;
+		LeafLocalLoad r = {job, &replica};
 
 		if (res->sqlstate == ERRCODE_LEAF_ALLOC_SOURCE_CHANGED &&
-			leaf_in_transaction(leaf_replica_txn, &(LeafLocalLoad) {job, &replica},
+			leaf_in_transaction(leaf_replica_txn, &r,
 								"leaf: checking for logical replication",
 								&replica.sqlstate, replica.msg, sizeof(replica.msg)) &&
 			replica.sqlstate == ERRCODE_LEAF_ALLOC_REPLICATED)
