@@ -36,6 +36,9 @@ COMMENT ON COLUMN @extschema@.leaf_alloc_source.system_identifier IS
 --
 ALTER TABLE @extschema@.leaf_alloc_source ADD COLUMN data_directory bigint;
 
+COMMENT ON COLUMN @extschema@.leaf_alloc_source.timeline IS
+'timeline of the allocation database on which segments were last loaded; a load on a higher one needs leaf_alloc_source_confirm() unless leaf.alloc_failover = synchronous (a lower one is taken only for a local row recorded before 1.4, without its cluster: pg_upgrade is confirmed as a copy)';
+
 COMMENT ON COLUMN @extschema@.leaf_alloc_source.data_directory IS
 'local source: inode of the data directory segments were last loaded in; another one on the same timeline is a clone started as a primary (LF006)';
 
@@ -70,6 +73,16 @@ REVOKE ALL ON @extschema@.leaf_alloc_replicated FROM PUBLIC;
 -- write leaf_alloc and nothing else), with built-ins qualified and
 -- search_path pinned.  A trigger function cannot be called directly.
 --
+-- Under the apply, a counter of this database never moves backwards
+-- either (the subscriber may have handed out IDs from counters of its own
+-- before it subscribed): an UPDATE keeps the higher max_id, a DELETE
+-- leaves its mark in leaf_alloc_retired, an INSERT starts at the mark,
+-- as leaf_alloc_guard, leaf_alloc_retire and leaf_alloc_admit do for
+-- everyone else.  The trigger is enabled ALWAYS and acts only where
+-- session_replication_role is 'replica': a data-only pg_restore with
+-- --disable-triggers (ALTER TABLE ... ENABLE TRIGGER ALL) turns it into
+-- an ordinary trigger, which then does nothing.
+--
 CREATE FUNCTION @extschema@.leaf_alloc_replicated_mark()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -79,8 +92,17 @@ AS $$
 DECLARE
 	who text;
 	pubs text;
+	mark bigint;
 BEGIN
-	SELECT pg_catalog.format('subscription %s', s.subname),
+	IF pg_catalog.current_setting('session_replication_role') OPERATOR(pg_catalog.<>) 'replica' THEN
+		IF TG_LEVEL OPERATOR(pg_catalog.=) 'STATEMENT' THEN
+			RETURN NULL;
+		ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+			RETURN OLD;
+		END IF;
+		RETURN NEW;
+	END IF;
+	SELECT pg_catalog.format('subscription %s (%s)', s.subname, s.oid),
 		   pg_catalog.array_to_string(s.subpublications, ', ')
 	  INTO who, pubs
 	  FROM pg_catalog.pg_stat_subscription st
@@ -98,22 +120,44 @@ BEGIN
 							  'changes = r.changes OPERATOR(pg_catalog.+) 1',
 							  TG_TABLE_SCHEMA)
 		USING who, pubs;
-	RETURN NULL;
+	IF TG_LEVEL OPERATOR(pg_catalog.=) 'STATEMENT' THEN
+		RETURN NULL;
+	ELSIF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN
+		IF NEW.max_id OPERATOR(pg_catalog.<) OLD.max_id THEN
+			NEW.max_id := OLD.max_id;
+		END IF;
+		RETURN NEW;
+	ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+		EXECUTE pg_catalog.format('INSERT INTO %I.leaf_alloc_retired AS r (biz_tag, max_id) '
+								  'VALUES ($1, $2) ON CONFLICT (biz_tag) DO UPDATE '
+								  'SET max_id = GREATEST(r.max_id, excluded.max_id), '
+								  'retired_at = pg_catalog.now()',
+								  TG_TABLE_SCHEMA)
+			USING OLD.biz_tag, OLD.max_id;
+		RETURN OLD;
+	END IF;
+	EXECUTE pg_catalog.format('SELECT r.max_id FROM %I.leaf_alloc_retired r '
+							  'WHERE r.biz_tag OPERATOR(pg_catalog.=) $1', TG_TABLE_SCHEMA)
+		INTO mark USING NEW.biz_tag;
+	IF mark IS NOT NULL AND NEW.max_id OPERATOR(pg_catalog.<) mark THEN
+		NEW.max_id := mark;
+	END IF;
+	RETURN NEW;
 END
 $$;
 
 REVOKE ALL ON FUNCTION @extschema@.leaf_alloc_replicated_mark() FROM PUBLIC;
 
 CREATE TRIGGER leaf_alloc_replicated
-	AFTER INSERT OR UPDATE OR DELETE ON @extschema@.leaf_alloc
+	BEFORE INSERT OR UPDATE OR DELETE ON @extschema@.leaf_alloc
 	FOR EACH ROW EXECUTE FUNCTION @extschema@.leaf_alloc_replicated_mark();
 
 CREATE TRIGGER leaf_alloc_replicated_truncate
 	AFTER TRUNCATE ON @extschema@.leaf_alloc
 	FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.leaf_alloc_replicated_mark();
 
-ALTER TABLE @extschema@.leaf_alloc ENABLE REPLICA TRIGGER leaf_alloc_replicated;
-ALTER TABLE @extschema@.leaf_alloc ENABLE REPLICA TRIGGER leaf_alloc_replicated_truncate;
+ALTER TABLE @extschema@.leaf_alloc ENABLE ALWAYS TRIGGER leaf_alloc_replicated;
+ALTER TABLE @extschema@.leaf_alloc ENABLE ALWAYS TRIGGER leaf_alloc_replicated_truncate;
 
 --
 -- The cut-over of a logical replica, in one step: see docs/copies.md.
@@ -158,14 +202,33 @@ BEGIN
 	  FROM pg_catalog.pg_extension e
 	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
 	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
-	EXECUTE pg_catalog.format('SELECT description FROM %s WHERE state OPERATOR(pg_catalog.=) ''pending'' FOR UPDATE', src)
-		INTO pending;
-	IF pending IS NULL
-	   AND COALESCE(pg_catalog.current_setting('leaf.alloc_conninfo', true), '')
-		   OPERATOR(pg_catalog.=) '' THEN
+	IF COALESCE(pg_catalog.current_setting('leaf.alloc_conninfo', true), '')
+	   OPERATOR(pg_catalog.=) '' THEN
 		SELECT c.system_identifier INTO sysid FROM pg_catalog.pg_control_system() c;
 		SELECT d.oid INTO dboid FROM pg_catalog.pg_database d
 		 WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database();
+		-- a local change that waited in another cluster or database (it
+		-- came along with pg_upgrade or a dump) is not this one's
+		EXECUTE pg_catalog.format('DELETE FROM %s WHERE state OPERATOR(pg_catalog.=) ''pending'' '
+								  'AND kind OPERATOR(pg_catalog.=) ''local'' '
+								  'AND (system_identifier IS DISTINCT FROM $1 '
+								  'OR database_oid IS DISTINCT FROM $2)', src)
+			USING sysid, dboid;
+	END IF;
+	-- leaf_alloc_cutover() fenced this database: its counters lie below
+	-- the ones of the database that took them over
+	EXECUTE pg_catalog.format('SELECT description FROM %s WHERE state OPERATOR(pg_catalog.=) ''current'' '
+							  'AND pg_catalog.starts_with(description, ''moved: '')', src)
+		INTO pending;
+	IF pending IS NOT NULL THEN
+		RAISE EXCEPTION 'the counters of this database were taken over by another database'
+			USING ERRCODE = '55000',
+				  DETAIL = pg_catalog.substr(pending, 8),
+				  HINT = 'Confirming would hand out the IDs that database hands out.  Take the counters back with leaf_alloc_cutover() here, replicating from it; if it is gone for good, raise every max_id above it and delete the current row of leaf_alloc_source.';
+	END IF;
+	EXECUTE pg_catalog.format('SELECT description FROM %s WHERE state OPERATOR(pg_catalog.=) ''pending'' FOR UPDATE', src)
+		INTO pending;
+	IF pending IS NULL AND sysid IS NOT NULL THEN
 		EXECUTE pg_catalog.format('SELECT true FROM %s WHERE state OPERATOR(pg_catalog.=) ''current'' '
 								  'AND (kind OPERATOR(pg_catalog.<>) ''local'' '
 								  'OR system_identifier IS DISTINCT FROM $1 '

@@ -29,6 +29,8 @@
  */
 #include "postgres.h"
 
+#include <sys/stat.h>
+
 #include "access/xlog.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
@@ -39,6 +41,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -50,12 +53,16 @@
 #include "leaf_alloc.h"
 #include "leaf_alloc_replica.h"
 #include "leaf_errcodes.h"
+#include "leaf_segment.h"
 
 PG_FUNCTION_INFO_V1(leaf_alloc_cutover);
 
 /*
  * The enabled subscription of this database that holds a table of the
- * extension extoid, if any: its name and publications into detail.
+ * extension extoid, if any: its name and publications into detail.  Only
+ * a subscription whose owner may write the table counts: another one's
+ * apply cannot write it (and a role that may create subscriptions does
+ * not stop the allocator that way).
  */
 static bool
 leaf_subscribed(Oid extoid, char *detail, size_t len)
@@ -77,6 +84,7 @@ leaf_subscribed(Oid extoid, char *detail, size_t len)
 							  "AND d.refobjid OPERATOR(pg_catalog.=) $1 "
 							  "AND d.deptype OPERATOR(pg_catalog.=) 'e' "
 							  "AND s.subdbid OPERATOR(pg_catalog.=) $2 AND s.subenabled "
+							  "AND pg_catalog.has_table_privilege(s.subowner, r.srrelid, 'INSERT, UPDATE, DELETE') "
 							  "ORDER BY c.relname OPERATOR(pg_catalog.<>) 'leaf_alloc', 1, 3 LIMIT 1",
 							  3, argtypes, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read pg_subscription");
@@ -137,8 +145,7 @@ leaf_replica_check(Oid nsp, Oid extoid, LeafLoadResult *res)
 /*
  * In a backend: refuse (LF012) what would act on the counters of tag as
  * this database's own, while leaf_alloc is written by logical replication
- * (leaf_segment_discard(), which leaf_unadopt() calls before it raises a
- * sequence to the tag's max_id).
+ * (leaf_segment_discard(), and so leaf_adopt()).
  */
 void
 leaf_replica_refuse(Oid nsp, const char *tag)
@@ -234,7 +241,8 @@ leaf_cutover_exec(PGconn *conn, const char *sql, int nparams,
  * neither this database nor in fleet mode.
  */
 static char *
-leaf_cutover_publisher_schema(PGconn *conn, uint64 sysid)
+leaf_cutover_publisher_schema(PGconn *conn, uint64 sysid, char **pubsys,
+							  char **pubdb)
 {
 	PGresult   *res;
 	char	   *nsp;
@@ -269,6 +277,8 @@ leaf_cutover_publisher_schema(PGconn *conn, uint64 sysid)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the publisher is this database")));
+	*pubsys = pstrdup(PQgetvalue(res, 0, 2));
+	*pubdb = pstrdup(PQgetvalue(res, 0, 3));
 	if (PQgetvalue(res, 0, 4)[0] != '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -276,6 +286,44 @@ leaf_cutover_publisher_schema(PGconn *conn, uint64 sysid)
 				 errhint("Set \"leaf.alloc_conninfo\" here as on the publisher: the counters are in the allocation database.")));
 	PQclear(res);
 	return nsp;
+}
+
+/*
+ * Refuse a publisher whose counters another database took over already
+ * (its current source is neither itself nor this database): the two
+ * would go on from the same counters.
+ */
+static void
+leaf_cutover_not_moved(PGconn *conn, const char *nsp, const char *pubsys,
+					   const char *pubdb, uint64 sysid)
+{
+	PGresult   *res;
+	const char *params[4];
+
+	params[0] = pubsys;
+	params[1] = pubdb;
+	params[2] = psprintf(UINT64_FORMAT, sysid);
+	params[3] = psprintf("%u", MyDatabaseId);
+	res = leaf_cutover_exec(conn,
+							psprintf("SELECT description FROM %s.leaf_alloc_source "
+									 "WHERE state OPERATOR(pg_catalog.=) 'current' "
+									 "AND kind OPERATOR(pg_catalog.=) 'local' "
+									 "AND (system_identifier, database_oid) "
+									 "NOT IN (($1::pg_catalog.int8, $2::pg_catalog.oid), "
+									 "($3::pg_catalog.int8, $4::pg_catalog.oid))", nsp),
+							4, params, PGRES_TUPLES_OK);
+	if (PQntuples(res) > 0)
+	{
+		char	   *desc = pstrdup(PQgetvalue(res, 0, 0));
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the publisher's counters belong to another database"),
+				 errdetail("Its leaf_alloc_source records: %s.", desc),
+				 errhint("Take the counters over from the database that holds them now.")));
+	}
+	PQclear(res);
 }
 
 /* Read the rows of res (biz_tag, max_id, step, description) into pub. */
@@ -316,6 +364,8 @@ leaf_cutover_fence(const char *conninfo, LeafCutoverPublisher *pub)
 	{
 		uint64		sysid = GetSystemIdentifier();
 		char	   *nsp;
+		char	   *pubsys;
+		char	   *pubdb;
 		char	   *q;
 		const char *params[3];
 		PGresult   *res;
@@ -325,18 +375,28 @@ leaf_cutover_fence(const char *conninfo, LeafCutoverPublisher *pub)
 					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 					 errmsg("could not connect to the publisher: %s",
 							conn ? pchomp(PQerrorMessage(conn)) : "out of memory"),
-					 errhint("If the publisher is gone for good, call leaf_alloc_cutover() with publisher => NULL and raise_by => more IDs than it can have handed out beyond what reached this database.")));
+					 errhint("If the publisher is gone for good, call leaf_alloc_cutover() with publisher => '' and raise_by => more IDs than it can have handed out beyond what reached this database.")));
 		pub->address = psprintf("%s:%s/%s", PQhost(conn), PQport(conn), PQdb(conn));
+		/* the fence is durable before anything here relies on it */
 		PQclear(leaf_cutover_exec(conn,
 								  "SET search_path = pg_catalog, pg_temp; "
 								  "SET statement_timeout = '60s'; SET lock_timeout = '30s'; "
-								  "BEGIN",
+								  "SET synchronous_commit = on; "
+								  "BEGIN ISOLATION LEVEL READ COMMITTED",
 								  0, NULL, PGRES_COMMAND_OK));
-		nsp = pstrdup(quote_identifier(leaf_cutover_publisher_schema(conn, sysid)));
+		nsp = pstrdup(quote_identifier(leaf_cutover_publisher_schema(conn, sysid,
+																	 &pubsys, &pubdb)));
 
-		/* waits for the loads under way there; later ones read the fence */
+		/*
+		 * EXCLUSIVE waits for the loads under way there (they hold their
+		 * row FOR UPDATE) and holds up the later ones, of new tags too,
+		 * until the fence is committed: then they read it
+		 */
+		PQclear(leaf_cutover_exec(conn, psprintf("LOCK TABLE %s.leaf_alloc IN EXCLUSIVE MODE", nsp),
+								  0, NULL, PGRES_COMMAND_OK));
+		leaf_cutover_not_moved(conn, nsp, pubsys, pubdb, sysid);
 		q = psprintf("SELECT biz_tag::pg_catalog.text, max_id, step, description "
-					 "FROM %s.leaf_alloc ORDER BY 1 FOR UPDATE", nsp);
+					 "FROM %s.leaf_alloc ORDER BY 1", nsp);
 		res = leaf_cutover_exec(conn, q, 0, NULL, PGRES_TUPLES_OK);
 		leaf_cutover_read(res, pub);
 		PQclear(res);
@@ -368,12 +428,50 @@ leaf_cutover_fence(const char *conninfo, LeafCutoverPublisher *pub)
 }
 
 /*
+ * The origin in leaf_alloc_replicated of a subscription that was dropped:
+ * named as that table shows it, or by the subscription's name where only
+ * one subscription of that name wrote leaf_alloc.
+ */
+static char *
+leaf_cutover_dropped_origin(const char *subname, const char *nsp)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	StringInfoData all;
+	uint64		i;
+
+	values[0] = CStringGetTextDatum(subname);
+	if (SPI_execute_with_args(psprintf("SELECT origin FROM %s.leaf_alloc_replicated "
+									   "WHERE origin OPERATOR(pg_catalog.=) $1 "
+									   "OR pg_catalog.starts_with(origin, 'subscription ' "
+									   "OPERATOR(pg_catalog.||) $1 OPERATOR(pg_catalog.||) ' (') "
+									   "ORDER BY 1", nsp),
+							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read leaf_alloc_replicated");
+	if (SPI_processed == 0)
+		return pstrdup(subname);
+	if (SPI_processed == 1)
+		return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	initStringInfo(&all);
+	for (i = 0; i < SPI_processed; i++)
+		appendStringInfo(&all, "%s%s", i > 0 ? "; " : "",
+						 SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("more than one subscription named \"%s\" wrote leaf_alloc", subname),
+			 errdetail("leaf_alloc_replicated records: %s.", all.data),
+			 errhint("Cut over from each publisher, naming the origin as leaf_alloc_replicated shows it.")));
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
  * This database's subscription subname, its connection into *conninfo;
  * refuses an enabled one, and any other enabled subscription that holds
  * leaf's tables.  Returns whether it exists.
  */
 static bool
-leaf_cutover_subscription(const char *subname, Oid extoid, char **conninfo)
+leaf_cutover_subscription(const char *subname, Oid extoid, const char *nsp,
+						  char **conninfo, char **origin)
 {
 	Oid			argtypes[2] = {OIDOID, TEXTOID};
 	Datum		values[2];
@@ -382,7 +480,7 @@ leaf_cutover_subscription(const char *subname, Oid extoid, char **conninfo)
 
 	values[0] = ObjectIdGetDatum(MyDatabaseId);
 	values[1] = CStringGetTextDatum(subname);
-	if (SPI_execute_with_args("SELECT s.subenabled, s.subconninfo "
+	if (SPI_execute_with_args("SELECT s.subenabled, s.subconninfo, s.oid "
 							  "FROM pg_catalog.pg_subscription s "
 							  "WHERE s.subdbid OPERATOR(pg_catalog.=) $1 "
 							  "AND s.subname OPERATOR(pg_catalog.=) $2::pg_catalog.name",
@@ -400,7 +498,12 @@ leaf_cutover_subscription(const char *subname, Oid extoid, char **conninfo)
 							 quote_identifier(subname))));
 		if (*conninfo == NULL)
 			*conninfo = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		/* as the trigger names it: this subscription, not an older one */
+		*origin = psprintf("subscription %s (%s)", subname,
+						   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3));
 	}
+	else
+		*origin = leaf_cutover_dropped_origin(subname, nsp);
 	if (leaf_subscribed(extoid, detail, sizeof(detail)))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -490,31 +593,36 @@ leaf_cutover_raise(const char *nsp, const LeafCutoverTag *t, int64 raise_by,
  * in shared memory are dropped.
  */
 static void
-leaf_cutover_record(const char *nsp, const char *subname, const char *from)
+leaf_cutover_record(const char *nsp, const char *origin, const char *from)
 {
-	Oid			argtypes[4] = {INT8OID, OIDOID, TEXTOID, TEXTOID};
-	Datum		args[4];
+	Oid			argtypes[6] = {INT8OID, OIDOID, TEXTOID, TEXTOID, INT8OID, INT8OID};
+	Datum		args[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 	uint64		sysid = GetSystemIdentifier();
+	struct stat st;
 
 	args[0] = Int64GetDatum((int64) sysid);
 	args[1] = ObjectIdGetDatum(MyDatabaseId);
 	args[2] = CStringGetTextDatum(psprintf("the local leaf_alloc (database %u of system " UINT64_FORMAT "), taken over from %s",
 										   MyDatabaseId, sysid, from));
-	args[3] = CStringGetTextDatum(subname);
+	args[3] = CStringGetTextDatum(origin);
+	/* all of what the allocator records, which may not check again */
+	args[4] = Int64GetDatum((int64) GetWALInsertionTimeLine());
+	args[5] = Int64GetDatum(stat(DataDir, &st) == 0 ? (int64) st.st_ino : 0);
+	if (DatumGetInt64(args[5]) == 0)
+		nulls[5] = 'n';
 	if (SPI_execute(psprintf("DELETE FROM %s.leaf_alloc_source", nsp),
 					false, 0) != SPI_OK_DELETE ||
 		SPI_execute_with_args(psprintf("INSERT INTO %s.leaf_alloc_source "
-									   "(state, kind, system_identifier, database_oid, description, timeline) "
-									   "VALUES ('current', 'local', $1, $2, $3, NULL)", nsp),
-							  3, argtypes, args, NULL, false, 0) != SPI_OK_INSERT ||
+									   "(state, kind, system_identifier, database_oid, description, "
+									   "timeline, data_directory) "
+									   "VALUES ('current', 'local', $1, $2, $3, $5, $6)", nsp),
+							  6, argtypes, args, nulls, false, 0) != SPI_OK_INSERT ||
 		SPI_execute_with_args(psprintf("DELETE FROM %s.leaf_alloc_replicated "
-									   "WHERE origin OPERATOR(pg_catalog.=) $4 "
-									   "OR origin OPERATOR(pg_catalog.=) ('subscription ' OPERATOR(pg_catalog.||) $4)", nsp),
-							  4, argtypes, args, NULL, false, 0) != SPI_OK_DELETE ||
-		SPI_execute(psprintf("SELECT %s.leaf_segment_discard(biz_tag::pg_catalog.text) "
-							 "FROM %s.leaf_alloc", nsp, nsp),
-					false, 0) != SPI_OK_SELECT)
+									   "WHERE origin OPERATOR(pg_catalog.=) $4", nsp),
+							  6, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not record the cut-over");
+	leaf_discard_database_segments(MyDatabaseId);
 }
 
 /*
@@ -532,6 +640,8 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 	Oid			nspoid;
 	char	   *nsp;
 	LeafCutoverPublisher pub;
+	char	   *origin;
+	bool		no_publisher;
 	int			i;
 	uint64		j;
 
@@ -542,6 +652,13 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 	subname = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	if (!PG_ARGISNULL(1))
 		conninfo = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	/* publisher => '': the publisher is gone for good, nothing to fence */
+	no_publisher = (conninfo != NULL && conninfo[0] == '\0');
+	if (no_publisher && raise_by == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a cut-over without a publisher needs raise_by"),
+				 errhint("Raise every counter by more IDs than the publisher can have handed out beyond what reached this database.")));
 	if (!superuser())
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -566,7 +683,7 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (!leaf_cutover_subscription(subname, extoid, &conninfo) &&
+	if (!leaf_cutover_subscription(subname, extoid, nsp, &conninfo, &origin) &&
 		conninfo == NULL)
 	{
 		char		detail[LEAF_ERRMSG_LEN];
@@ -577,10 +694,12 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 					 errmsg("subscription \"%s\" does not exist", subname),
 					 leaf_replicated(nspoid, detail, sizeof(detail)) ?
 					 errdetail_internal("%s", detail) : 0,
-					 errhint("Name the publisher with publisher => 'conninfo'; if it is gone for good, raise every counter with raise_by => more IDs than it can have handed out beyond what reached this database.")));
+					 errhint("Name the publisher with publisher => 'conninfo'; if it is gone for good, use publisher => '' and raise every counter with raise_by => more IDs than it can have handed out beyond what reached this database.")));
 	}
 
 	memset(&pub, 0, sizeof(pub));
+	if (no_publisher)
+		conninfo = NULL;
 	if (conninfo != NULL)
 		leaf_cutover_fence(conninfo, &pub);
 	else
@@ -620,7 +739,7 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 				leaf_cutover_raise(nsp, &own[j], raise_by, -1, rsinfo);
 		}
 	}
-	leaf_cutover_record(nsp, subname,
+	leaf_cutover_record(nsp, origin,
 						pub.address ? psprintf("%s (subscription %s)", pub.address, subname) :
 						psprintf("subscription %s, raised by " INT64_FORMAT, subname, raise_by));
 	SPI_finish();

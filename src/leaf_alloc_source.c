@@ -128,6 +128,8 @@ typedef struct LeafSourceRows
 								 * where the table has one */
 	uint32		rec_timeline;	/* of the current row */
 	uint64		rec_datadir;	/* of the current row, 0 if not recorded */
+	bool		rec_cluster;	/* the current row is local and records its
+								 * cluster (1.4) */
 	uint32		pend_timeline;	/* of a pending row for cur's source */
 	char		recorded_desc[LEAF_ERRMSG_LEN]; /* of the current row */
 } LeafSourceRows;
@@ -194,6 +196,7 @@ leaf_source_read(LeafSourceCheck *c, const char *tbl, bool have_tl,
 	rows->pending_same = false;
 	rows->rec_timeline = 0;
 	rows->rec_datadir = 0;
+	rows->rec_cluster = false;
 	rows->pend_timeline = 0;
 	if (SPI_execute(psprintf("SELECT state OPERATOR(pg_catalog.=) 'current', "
 							 "kind OPERATOR(pg_catalog.=) 'remote', "
@@ -234,6 +237,7 @@ leaf_source_read(LeafSourceCheck *c, const char *tbl, bool have_tl,
 			c->copied = !rec.remote && !c->cur->remote && !c->same;
 			rows->rec_timeline = rec.timeline;
 			rows->rec_datadir = rec.datadir;
+			rows->rec_cluster = !rec.remote && rec.sysid != 0;
 			d = SPI_getvalue(tup, desc, 6);
 			strlcpy(rows->recorded_desc, d ? d : "?",
 					sizeof(rows->recorded_desc));
@@ -267,6 +271,23 @@ leaf_source_judge(LeafSourceCheck *c, bool have_tl, const char *cur_desc,
 		snprintf(c->detail, sizeof(c->detail),
 				 "The counters in leaf_alloc are those of %s, and this is database %u of system " UINT64_FORMAT ": a copy (CREATE DATABASE ... TEMPLATE, a restored dump, a clone in another cluster, pg_upgrade) would hand out the IDs of the original again.",
 				 rows->recorded_desc, c->cur->dboid, (uint64) c->cur->sysid);
+	else if (c->recorded && c->same && !c->cur->remote && tl_changed &&
+			 rows->rec_cluster && c->cur->timeline < rows->rec_timeline)
+	{
+		/*
+		 * A timeline never goes back in the cluster that recorded it (a
+		 * promotion or an archive recovery raises it): these counters were
+		 * copied here from a server on a later timeline of the same
+		 * cluster (a dump restored over a database of the same OID, say).
+		 * pg_upgrade, which starts again on timeline 1, changes the
+		 * cluster.
+		 */
+		c->same = false;
+		c->copied = true;
+		snprintf(c->detail, sizeof(c->detail),
+				 "Segments were last loaded on timeline %u of this cluster, and this server is on timeline %u: a copy (a dump of a promoted server restored into its former primary, an older backup) would hand out the IDs of the original again.",
+				 rows->rec_timeline, c->cur->timeline);
+	}
 	else if (c->recorded && c->same && !c->cur->remote && !tl_changed &&
 			 rows->rec_datadir != 0 && c->cur->datadir != 0 &&
 			 rows->rec_datadir != c->cur->datadir)
@@ -516,7 +537,7 @@ leaf_source_check_txn(LeafSourceCheck *c)
 	 */
 	tl_changed = c->recorded && c->same && have_tl && rows.rec_timeline != 0 &&
 		c->cur->timeline != 0 && rows.rec_timeline != c->cur->timeline;
-	restarted = tl_changed && !c->cur->remote &&
+	restarted = tl_changed && !c->cur->remote && !rows.rec_cluster &&
 		c->cur->timeline < rows.rec_timeline && !rows.have_pending;
 
 	leaf_source_judge(c, have_tl, cur_desc, &rows, tl_changed, restarted);
@@ -694,9 +715,14 @@ leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
 	desc = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
 	res->status = LEAF_LOAD_FINAL;
 	res->sqlstate = ERRCODE_LEAF_ALLOC_SOURCE_CHANGED;
-	snprintf(res->msg, sizeof(res->msg),
-			 "leaf_alloc_source records %s as the owner of the counters in leaf_alloc, and this is database %u of system " UINT64_FORMAT ".",
-			 desc ? desc : "another source", local.dboid, (uint64) local.sysid);
+	if (desc != NULL && strncmp(desc, "moved: ", 7) == 0)
+		snprintf(res->msg, sizeof(res->msg),
+				 "The counters in leaf_alloc were taken over by another database (%s).",
+				 desc + 7);
+	else
+		snprintf(res->msg, sizeof(res->msg),
+				 "leaf_alloc_source records %s as the owner of the counters in leaf_alloc, and this is database %u of system " UINT64_FORMAT ".",
+				 desc ? desc : "another source", local.dboid, (uint64) local.sysid);
 	return false;
 }
 

@@ -600,6 +600,15 @@ leaf_worker_settings(void)
 	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET,
 					PGC_S_OVERRIDE);
+
+	/*
+	 * A load reads leaf_alloc_source again once it holds its row of
+	 * leaf_alloc, with a snapshot taken after the lock
+	 * (leaf_local_source_still_ok): that needs READ COMMITTED, whatever
+	 * the database's default_transaction_isolation says.
+	 */
+	SetConfigOption("default_transaction_isolation", "read committed",
+					PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*

@@ -237,6 +237,18 @@ leaf_free_database_slots(Oid dboid)
 }
 
 /*
+ * Drop every segment a database holds, as leaf_segment_discard() does for
+ * one tag (leaf_alloc_cutover(), whose counters have just been raised).
+ */
+void
+leaf_discard_database_segments(Oid dboid)
+{
+	leaf_free_database_slots(dboid);
+	/* callers waiting for a load of a freed slot look the tag up again */
+	ConditionVariableBroadcast(&leaf_seg->cv);
+}
+
+/*
  * How many slots to look at when scanning for slots in use: the ones past
  * this have never been taken.
  */

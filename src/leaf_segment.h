@@ -36,5 +36,6 @@ typedef enum LeafAllocFailover
 
 /* leaf_segment.c: free the tag slots of a (dropped) database */
 extern void leaf_free_database_slots(Oid dboid);
+extern void leaf_discard_database_segments(Oid dboid);
 
 #endif							/* LEAF_SEGMENT_H */

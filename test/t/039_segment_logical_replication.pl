@@ -173,7 +173,7 @@ sub cutover
 	my %rows;
 	for (split /\n/, $out // '')
 	{
-		my ($tag, @v) = split /\|/;
+		my ($tag, @v) = split /\|/, $_, -1;
 		$rows{$tag} = \@v if @v == 3;
 	}
 	return ($state, $err, \%rows);
@@ -339,5 +339,75 @@ cmp_ok(max_id($sub, 'appd') || 0, '>=', $pub_max,
 	'(d) the subscriber has tag order, at least at the publisher\'s counter');
 
 after_cutover('appd', '(d)', $pub_max, []);
+
+# (e) a publisher gone for good: no fence, every counter raised by
+# raise_by, which is required.  Replication from another origin that wrote
+# leaf_alloc as well still refuses the loads after this cut-over, naming
+# it.  (The rows are written by hand here, as the apply would write them.)
+$sub->safe_psql('postgres', 'CREATE DATABASE appe');
+$sub->safe_psql('appe', q[CREATE EXTENSION leaf;
+	SELECT leaf_segment_create('order', step => 100);
+	UPDATE leaf_alloc SET max_id = 5000;
+	INSERT INTO leaf_alloc_replicated (origin, publications) VALUES
+		('subscription gone_sub (90001)', 'pub_gone'), ('subscription other_sub (90002)', 'pub_other');]);
+($state, $err) = cutover('appe', q['gone_sub', publisher => '']);
+is($state, '22023', '(e) a cut-over without a publisher needs raise_by');
+($state, $err, $cut) = cutover('appe', q['gone_sub', publisher => '', raise_by => 100000]);
+is($state, undef, '(e) leaf_alloc_cutover(\'gone_sub\', publisher => \'\', raise_by => 100000)')
+  or diag $err;
+like($err, qr/WARNING:.*the publisher is not fenced/, '(e) it warns that nothing was fenced');
+is(join(',', @{ $cut->{order} // [] }), '5000,105000,', '(e) the counter is raised by raise_by');
+is($sub->safe_psql('appe', 'SELECT origin FROM leaf_alloc_replicated'), 'subscription other_sub (90002)',
+	'(e) the other origin stays recorded');
+($state, $err) = LeafTest::sqlstate($sub, 'appe', q[SELECT leaf_segment_nextval('order')]);
+is($state, 'LF012', '(e) and still refuses the loads');
+like($err, qr/subscription other_sub \(90002\)/, '(e) naming it');
+($state, $err) = cutover('appe', q['other_sub', publisher => '', raise_by => 100000]);
+is($state, undef, '(e) the cut-over from the other origin') or diag $err;
+is($sub->safe_psql('appe', q[SELECT leaf_segment_nextval('order')]), '205000',
+	'(e) then the database serves, above both raises');
+
+# (f) the publisher of (b), fenced, is refused a confirmation of its own,
+# and a second subscriber of it is refused a cut-over: its counters
+# belong to the first one now
+($state, $err) = LeafTest::sqlstate($pub, 'app', 'SELECT leaf_alloc_source_confirm()');
+is($state, '55000', '(f) the fenced publisher cannot confirm itself back');
+like($err, qr/taken over by another database/, '(f) it says why');
+$sub->safe_psql('postgres', 'CREATE DATABASE app_f');
+$sub->safe_psql('app_f', "CREATE EXTENSION leaf; $orders_ddl;");
+$sub->safe_psql('app_f',
+	"CREATE SUBSCRIPTION sub_f CONNECTION '" . $pub->connstr . " dbname=app' PUBLICATION pub WITH (copy_data = false)");
+disable_subscription('app_f', 'sub_f');
+($state, $err) = cutover('app_f', q['sub_f']);
+is($state, '55000', '(f) a second cut-over from the fenced publisher is refused');
+like($err, qr/the publisher's counters belong to another database/, '(f) it says why');
+
+# (g) a subscriber that handed out IDs from counters of its own before
+# it subscribed: the apply does not move its counter back, and the
+# cut-over keeps the higher one
+$pub->safe_psql('postgres', 'CREATE DATABASE appg OID 16396');
+$pub->safe_psql('appg', q[CREATE EXTENSION leaf;
+	SELECT leaf_segment_create('order', step => 100);
+	CREATE PUBLICATION pub_g FOR TABLE leaf_alloc;]);
+$sub->safe_psql('postgres', 'CREATE DATABASE appg OID 16396');
+$sub->safe_psql('appg', q[CREATE EXTENSION leaf;
+	SELECT leaf_segment_create('order', step => 100, start => 3000);]);
+my @own = split /\n/,
+  $sub->safe_psql('appg', q[SELECT leaf_segment_nextval('order') FROM generate_series(1, 200)]);
+$sub->safe_psql('appg',
+	"CREATE SUBSCRIPTION sub_g CONNECTION '" . $pub->connstr . " dbname=appg' PUBLICATION pub_g WITH (copy_data = false)");
+$pub->safe_psql('appg', q[SELECT leaf_segment_nextval('order') FROM generate_series(1, 250)]);
+$pub->wait_for_catchup('sub_g');
+my $own_max = max_id($sub, 'appg');
+cmp_ok($own_max, '>=', 3200, '(g) the apply did not move the subscriber\'s counter back');
+ok($sub->poll_query_until('appg', q[SELECT count(*) > 0 FROM leaf_alloc_replicated]),
+	'(g) the apply is recorded');
+disable_subscription('appg', 'sub_g');
+($state, $err, $cut) = cutover('appg', q['sub_g']);
+is($state, undef, '(g) leaf_alloc_cutover(\'sub_g\')') or diag $err;
+cmp_ok(max_id($sub, 'appg'), '>=', $own_max, '(g) the cut-over keeps the higher counter');
+my @after_g = split /\n/,
+  $sub->safe_psql('appg', q[SELECT leaf_segment_nextval('order') FROM generate_series(1, 200)]);
+is(LeafTest::count_repeats([ @own, @after_g ]), 0, '(g) no ID of its own is handed out again');
 
 done_testing();
