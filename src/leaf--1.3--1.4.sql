@@ -213,7 +213,8 @@ ALTER TABLE @extschema@.leaf_alloc
 -- schema planted was the better match.  The arguments are cast to the
 -- exact types now, so that only leaf's own function matches them (every
 -- other call of leaf's functions by name passes the exact types already).
--- The bodies are 1.3's otherwise.
+-- The bodies are 1.3's otherwise, but for the writes of leaf_adopted,
+-- which go through the functions of the next section.
 --
 CREATE OR REPLACE FUNCTION @extschema@.leaf_adopt(tbl regclass, col name,
 						   biz_tag text DEFAULT NULL,
@@ -364,9 +365,6 @@ BEGIN
 				  HINT = 'Call it as a role with BYPASSRLS, or while the table does not FORCE ROW LEVEL SECURITY.';
 	END IF;
 
-	-- rows of dropped tables (when no event trigger removed them)
-	EXECUTE format('DELETE FROM %I.leaf_adopted a '
-				   'WHERE NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = a.relid)', nsp);
 	EXECUTE format('SELECT * FROM %I.leaf_adopted WHERE relid = $1 AND attnum = $2', nsp)
 		INTO rec USING tbl, t.attnum;
 	IF rec.relid IS NOT NULL THEN
@@ -519,15 +517,19 @@ BEGIN
 
 	EXECUTE format('SELECT %I.leaf_column_default($1::pg_catalog.oid, $2::pg_catalog.int2)', nsp)
 		INTO adopted_default USING tbl, t.attnum;
-	EXECUTE format('INSERT INTO %I.leaf_adopted (relid, attnum, nspname, relname, attname, mode, '
-				   'biz_tag, leaf_default, origin, seq_relid, seq_nspname, seq_relname, seq_type, '
-				   'seq_start, seq_increment, seq_min, seq_max, seq_cache, seq_cycle) '
-				   'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)', nsp)
-		USING tbl::oid, t.attnum, t.nspname, t.relname, t.attname,
+	-- the record, written by leaf_adopted_record(), which checks that this
+	-- transaction set the default (and altered the sequence) it names
+	EXECUTE format('SELECT %I.leaf_adopted_record($1::pg_catalog.oid, $2::pg_catalog.int2, '
+				   '$3::pg_catalog.text, $4::pg_catalog.text, $5::pg_catalog.text, $6::pg_catalog.text, '
+				   '$7::pg_catalog.oid, $8::pg_catalog.name, $9::pg_catalog.name, $10::pg_catalog.name, '
+				   '$11::pg_catalog.int8, $12::pg_catalog.int8, $13::pg_catalog.int8, $14::pg_catalog.int8, '
+				   '$15::pg_catalog.int8, $16::pg_catalog.bool, $17::pg_catalog.name)', nsp)
+		USING tbl::oid, t.attnum,
 			  CASE WHEN leaf_adopt.snowflake THEN 'snowflake' ELSE 'segment' END,
 			  tag, adopted_default, origin,
 			  CASE WHEN origin = 'sequence' THEN seq END,
-			  s_nspname, s_relname, s_type, s_start, s_increment, s_min, s_max, s_cache, s_cycle;
+			  s_nspname, s_relname, s_type, s_start, s_increment, s_min, s_max, s_cache, s_cycle,
+			  current_user;
 	RETURN adopted_default;
 END
 $$;
@@ -593,7 +595,7 @@ BEGIN
 		RAISE EXCEPTION 'the default of column "%" of table % is no longer the one leaf_adopt set', t.attname, tbl
 			USING ERRCODE = '55000',
 				  DETAIL = format('It is %s; leaf_adopt set %s.', coalesce(current_default, 'none'), rec.leaf_default),
-				  HINT = 'Set the default back, or, if the column was moved back by hand, DELETE its row from leaf_adopted.';
+				  HINT = 'Set the default back, or, if the column was moved back by hand, forget its adoption with leaf_adopted_forget().';
 	END IF;
 
 	--
@@ -671,8 +673,241 @@ BEGIN
 		END IF;
 	END IF;
 
-	EXECUTE format('DELETE FROM %I.leaf_adopted WHERE relid = $1 AND attnum = $2', nsp)
-		USING tbl, t.attnum;
+	-- the column takes its values from leaf no more: its record may go
+	EXECUTE format('SELECT %I.leaf_adopted_forget($1::pg_catalog.regclass, $2::pg_catalog.name)', nsp)
+		USING tbl, t.attname;
 	RETURN next_value;
 END
 $$;
+
+--
+-- leaf_adopted is written by leaf's functions only, after their own
+-- checks.  In 1.3 PUBLIC could insert, delete and update names in it,
+-- which the trigger leaf_adopted_check limited; but DELETE let a role
+-- that may only connect LOCK it in ACCESS EXCLUSIVE mode, which held up
+-- the DDL of everyone (the event triggers write it during every ALTER
+-- TABLE), a row for a temporary table stayed after the table went
+-- without a sql_drop event (and made every dump fail to restore), and a
+-- table owner could record a sequence of another role's, which a
+-- superuser's leaf_unadopt then rewrote.
+--
+-- Everyone may still read it.  leaf_adopt and leaf_unadopt, which run as
+-- their caller, write it through leaf_adopted_record() and
+-- leaf_adopted_forget(), which run as the extension's owner and admit
+-- only what the caller has shown it may do; the event triggers, whose
+-- writes follow the catalogs, run as the extension's owner too.
+--
+REVOKE ALL ON @extschema@.leaf_adopted FROM PUBLIC;
+REVOKE UPDATE (nspname, relname, attname, seq_nspname, seq_relname)
+	ON @extschema@.leaf_adopted FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaf_adopted TO PUBLIC;
+
+ALTER FUNCTION @extschema@.leaf_adopted_follow() SECURITY DEFINER;
+
+-- rows 1.3 let anyone write that name no permanent table of this
+-- database: of temporary tables, or of tables dropped without an event
+DELETE FROM @extschema@.leaf_adopted a
+ WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_class c
+					WHERE c.oid OPERATOR(pg_catalog.=) a.relid
+					  AND c.relpersistence OPERATOR(pg_catalog.=) 'p');
+
+--
+-- leaf_adopted_record(): the record of an adoption, for leaf_adopt.
+-- Runs as the extension's owner, so it cannot ask whether its caller
+-- owns the table: it asks for what only an owner can have done, in this
+-- very transaction.  The default of the column was set in it (a row of
+-- pg_attrdef this transaction wrote: it sees the row, and the row's
+-- writer is still in progress), as ALTER TABLE does for the owner of
+-- the table only; so was the sequence it names altered (its row of
+-- pg_sequence), as ALTER SEQUENCE does for the sequence's owner only.
+-- The table is a permanent one, the default is the one the row records
+-- (leaf_segment_nextval of its tag, or leaf_snowflake), and the names
+-- come from the catalogs, by OID.
+--
+CREATE FUNCTION @extschema@.leaf_adopted_record(relid oid, attnum smallint,
+												mode text, biz_tag text,
+												leaf_default text, origin text,
+												seq_relid oid, seq_nspname name,
+												seq_relname name, seq_type name,
+												seq_start bigint, seq_increment bigint,
+												seq_min bigint, seq_max bigint,
+												seq_cache bigint, seq_cycle boolean,
+												adopted_by name)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	nsp name;
+	c record;
+	s record;
+	dflt text;
+	expected text;
+	s_nspname name;
+	s_relname name;
+	top numeric;				-- this transaction's ID, with its epoch
+	unit constant numeric := 4294967296;
+BEGIN
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_catalog.pg_extension e
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	top := pg_catalog.pg_current_xact_id()::pg_catalog.text::pg_catalog.numeric;
+
+	SELECT cl.relkind, cl.relpersistence, cl.relowner, n.nspname, cl.relname, a.attname,
+		   d.xmin::pg_catalog.text::pg_catalog.numeric AS written_by
+	  INTO c
+	  FROM pg_catalog.pg_class cl
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) cl.relnamespace
+	  JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) cl.oid
+	  LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid OPERATOR(pg_catalog.=) cl.oid
+									   AND d.adnum OPERATOR(pg_catalog.=) a.attnum
+	 WHERE cl.oid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) $2
+	   AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'no column % of relation with OID % to record an adoption for', $2, $1
+			USING ERRCODE = '42703';
+	END IF;
+	IF c.relkind OPERATOR(pg_catalog.<>) 'r' OR c.relpersistence OPERATOR(pg_catalog.<>) 'p' THEN
+		RAISE EXCEPTION 'only a column of a permanent table is recorded as adopted'
+			USING ERRCODE = '0A000',
+				  DETAIL = pg_catalog.format('%s.%s is not one.',
+											 pg_catalog.quote_ident(c.nspname),
+											 pg_catalog.quote_ident(c.relname));
+	END IF;
+	IF c.written_by IS NULL
+	   OR c.written_by OPERATOR(pg_catalog.<) pg_catalog.mod(top, unit)
+	   OR pg_catalog.pg_xact_status((pg_catalog.div(top, unit) OPERATOR(pg_catalog.*) unit
+									 OPERATOR(pg_catalog.+) c.written_by)::pg_catalog.text::pg_catalog.xid8)
+		  IS DISTINCT FROM 'in progress'
+	   OR NOT pg_catalog.pg_has_role($17, c.relowner, 'USAGE') THEN
+		RAISE EXCEPTION 'permission denied to record the adoption of column %.%.%',
+			pg_catalog.quote_ident(c.nspname), pg_catalog.quote_ident(c.relname),
+			pg_catalog.quote_ident(c.attname)
+			USING ERRCODE = '42501',
+				  DETAIL = 'An adoption is recorded by leaf_adopt, in the transaction in which the owner of the table sets the default of the column.';
+	END IF;
+	EXECUTE pg_catalog.format('SELECT %I.leaf_column_default($1::pg_catalog.oid, $2::pg_catalog.int2)', nsp)
+		INTO dflt USING $1, $2;
+	-- the default of the mode and tag recorded, as leaf_column_default() gives it
+	expected := CASE $3
+		WHEN 'segment' THEN pg_catalog.format('leaf_segment_nextval(%L::text)', $4)
+		WHEN 'snowflake' THEN 'leaf_snowflake()' END;
+	IF dflt IS DISTINCT FROM $5 OR dflt IS DISTINCT FROM expected THEN
+		RAISE EXCEPTION 'column %.%.% does not take its values from leaf as recorded',
+			pg_catalog.quote_ident(c.nspname), pg_catalog.quote_ident(c.relname),
+			pg_catalog.quote_ident(c.attname)
+			USING ERRCODE = '55000',
+				  DETAIL = pg_catalog.format('Its default is %s.', COALESCE(dflt, 'none'));
+	END IF;
+
+	IF $6 OPERATOR(pg_catalog.=) 'sequence' THEN
+		SELECT sc.relowner, n.nspname, sc.relname,
+			   q.xmin::pg_catalog.text::pg_catalog.numeric AS written_by
+		  INTO s
+		  FROM pg_catalog.pg_class sc
+		  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) sc.relnamespace
+		  JOIN pg_catalog.pg_sequence q ON q.seqrelid OPERATOR(pg_catalog.=) sc.oid
+		 WHERE sc.oid OPERATOR(pg_catalog.=) $7;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'no sequence with OID % to record an adoption with', $7
+				USING ERRCODE = '42P01';
+		END IF;
+		IF s.written_by OPERATOR(pg_catalog.<) pg_catalog.mod(top, unit)
+		   OR pg_catalog.pg_xact_status((pg_catalog.div(top, unit) OPERATOR(pg_catalog.*) unit
+										 OPERATOR(pg_catalog.+) s.written_by)::pg_catalog.text::pg_catalog.xid8)
+			  IS DISTINCT FROM 'in progress'
+		   OR NOT pg_catalog.pg_has_role($17, s.relowner, 'USAGE') THEN
+			RAISE EXCEPTION 'permission denied to record sequence %.% with the adoption of column %.%.%',
+				pg_catalog.quote_ident(s.nspname), pg_catalog.quote_ident(s.relname),
+				pg_catalog.quote_ident(c.nspname), pg_catalog.quote_ident(c.relname),
+				pg_catalog.quote_ident(c.attname)
+				USING ERRCODE = '42501',
+					  DETAIL = 'A sequence is recorded by leaf_adopt, in the transaction in which the owner of the sequence lowers its MAXVALUE.';
+		END IF;
+		s_nspname := s.nspname;
+		s_relname := s.relname;
+	ELSIF $7 IS NOT NULL THEN
+		RAISE EXCEPTION 'only an adoption of origin sequence records a sequence'
+			USING ERRCODE = '22023';
+	ELSE
+		-- an identity: the names of its sequence, made again by
+		-- leaf_unadopt (by its caller, in that schema)
+		s_nspname := $8;
+		s_relname := $9;
+	END IF;
+
+	-- rows of dropped tables (when no event trigger removed them)
+	EXECUTE pg_catalog.format('DELETE FROM %I.leaf_adopted a WHERE NOT EXISTS '
+							  '(SELECT FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) a.relid)',
+							  nsp);
+	-- the trigger leaf_adopted_check ties the row to its column again
+	EXECUTE pg_catalog.format('INSERT INTO %I.leaf_adopted (relid, attnum, nspname, relname, attname, mode, '
+							  'biz_tag, leaf_default, origin, seq_relid, seq_nspname, seq_relname, seq_type, '
+							  'seq_start, seq_increment, seq_min, seq_max, seq_cache, seq_cycle, adopted_by) '
+							  'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, '
+							  '$17, $18, $19, $20)', nsp)
+		USING $1, $2, c.nspname, c.relname, c.attname, $3, $4, $5, $6, $7,
+			  s_nspname, s_relname, $10, $11, $12, $13, $14, $15, $16, $17;
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.leaf_adopted_record(oid, smallint, text, text, text, text, oid, name, name, name, bigint, bigint, bigint, bigint, bigint, boolean, name) IS
+'leaf: records an adoption for leaf_adopt, in the transaction that set the default';
+
+--
+-- leaf_adopted_forget(table, column): forgets the adoption of a column
+-- that takes its values from leaf no more (leaf_unadopt calls it; so may
+-- the owner of a column moved back by hand).  The record of a column
+-- that still has the recorded default stays: leaf_unadopt needs it.
+-- Runs as the extension's owner; a row it may delete says nothing true.
+--
+CREATE FUNCTION @extschema@.leaf_adopted_forget(tbl regclass, col name)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	nsp name;
+	num smallint;
+	recorded text;
+	dflt text;
+BEGIN
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_catalog.pg_extension e
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	SELECT a.attnum INTO num
+	  FROM pg_catalog.pg_attribute a
+	 WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attname OPERATOR(pg_catalog.=) $2
+	   AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'column "%" of relation % does not exist', $2, $1
+			USING ERRCODE = '42703';
+	END IF;
+	EXECUTE pg_catalog.format('SELECT leaf_default FROM %I.leaf_adopted '
+							  'WHERE relid OPERATOR(pg_catalog.=) $1 AND attnum OPERATOR(pg_catalog.=) $2', nsp)
+		INTO recorded USING $1::pg_catalog.oid, num;
+	IF recorded IS NULL THEN
+		RETURN false;
+	END IF;
+	EXECUTE pg_catalog.format('SELECT %I.leaf_column_default($1::pg_catalog.oid, $2::pg_catalog.int2)', nsp)
+		INTO dflt USING $1, num;
+	IF dflt IS NOT DISTINCT FROM recorded THEN
+		RAISE EXCEPTION 'column "%" of table % still takes its values from leaf as recorded', $2, $1
+			USING ERRCODE = '55000',
+				  HINT = 'leaf_unadopt() moves it back, and forgets its adoption.';
+	END IF;
+	EXECUTE pg_catalog.format('DELETE FROM %I.leaf_adopted '
+							  'WHERE relid OPERATOR(pg_catalog.=) $1 AND attnum OPERATOR(pg_catalog.=) $2', nsp)
+		USING $1::pg_catalog.oid, num;
+	RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.leaf_adopted_forget(regclass, name) IS
+'leaf: forgets the adoption of a column that takes its values from leaf no more';
