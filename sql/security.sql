@@ -257,6 +257,10 @@ SELECT worker_id, ready FROM leaf_snowflake_status;
 SELECT count(*) FROM leaf_segments()
  WHERE database = current_database() AND biz_tag = 'watched';
 SELECT count(*) FROM leaf_snowflake_status();
+-- pg_monitor includes pg_read_all_settings: its members read the
+-- settings that are otherwise for superusers only (docs/privileges.md)
+SELECT current_setting('leaf.alloc_conninfo') IS NOT NULL AS reads_alloc_conninfo;
+SELECT current_setting('leaf.public_id_key_file') AS reads_key_file_path;
 RESET ROLE;
 \c leaf_sec leaf_sec_watcher
 SELECT count(*) FROM leaf_snowflake_status;
