@@ -160,6 +160,19 @@ CREATE EXTENSION leaf;
 SELECT leaf_segment_create('order', step => 10);
 SELECT leaf_segment_nextval('order');
 ALTER DATABASE leaf_sec_template IS_TEMPLATE true;
+-- Roles that CREATE DATABASE refuses stop nothing: one without CREATEDB,
+-- and one with CREATEDB that names an owner it is no member of (whose
+-- message differs between majors).  The allocator of the template keeps
+-- serving.
+\c leaf_sec leaf_sec_plain
+CREATE DATABASE leaf_sec_nope TEMPLATE leaf_sec_template;
+\c leaf_sec leaf_sec_creator
+\set VERBOSITY sqlstate
+CREATE DATABASE leaf_sec_nope TEMPLATE leaf_sec_template OWNER :"superuser";
+\set VERBOSITY default
+\c leaf_sec :superuser
+SELECT count(*) AS allocators_of_the_template FROM pg_stat_activity
+ WHERE backend_type = 'leaf allocator' AND datname = 'leaf_sec_template';
 \c leaf_sec leaf_sec_creator
 CREATE DATABASE leaf_sec_mine TEMPLATE leaf_sec_template;
 \c leaf_sec_mine leaf_sec_creator
