@@ -375,12 +375,36 @@ DROP TABLE public.leaf_alloc_replicated;
 ALTER EXTENSION leaf UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'leaf';
 
+--
+-- 10. The tags of one database do not use up leaf.max_tags for the
+-- others: a database holds at most leaf.max_tags_per_database of them (by
+-- default half of leaf.max_tags; 3 here, given to this database alone).
+-- Its tag administrator is refused the fourth; another database is not.
+--
+\c leaf_sec :superuser
+CREATE DATABASE leaf_sec_greedy;
+\c leaf_sec_greedy :superuser
+CREATE EXTENSION leaf;
+ALTER DATABASE leaf_sec_greedy SET leaf.max_tags_per_database = 3;
+GRANT SELECT, INSERT, UPDATE ON leaf_alloc TO leaf_sec_app;
+GRANT EXECUTE ON FUNCTION leaf_segment_nextval(text) TO leaf_sec_app;
+\c leaf_sec_greedy leaf_sec_app
+SELECT count(leaf_segment_create('greedy' || g, step => 10)) FROM generate_series(1, 4) g;
+SELECT leaf_segment_nextval('greedy' || g) FROM generate_series(1, 3) g;
+SELECT leaf_segment_nextval('greedy4');
+-- a tenant cannot raise its share
+SET leaf.max_tags_per_database = 0;
+\c leaf_sec_template :superuser
+SELECT leaf_segment_create('modest', step => 10);
+SELECT leaf_segment_nextval('modest');
+
 \c contrib_regression :superuser
 DROP DATABASE leaf_sec_scratch;
 DROP ROLE leaf_sec_super;
 DROP DATABASE leaf_sec;
 DROP DATABASE leaf_sec_mine;
 DROP DATABASE leaf_sec_planted;
+DROP DATABASE leaf_sec_greedy;
 ALTER DATABASE leaf_sec_template IS_TEMPLATE false;
 DROP DATABASE leaf_sec_template;
 DROP ROLE leaf_sec_owner;
