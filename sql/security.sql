@@ -374,6 +374,22 @@ SELECT extversion FROM pg_extension WHERE extname = 'leaf';
 DROP TABLE public.leaf_alloc_replicated;
 ALTER EXTENSION leaf UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'leaf';
+-- The same from 1.2, whose update to 1.3 creates leaf_adopted (released
+-- scripts do not change): refused, naming it, until the table is gone.
+\c leaf_sec :superuser
+CREATE DATABASE leaf_sec_planted_1_2 OWNER leaf_sec_owner;
+\c leaf_sec_planted_1_2 :superuser
+CREATE EXTENSION leaf VERSION '1.2';
+\c leaf_sec_planted_1_2 leaf_sec_owner
+CREATE TABLE public.leaf_adopted (relid oid);
+\c leaf_sec_planted_1_2 :superuser
+\set VERBOSITY terse
+ALTER EXTENSION leaf UPDATE;
+\set VERBOSITY default
+SELECT extversion FROM pg_extension WHERE extname = 'leaf';
+DROP TABLE public.leaf_adopted;
+ALTER EXTENSION leaf UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'leaf';
 
 --
 -- 10. The tags of one database do not use up leaf.max_tags for the
@@ -404,6 +420,7 @@ DROP ROLE leaf_sec_super;
 DROP DATABASE leaf_sec;
 DROP DATABASE leaf_sec_mine;
 DROP DATABASE leaf_sec_planted;
+DROP DATABASE leaf_sec_planted_1_2;
 DROP DATABASE leaf_sec_greedy;
 ALTER DATABASE leaf_sec_template IS_TEMPLATE false;
 DROP DATABASE leaf_sec_template;
