@@ -269,7 +269,9 @@ SELECT leaf_unadopt('plain', 'id');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
 SELECT leaf_adopt('plain', 'id');
 \echo SQLSTATE :LAST_ERROR_SQLSTATE
-DELETE FROM leaf_adopted WHERE relname = 'plain';
+-- moved back by hand: its adoption is forgotten with leaf_adopted_forget()
+SELECT leaf_adopted_forget('plain', 'id');
+SELECT leaf_adopted_forget('plain', 'id');
 
 --
 -- 9. Row-level security that applies to the caller.

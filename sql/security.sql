@@ -160,6 +160,19 @@ CREATE EXTENSION leaf;
 SELECT leaf_segment_create('order', step => 10);
 SELECT leaf_segment_nextval('order');
 ALTER DATABASE leaf_sec_template IS_TEMPLATE true;
+-- Roles that CREATE DATABASE refuses stop nothing: one without CREATEDB,
+-- and one with CREATEDB that names an owner it is no member of (whose
+-- message differs between majors).  The allocator of the template keeps
+-- serving.
+\c leaf_sec leaf_sec_plain
+CREATE DATABASE leaf_sec_nope TEMPLATE leaf_sec_template;
+\c leaf_sec leaf_sec_creator
+\set VERBOSITY sqlstate
+CREATE DATABASE leaf_sec_nope TEMPLATE leaf_sec_template OWNER :"superuser";
+\set VERBOSITY default
+\c leaf_sec :superuser
+SELECT count(*) AS allocators_of_the_template FROM pg_stat_activity
+ WHERE backend_type = 'leaf allocator' AND datname = 'leaf_sec_template';
 \c leaf_sec leaf_sec_creator
 CREATE DATABASE leaf_sec_mine TEMPLATE leaf_sec_template;
 \c leaf_sec_mine leaf_sec_creator
@@ -257,15 +270,158 @@ SELECT worker_id, ready FROM leaf_snowflake_status;
 SELECT count(*) FROM leaf_segments()
  WHERE database = current_database() AND biz_tag = 'watched';
 SELECT count(*) FROM leaf_snowflake_status();
+-- pg_monitor includes pg_read_all_settings: its members read the
+-- settings that are otherwise for superusers only (docs/privileges.md)
+SELECT current_setting('leaf.alloc_conninfo') IS NOT NULL AS reads_alloc_conninfo;
+SELECT current_setting('leaf.public_id_key_file') AS reads_key_file_path;
 RESET ROLE;
 \c leaf_sec leaf_sec_watcher
 SELECT count(*) FROM leaf_snowflake_status;
+
+--
+-- 8. leaf_adopted, the record of adopted columns: written only by leaf's
+-- functions, after their own checks.
+--
+\c leaf_sec :superuser
+CREATE SEQUENCE public.victim_seq;
+SELECT nextval('public.victim_seq');
+GRANT EXECUTE ON FUNCTION leaf_snowflake() TO leaf_sec_owner, leaf_sec_plain;
+-- A role that may only connect takes no lock on it that would hold up
+-- the DDL of others (the event triggers that follow renames write it
+-- during every ALTER TABLE, of anyone), and records no temporary table
+-- of its own: the table would go at the end of its session without a
+-- trace, and its row would make every dump fail to restore.
+\c leaf_sec leaf_sec_plain
+\set VERBOSITY terse
+BEGIN;
+LOCK TABLE leaf_adopted IN ACCESS EXCLUSIVE MODE;
+ROLLBACK;
+CREATE TEMP TABLE mine (id bigint);
+ALTER TABLE mine ALTER COLUMN id SET DEFAULT public.leaf_snowflake();
+INSERT INTO leaf_adopted (relid, attnum, nspname, relname, attname, mode, leaf_default, origin)
+SELECT 0, 0, nspname, 'mine', 'id', 'snowflake', leaf_column_default('mine'::regclass, 1::smallint), 'none'
+  FROM pg_namespace WHERE oid = pg_my_temp_schema();
+SELECT leaf_adopt('mine', 'id', snowflake => true);
+SELECT leaf_adopted_record('mine'::regclass, 1::smallint, 'snowflake', NULL, 'leaf_snowflake()', 'none',
+						   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, current_user);
+SELECT count(*) AS temporary_tables_recorded FROM leaf_adopted;
+-- A table owner records no sequence it does not own: a row naming the
+-- superuser's sequence, with a MAXVALUE of 60 and CYCLE, would have the
+-- superuser's leaf_unadopt rewrite that sequence.
+\c leaf_sec leaf_sec_owner
+\set VERBOSITY terse
+CREATE TABLE public.owned (id bigint);
+ALTER TABLE public.owned ALTER COLUMN id SET DEFAULT public.leaf_snowflake();
+INSERT INTO leaf_adopted (relid, attnum, nspname, relname, attname, mode, leaf_default, origin,
+						  seq_nspname, seq_relname, seq_type, seq_start, seq_increment,
+						  seq_min, seq_max, seq_cache, seq_cycle)
+VALUES (0, 0, 'public', 'owned', 'id', 'snowflake', 'leaf_snowflake()', 'sequence',
+		'public', 'victim_seq', 'bigint', 1, 1, 1, 60, 1, true);
+-- nor through leaf_adopted_record(), in the transaction that sets the
+-- default, naming the superuser as the one who adopts: only the owner of
+-- the sequence can alter it in that transaction
+BEGIN;
+ALTER TABLE public.owned ALTER COLUMN id SET DEFAULT public.leaf_snowflake();
+SELECT leaf_adopted_record('public.owned'::regclass, 1::smallint, 'snowflake', NULL, 'leaf_snowflake()', 'sequence',
+						   'public.victim_seq'::regclass, 'public', 'victim_seq', 'bigint', 1, 1, 1, 60, 1, true, :'superuser');
+ROLLBACK;
+-- and a default set earlier is no proof of ownership (the superuser's
+-- table, whose default the superuser set)
+\c leaf_sec :superuser
+CREATE TABLE public.theirs (id bigint DEFAULT public.leaf_snowflake());
+\c leaf_sec leaf_sec_owner
+\set VERBOSITY terse
+SELECT leaf_adopted_record('public.theirs'::regclass, 1::smallint, 'snowflake', NULL, 'leaf_snowflake()', 'none',
+						   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, :'superuser');
+SELECT count(*) AS rows_naming_the_victims_sequence FROM leaf_adopted
+ WHERE seq_relname = 'victim_seq';
+-- but the owner adopts its own table, and anyone's DDL is followed
+ALTER TABLE public.owned ALTER COLUMN id DROP DEFAULT;
+CREATE TABLE public.adopted_here (id bigserial PRIMARY KEY);
+SELECT leaf_adopt('public.adopted_here', 'id', snowflake => true);
+ALTER TABLE public.adopted_here RENAME TO adopted_there;
+ALTER SEQUENCE public.adopted_here_id_seq RENAME TO adopted_there_id_seq;
+SELECT relname, attname, seq_relname, origin FROM leaf_adopted ORDER BY relname;
+-- its record stays while the column takes its values from leaf
+SELECT leaf_adopted_forget('public.adopted_there', 'id');
+SELECT leaf_unadopt('public.adopted_there', 'id') > 0 AS moved_back;
+SELECT leaf_adopt('public.adopted_there', 'id', snowflake => true);
+DROP TABLE public.adopted_there;
+SELECT count(*) AS rows_after_drop FROM leaf_adopted;
+\c leaf_sec :superuser
+SELECT last_value, is_called FROM public.victim_seq;
+DROP TABLE public.owned, public.theirs;
+DROP SEQUENCE public.victim_seq;
+REVOKE EXECUTE ON FUNCTION leaf_snowflake() FROM leaf_sec_owner, leaf_sec_plain;
+
+--
+-- 9. An update meets an object a tenant planted under a name it creates:
+-- it refuses, naming it.  Here 1.4's leaf_alloc_replicated, planted by
+-- the owner of the database in schema public before a superuser updates.
+--
+\c leaf_sec :superuser
+CREATE DATABASE leaf_sec_planted OWNER leaf_sec_owner;
+\c leaf_sec_planted :superuser
+CREATE EXTENSION leaf VERSION '1.3';
+\c leaf_sec_planted leaf_sec_owner
+CREATE TABLE public.leaf_alloc_replicated (origin text);
+\c leaf_sec_planted :superuser
+\set VERBOSITY terse
+ALTER EXTENSION leaf UPDATE;
+\set VERBOSITY default
+SELECT extversion FROM pg_extension WHERE extname = 'leaf';
+-- once the planted table is gone, the update goes through
+DROP TABLE public.leaf_alloc_replicated;
+ALTER EXTENSION leaf UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'leaf';
+-- The same from 1.2, whose update to 1.3 creates leaf_adopted (released
+-- scripts do not change): refused, naming it, until the table is gone.
+\c leaf_sec :superuser
+CREATE DATABASE leaf_sec_planted_1_2 OWNER leaf_sec_owner;
+\c leaf_sec_planted_1_2 :superuser
+CREATE EXTENSION leaf VERSION '1.2';
+\c leaf_sec_planted_1_2 leaf_sec_owner
+CREATE TABLE public.leaf_adopted (relid oid);
+\c leaf_sec_planted_1_2 :superuser
+\set VERBOSITY terse
+ALTER EXTENSION leaf UPDATE;
+\set VERBOSITY default
+SELECT extversion FROM pg_extension WHERE extname = 'leaf';
+DROP TABLE public.leaf_adopted;
+ALTER EXTENSION leaf UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'leaf';
+
+--
+-- 10. The tags of one database do not use up leaf.max_tags for the
+-- others: a database holds at most leaf.max_tags_per_database of them (by
+-- default half of leaf.max_tags; 3 here, given to this database alone).
+-- Its tag administrator is refused the fourth; another database is not.
+--
+\c leaf_sec :superuser
+CREATE DATABASE leaf_sec_greedy;
+\c leaf_sec_greedy :superuser
+CREATE EXTENSION leaf;
+ALTER DATABASE leaf_sec_greedy SET leaf.max_tags_per_database = 3;
+GRANT SELECT, INSERT, UPDATE ON leaf_alloc TO leaf_sec_app;
+GRANT EXECUTE ON FUNCTION leaf_segment_nextval(text) TO leaf_sec_app;
+\c leaf_sec_greedy leaf_sec_app
+SELECT count(leaf_segment_create('greedy' || g, step => 10)) FROM generate_series(1, 4) g;
+SELECT leaf_segment_nextval('greedy' || g) FROM generate_series(1, 3) g;
+SELECT leaf_segment_nextval('greedy4');
+-- a tenant cannot raise its share
+SET leaf.max_tags_per_database = 0;
+\c leaf_sec_template :superuser
+SELECT leaf_segment_create('modest', step => 10);
+SELECT leaf_segment_nextval('modest');
 
 \c contrib_regression :superuser
 DROP DATABASE leaf_sec_scratch;
 DROP ROLE leaf_sec_super;
 DROP DATABASE leaf_sec;
 DROP DATABASE leaf_sec_mine;
+DROP DATABASE leaf_sec_planted;
+DROP DATABASE leaf_sec_planted_1_2;
+DROP DATABASE leaf_sec_greedy;
 ALTER DATABASE leaf_sec_template IS_TEMPLATE false;
 DROP DATABASE leaf_sec_template;
 DROP ROLE leaf_sec_owner;

@@ -33,6 +33,7 @@ void		_PG_init(void);
 /* segment-mode settings */
 int			leaf_max_tags = 1024;
 int			leaf_max_databases = 8;
+int			leaf_max_tags_per_database = -1;
 int			leaf_wait_timeout_ms = 5000;
 int			leaf_alloc_idle_timeout_ms = 60 * 1000;
 int			leaf_preload_percent = 10;
@@ -85,6 +86,16 @@ _PG_init(void)
 							&leaf_max_tags,
 							1024, 16, 1000000,
 							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.max_tags_per_database",
+							"Sets the number of biz_tags one database may hold in shared memory.",
+							"-1 means half of leaf.max_tags; 0 means all of them.  "
+							"ALTER DATABASE ... SET gives one database another share.",
+							&leaf_max_tags_per_database,
+							-1, -1, 1000000,
+							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
 

@@ -21,6 +21,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
@@ -68,6 +69,51 @@ leaf_database_is_template(Oid dboid)
 		ReleaseSysCache(tup);
 	}
 	return istemplate;
+}
+
+/*
+ * Would CREATE DATABASE pass its own privilege checks for the current
+ * user: CREATEDB (or superuser), and membership in the role named by
+ * OWNER (from 16, membership that may SET ROLE to it)?  (Whether the template may be copied is checked by the caller.)
+ * As in createdb(): CREATEDB of the current user itself, not inherited.
+ */
+static bool
+leaf_may_create_database(CreatedbStmt *stmt)
+{
+	ListCell   *lc;
+	bool		createdb = superuser();
+
+	if (!createdb)
+	{
+		HeapTuple	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(GetUserId()));
+
+		if (HeapTupleIsValid(tup))
+		{
+			createdb = ((Form_pg_authid) GETSTRUCT(tup))->rolcreatedb;
+			ReleaseSysCache(tup);
+		}
+	}
+	if (!createdb)
+		return false;
+
+	foreach(lc, stmt->options)
+	{
+		DefElem    *opt = (DefElem *) lfirst(lc);
+
+		if (strcmp(opt->defname, "owner") == 0 && opt->arg != NULL)
+		{
+			Oid			owner = get_role_oid(defGetString(opt), true);
+
+#if PG_VERSION_NUM >= 160000
+			if (!OidIsValid(owner) || !member_can_set_role(GetUserId(), owner))
+				return false;
+#else
+			if (!OidIsValid(owner) || !is_member_of_role(GetUserId(), owner))
+				return false;
+#endif
+		}
+	}
+	return true;
 }
 
 static void
@@ -126,13 +172,16 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 
 		/*
 		 * Whoever may copy the template may have its allocator stopped:
-		 * its owner, or anyone with CREATEDB if it is a template.  Else an
-		 * allocator that any caller can start there would make CREATE
-		 * DATABASE fail for everyone.
+		 * a role with CREATEDB (and membership in the new owner) that owns
+		 * it, or any such role if it is a template.  Else an allocator
+		 * that any caller can start there would make CREATE DATABASE fail
+		 * for everyone.  A role that CREATE DATABASE will refuse stops
+		 * nothing.
 		 */
 		dboid = leaf_alloc_slots_ready() ?
 			get_database_oid(template, true) : InvalidOid;
 		if (OidIsValid(dboid) &&
+			leaf_may_create_database((CreatedbStmt *) parsetree) &&
 			(leaf_database_is_template(dboid) ||
 			 object_ownercheck(DatabaseRelationId, dboid, GetUserId())))
 			leaf_stop_alloc_worker(dboid);

@@ -451,6 +451,42 @@ leaf_check_unverified(const LeafTagKey *key)
 }
 
 /*
+ * One database may hold leaf.max_tags_per_database slots (by default half
+ * of leaf.max_tags), so that the tags of one database never leave
+ * another none.  Caller holds the exclusive leaf_seg->lock (and releases
+ * it if we throw: LWLocks are released at error exit).
+ */
+static void
+leaf_check_database_share(const LeafTagKey *key)
+{
+	int			limit = leaf_max_tags_per_database;
+	int			n = 0;
+	int			i;
+
+	if (limit < 0)
+		limit = leaf_max_tags / 2;
+	if (limit == 0 || limit >= leaf_max_tags)
+		return;
+
+	for (i = 0; i < leaf_slots_in_use(); i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->generation != 0 && slot->dboid == key->dboid)
+			n++;
+		SpinLockRelease(&slot->mutex);
+	}
+	if (n >= limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("too many biz_tags in use in this database"),
+				 errdetail("A database may hold %d biz_tags in shared memory, of %d over all databases.",
+						   limit, leaf_max_tags),
+				 errhint("Increase \"leaf.max_tags_per_database\" (and \"leaf.max_tags\"), or delete the biz_tags this database no longer uses.")));
+}
+
+/*
  * The hash key of a tag in this database, for the extension as installed
  * now; returns the extension's schema.  Errors if leaf is not installed.
  */
@@ -615,6 +651,8 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 	entry = hash_search(leaf_tag_hash, &key, HASH_FIND, NULL);
 	if (entry == NULL && leaf_remote_enabled())
 		leaf_check_unverified(&key);
+	if (entry == NULL)
+		leaf_check_database_share(&key);
 	if (entry == NULL)
 		slot = leaf_new_slot(&key, generation);
 	else

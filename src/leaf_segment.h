@@ -16,6 +16,7 @@
 /* segment mode */
 extern int	leaf_max_tags;
 extern int	leaf_max_databases;
+extern int	leaf_max_tags_per_database;
 extern int	leaf_alloc_idle_timeout_ms;
 extern int	leaf_preload_percent;
 extern int	leaf_segment_duration_ms;

@@ -56,7 +56,7 @@ $plain->stop;
 ############################################################################
 
 my $small = LeafTest::new_node('max_tags',
-	'leaf.max_tags = 16',
+	'leaf.max_tags = 16', 'leaf.max_tags_per_database = 0',
 	"leaf.tag_refresh_interval = '200ms'");
 $small->safe_psql(
 	'postgres', q{

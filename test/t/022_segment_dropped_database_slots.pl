@@ -17,7 +17,7 @@ use FindBin;
 use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
-my $node = LeafTest::new_node('dropdb', 'leaf.max_tags = 16');
+my $node = LeafTest::new_node('dropdb', 'leaf.max_tags = 16', 'leaf.max_tags_per_database = 0');
 
 $node->safe_psql('postgres', 'CREATE DATABASE d1');
 $node->safe_psql(

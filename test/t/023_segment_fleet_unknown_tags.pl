@@ -22,7 +22,7 @@ $alloc->safe_psql('postgres', "SELECT leaf_segment_create('known', step => 10)")
 my $conninfo =
   'host=' . $alloc->host . ' port=' . $alloc->port . ' dbname=postgres';
 my $shard = LeafTest::new_node('shard',
-	'leaf.max_tags = 16',
+	'leaf.max_tags = 16', 'leaf.max_tags_per_database = 0',
 	"leaf.alloc_conninfo = '$conninfo'",
 	"leaf.tag_refresh_interval = '1h'");
 $shard->safe_psql('postgres', 'CREATE DATABASE other');
