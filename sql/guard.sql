@@ -31,9 +31,12 @@ CREATE DATABASE leaf_guard_names;
 \c leaf_guard_names
 CREATE EXTENSION leaf;
 CREATE TEMP TABLE guard_names (kind text, name text);
+-- (not echoed: the statement names the directory the tests run in)
+\set ECHO none
 SELECT pg_catalog.format('COPY guard_names FROM PROGRAM %L WITH (DELIMITER %L)',
 						 pg_catalog.format('sh %s/test/guard_names.sh %s', :'abs_srcdir', :'abs_srcdir'),
 						 ' ') \gexec
+\set ECHO all
 CREATE TEMP TABLE guard_sub (orig regtype, sub regtype);
 INSERT INTO guard_sub VALUES
 	('text', 'varchar'), ('text', 'name'), ('text', 'bpchar'),

@@ -354,7 +354,7 @@ leaf_tag_exists(Oid nsp, const char *tag)
  * by their defaults, as pg_get_expr() prints them.
  */
 static char *
-leaf_unknown_tag_hint(const char *tag)
+leaf_unknown_tag_hint(const char *tag, bool committed)
 {
 	char	   *call = psprintf("leaf_segment_nextval(%s::text)", quote_literal_cstr(tag));
 	char	   *hint = NULL;
@@ -381,20 +381,22 @@ leaf_unknown_tag_hint(const char *tag)
 		char	   *rel = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 		char	   *col = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 
-		hint = psprintf("Column %s.%s takes its IDs from it: add it above them with SELECT leaf_segment_create(%s, start => (SELECT COALESCE(max(%s), 0) + 1 FROM %s)). A database that took over from another (a restore, a logical replica) takes that one's counters with leaf_alloc_cutover() instead.",
-						rel, col, quote_literal_cstr(tag), col, rel);
+		hint = psprintf("Column %s.%s takes its IDs from it: add it above them with SELECT leaf_segment_create(%s, start => (SELECT COALESCE(max(%s), 0) + 1 FROM %s))%s. A database that took over from another (a restore, a logical replica) takes that one's counters with leaf_alloc_cutover() instead.",
+						rel, col, quote_literal_cstr(tag), col, rel,
+						committed ? "" : ", and commit before taking IDs");
 	}
 	SPI_finish();
 	if (hint == NULL)
-		hint = psprintf("Add it with SELECT leaf_segment_create(%s), or INSERT a row into leaf_alloc.",
-						quote_literal_cstr(tag));
+		hint = psprintf("Add it with SELECT leaf_segment_create(%s), or INSERT a row into leaf_alloc%s.",
+						quote_literal_cstr(tag),
+						committed ? "" : ", and commit before taking IDs");
 	return hint;
 }
 
 static void
 leaf_report_unknown_tag(const char *tag)
 {
-	char	   *hint = leaf_unknown_tag_hint(tag);
+	char	   *hint = leaf_unknown_tag_hint(tag, true);
 
 	ereport(ERROR,
 			(errcode(ERRCODE_LEAF_UNKNOWN_TAG),
@@ -406,13 +408,13 @@ leaf_report_unknown_tag(const char *tag)
 static void
 leaf_report_tag_not_visible(const char *tag)
 {
-	char	   *hint = leaf_unknown_tag_hint(tag);
+	char	   *hint = leaf_unknown_tag_hint(tag, false);
 
 	ereport(ERROR,
 			(errcode(ERRCODE_LEAF_UNKNOWN_TAG),
 			 errmsg("biz_tag \"%s\" does not exist", tag),
 			 errdetail("The allocator found no committed row for it in leaf_alloc."),
-			 errhint("%s Commit before taking IDs.", hint)));
+			 errhint("%s", hint)));
 }
 
 /*
