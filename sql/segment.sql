@@ -232,3 +232,18 @@ CREATE EXTENSION leaf;
 SELECT leaf_segment_create('order', step => 10);
 SELECT leaf_segment_nextval('order') FROM generate_series(1, 25);
 SELECT max_id > 25 AS above_every_id FROM leaf_alloc WHERE biz_tag = 'order';
+
+-- a data-only pg_restore with --disable-triggers enables every trigger of
+-- leaf_alloc as an ordinary one afterwards (ENABLE TRIGGER ALL): the
+-- trigger that records logical replication then acts on nothing, and the
+-- loads go on (no LF012); ENABLE ALWAYS puts it back
+ALTER TABLE leaf_alloc DISABLE TRIGGER ALL;
+ALTER TABLE leaf_alloc ENABLE TRIGGER ALL;
+SELECT tgname, tgenabled FROM pg_trigger
+ WHERE tgrelid = 'leaf_alloc'::regclass AND tgname LIKE 'leaf_alloc_replicated%' ORDER BY 1;
+SELECT count(*) AS ids FROM (SELECT leaf_segment_nextval('order') FROM generate_series(1, 25)) s;
+SELECT count(*) AS recorded_as_replicated FROM leaf_alloc_replicated;
+ALTER TABLE leaf_alloc ENABLE ALWAYS TRIGGER leaf_alloc_replicated;
+ALTER TABLE leaf_alloc ENABLE ALWAYS TRIGGER leaf_alloc_replicated_truncate;
+SELECT count(*) AS ids FROM (SELECT leaf_segment_nextval('order') FROM generate_series(1, 25)) s;
+SELECT count(*) AS recorded_as_replicated FROM leaf_alloc_replicated;
