@@ -29,8 +29,6 @@
  */
 #include "postgres.h"
 
-#include <sys/stat.h>
-
 #include "access/xlog.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
@@ -52,6 +50,7 @@
 
 #include "leaf_alloc.h"
 #include "leaf_alloc_replica.h"
+#include "leaf_alloc_source.h"
 #include "leaf_errcodes.h"
 #include "leaf_segment.h"
 
@@ -408,7 +407,7 @@ leaf_cutover_fence(const char *conninfo, LeafCutoverPublisher *pub)
 
 		params[0] = psprintf(UINT64_FORMAT, sysid);
 		params[1] = psprintf("%u", MyDatabaseId);
-		params[2] = psprintf("moved: database \"%s\" (%u) of system " UINT64_FORMAT " took these counters over with leaf_alloc_cutover() at %s; they lie below its own now",
+		params[2] = psprintf(LEAF_SOURCE_MOVED "database \"%s\" (%u) of system " UINT64_FORMAT " took these counters over with leaf_alloc_cutover() at %s; they lie below its own now",
 							 get_database_name(MyDatabaseId), MyDatabaseId,
 							 sysid, timestamptz_to_str(GetCurrentTimestamp()));
 		PQclear(leaf_cutover_exec(conn, psprintf("DELETE FROM %s.leaf_alloc_source", nsp),
@@ -598,18 +597,18 @@ leaf_cutover_record(const char *nsp, const char *origin, const char *from)
 	Oid			argtypes[6] = {INT8OID, OIDOID, TEXTOID, TEXTOID, INT8OID, INT8OID};
 	Datum		args[6];
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
-	uint64		sysid = GetSystemIdentifier();
-	struct stat st;
+	LeafSourceIdent local;
 
-	args[0] = Int64GetDatum((int64) sysid);
-	args[1] = ObjectIdGetDatum(MyDatabaseId);
-	args[2] = CStringGetTextDatum(psprintf("the local leaf_alloc (database %u of system " UINT64_FORMAT "), taken over from %s",
-										   MyDatabaseId, sysid, from));
-	args[3] = CStringGetTextDatum(origin);
 	/* all of what the allocator records, which may not check again */
-	args[4] = Int64GetDatum((int64) GetWALInsertionTimeLine());
-	args[5] = Int64GetDatum(stat(DataDir, &st) == 0 ? (int64) st.st_ino : 0);
-	if (DatumGetInt64(args[5]) == 0)
+	leaf_local_ident(&local);
+	args[0] = Int64GetDatum(local.sysid);
+	args[1] = ObjectIdGetDatum(local.dboid);
+	args[2] = CStringGetTextDatum(psprintf("the local leaf_alloc (database %u of system " UINT64_FORMAT "), taken over from %s",
+										   local.dboid, (uint64) local.sysid, from));
+	args[3] = CStringGetTextDatum(origin);
+	args[4] = Int64GetDatum((int64) local.timeline);
+	args[5] = Int64GetDatum((int64) local.datadir);
+	if (local.datadir == 0)
 		nulls[5] = 'n';
 	if (SPI_execute(psprintf("DELETE FROM %s.leaf_alloc_source", nsp),
 					false, 0) != SPI_OK_DELETE ||

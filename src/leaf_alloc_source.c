@@ -118,6 +118,30 @@ leaf_describe_source(const LeafSourceIdent *id, char *buf, size_t len)
 }
 
 /*
+ * Does leaf_alloc_source (relid) have the columns of 1.4, so that a local
+ * source records its cluster and data directory?
+ */
+static bool
+leaf_source_has_dir(Oid relid)
+{
+	return OidIsValid(relid) &&
+		get_attnum(relid, "data_directory") != InvalidAttrNumber;
+}
+
+/*
+ * The description of a source that leaf_alloc_cutover() wrote into the
+ * database it fenced, without its prefix; NULL for any other.
+ */
+static const char *
+leaf_source_moved(const char *desc)
+{
+	size_t		len = strlen(LEAF_SOURCE_MOVED);
+
+	return desc != NULL && strncmp(desc, LEAF_SOURCE_MOVED, len) == 0 ?
+		desc + len : NULL;
+}
+
+/*
  * What leaf_source_read found in leaf_alloc_source, besides what it put
  * into the LeafSourceCheck.
  */
@@ -263,10 +287,10 @@ static void
 leaf_source_judge(LeafSourceCheck *c, bool have_tl, const char *cur_desc,
 				  LeafSourceRows *rows, bool tl_changed, bool restarted)
 {
-	if (c->copied && strncmp(rows->recorded_desc, "moved: ", 7) == 0)
+	if (c->copied && leaf_source_moved(rows->recorded_desc) != NULL)
 		snprintf(c->detail, sizeof(c->detail),
 				 "The counters in leaf_alloc were taken over by another database (%s). Confirming here would hand out IDs that it hands out as well.",
-				 rows->recorded_desc + 7);
+				 leaf_source_moved(rows->recorded_desc));
 	else if (c->copied)
 		snprintf(c->detail, sizeof(c->detail),
 				 "The counters in leaf_alloc are those of %s, and this is database %u of system " UINT64_FORMAT ": a copy (CREATE DATABASE ... TEMPLATE, a restored dump, a clone in another cluster, pg_upgrade) would hand out the IDs of the original again.",
@@ -505,8 +529,7 @@ leaf_source_check_txn(LeafSourceCheck *c)
 	have_tl = OidIsValid(relid) &&
 		get_attnum(relid, "timeline") != InvalidAttrNumber;
 	c->have_tl = have_tl;
-	c->have_dir = OidIsValid(relid) &&
-		get_attnum(relid, "data_directory") != InvalidAttrNumber;
+	c->have_dir = leaf_source_has_dir(relid);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -638,8 +661,11 @@ leaf_source_check(const LeafSourceIdent *cur, const LeafLoadJob *job,
 	return true;
 }
 
-/* this database's own leaf_alloc, on this server's timeline */
-static void
+/*
+ * This database's own leaf_alloc, on this server's timeline, in this data
+ * directory (also what leaf_alloc_cutover() records).
+ */
+void
 leaf_local_ident(LeafSourceIdent *local)
 {
 	struct stat st;
@@ -684,7 +710,6 @@ leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
 	LeafSourceIdent rec;
 	bool		current;
 	bool		strict;
-	Oid			relid;
 	char	   *desc;
 
 	if (SPI_execute(psprintf("SELECT state OPERATOR(pg_catalog.=) 'current', "
@@ -704,9 +729,7 @@ leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
 
 	leaf_local_ident(&local);
 	/* a database at 1.4 records the cluster of a local source */
-	relid = get_relname_relid("leaf_alloc_source", nsp);
-	strict = OidIsValid(relid) &&
-		get_attnum(relid, "data_directory") != InvalidAttrNumber;
+	strict = leaf_source_has_dir(get_relname_relid("leaf_alloc_source", nsp));
 	if (!rec.remote && leaf_same_source(&rec, &local) &&
 		(rec.sysid != 0 || !strict))
 		return true;
@@ -715,10 +738,10 @@ leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
 	desc = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
 	res->status = LEAF_LOAD_FINAL;
 	res->sqlstate = ERRCODE_LEAF_ALLOC_SOURCE_CHANGED;
-	if (desc != NULL && strncmp(desc, "moved: ", 7) == 0)
+	if (leaf_source_moved(desc) != NULL)
 		snprintf(res->msg, sizeof(res->msg),
 				 "The counters in leaf_alloc were taken over by another database (%s).",
-				 desc + 7);
+				 leaf_source_moved(desc));
 	else
 		snprintf(res->msg, sizeof(res->msg),
 				 "leaf_alloc_source records %s as the owner of the counters in leaf_alloc, and this is database %u of system " UINT64_FORMAT ".",

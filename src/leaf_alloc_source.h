@@ -34,6 +34,13 @@ typedef struct LeafSourceIdent
 /* the sources, before a load and before tags decide which slots to free */
 extern bool leaf_source_check(const LeafSourceIdent *cur,
 							  const LeafLoadJob *job, LeafLoadResult *res);
+/*
+ * The start of the description leaf_alloc_cutover() writes into the
+ * publisher it fences: its loads, and a confirmation there, are refused.
+ */
+#define LEAF_SOURCE_MOVED "moved: "
+
+extern void leaf_local_ident(LeafSourceIdent *local);
 extern bool leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res);
 extern bool leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res);
 extern bool leaf_source_recorded_ok(const LeafSourceIdent *cur, char *errbuf,
