@@ -13,16 +13,16 @@ MODULE_big = leaf
 OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
 PGFILEDESC = "leaf - distributed ID generator"
 
-# Versions.  Release 1.0's install script is put together from one SQL
-# file per concern (src/leaf_segment.sql, src/leaf_snowflake.sql), which
-# stay as they were released.  Every later change to SQL objects goes into
-# an upgrade script src/leaf--X--Y.sql, and the install script of release
-# Y is X's install script followed by that upgrade script, so a new
-# installation and an upgraded one run the same statements.
-DATA = src/leaf--1.0--1.1.sql src/leaf--1.1--1.2.sql src/leaf--1.2--1.3.sql \
-	src/leaf--1.3--1.4.sql
-DATA_built = leaf--1.0.sql leaf--1.1.sql leaf--1.2.sql leaf--1.3.sql leaf--1.4.sql
-# PGXS removes DATA_built and pg_regress's and prove's files itself
+# Versions, as pg_stat_statements ships them: the install script of
+# release 1.0 (src/leaf--1.0.sql) and one upgrade script per later
+# release (src/leaf--X--Y.sql).  CREATE EXTENSION leaf installs 1.0 and
+# follows the upgrade scripts to default_version, so a new installation
+# and an upgraded one run the same statements.  A release is a new upgrade
+# script, default_version in leaf.control and an entry in CHANGELOG.md;
+# released scripts never change (CHANGELOG.md records their md5, which
+# test/t/024_extension_upgrade.pl checks).
+DATA = $(sort $(wildcard src/leaf--*.sql))
+# PGXS removes pg_regress's and prove's files itself
 EXTRA_CLEAN = tmp_check_regress
 
 REGRESS = $(sort $(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
@@ -63,21 +63,6 @@ PROVE_FLAGS += -I $(srcdir)/test/lib
 # is.  After PGXS, which sets CPPFLAGS from PG_CPPFLAGS.
 LEAF_ZK_OBJS = src/leaf_sf_worker.o src/leaf_zk_assign.o src/leaf_zk_client.o
 $(LEAF_ZK_OBJS) $(LEAF_ZK_OBJS:.o=.bc): override CPPFLAGS += -DTHREADED
-
-leaf--1.0.sql: src/leaf_segment.sql src/leaf_snowflake.sql
-	cat $^ > $@
-
-leaf--1.1.sql: leaf--1.0.sql src/leaf--1.0--1.1.sql
-	cat $^ > $@
-
-leaf--1.2.sql: leaf--1.1.sql src/leaf--1.1--1.2.sql
-	cat $^ > $@
-
-leaf--1.3.sql: leaf--1.2.sql src/leaf--1.2--1.3.sql
-	cat $^ > $@
-
-leaf--1.4.sql: leaf--1.3.sql src/leaf--1.3--1.4.sql
-	cat $^ > $@
 
 # The fault-injection run on its own, as long as asked (after make install):
 #   make chaos CHAOS_SEED=7 CHAOS_SECONDS=1200

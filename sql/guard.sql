@@ -186,50 +186,59 @@ CREATE EXTENSION leaf;
 
 --
 -- Every earlier release, installed where the decoys wait and updated:
--- the update leaves nothing bound to them.
+-- the update leaves nothing bound to them.  The steps for each release
+-- are written into a script, whose output for each release goes into a
+-- file of its own and must be that of a new installation, made the same
+-- way; so this file and its output name no release.
 --
-
-CREATE DATABASE leaf_guard_from_1_0 OWNER leaf_guard_owner;
-\c leaf_guard_from_1_0 leaf_guard_owner
+\getenv abs_builddir PG_ABS_BUILDDIR
+\set results :abs_builddir '/results/'
+\set steps :results 'guard_steps.sql'
+\c postgres
+SELECT string_agg(format($step$
+CREATE DATABASE %1$I OWNER leaf_guard_owner;
+\c %1$I leaf_guard_owner
 :decoys
-\c leaf_guard_from_1_0 :superuser
-CREATE EXTENSION leaf VERSION '1.0';
-ALTER EXTENSION leaf UPDATE;
+\c %1$I :superuser
+CREATE EXTENSION leaf%2$s
+\o %3$s
 :use
 :check
-
-CREATE DATABASE leaf_guard_from_1_1 OWNER leaf_guard_owner;
-\c leaf_guard_from_1_1 leaf_guard_owner
-:decoys
-\c leaf_guard_from_1_1 :superuser
-CREATE EXTENSION leaf VERSION '1.1';
-ALTER EXTENSION leaf UPDATE;
-:use
-:check
-
-CREATE DATABASE leaf_guard_from_1_2 OWNER leaf_guard_owner;
-\c leaf_guard_from_1_2 leaf_guard_owner
-:decoys
-\c leaf_guard_from_1_2 :superuser
-CREATE EXTENSION leaf VERSION '1.2';
-ALTER EXTENSION leaf UPDATE;
-:use
-:check
-
-CREATE DATABASE leaf_guard_from_1_3 OWNER leaf_guard_owner;
-\c leaf_guard_from_1_3 leaf_guard_owner
-:decoys
-\c leaf_guard_from_1_3 :superuser
-CREATE EXTENSION leaf VERSION '1.3';
-ALTER EXTENSION leaf UPDATE;
-:use
-:check
+\o
+\c postgres
+$step$, 'leaf_guard_' || CASE WHEN version = default_version THEN 'ref'
+                         ELSE 'from_' || translate(version, '.', '_') END,
+        CASE WHEN version = default_version THEN ';'
+             ELSE format(E' VERSION %L;\nALTER EXTENSION leaf UPDATE;', version) END,
+        :'results' || 'leaf_guard_' || CASE WHEN version = default_version THEN 'ref'
+                         ELSE 'from_' || translate(version, '.', '_') END || '.out'), '')
+  FROM pg_available_extension_versions v, pg_available_extensions e
+ WHERE v.name = 'leaf' AND e.name = 'leaf'
+\g (format=unaligned tuples_only=on) :steps
+\set ECHO none
+\i :steps
+\set ECHO all
+-- one file per earlier release, each with what a new installation shows
+SELECT count(*) = (SELECT count(*) - 1 FROM pg_available_extension_versions
+                    WHERE name = 'leaf') AS every_earlier_release,
+       count(*) >= 4 AS at_least_four,
+       bool_and(pg_read_file(:'results' || datname || '.out')
+                = pg_read_file(:'results' || 'leaf_guard_ref.out')) AS same_as_new,
+       pg_read_file(:'results' || 'leaf_guard_ref.out') LIKE '%unadopted%' AS the_new_one_used_leaf
+  FROM pg_database WHERE datname LIKE 'leaf\_guard\_from\_%';
+-- the releases that fell short, if any
+SELECT datname FROM pg_database
+ WHERE datname LIKE 'leaf\_guard\_from\_%'
+   AND pg_read_file(:'results' || datname || '.out')
+       IS DISTINCT FROM pg_read_file(:'results' || 'leaf_guard_ref.out')
+ ORDER BY 1;
+\set ECHO none
+SELECT format('DROP DATABASE %I', datname) FROM pg_database
+ WHERE datname LIKE 'leaf\_guard\_from\_%' OR datname = 'leaf_guard_ref'
+\gexec
+\set ECHO all
 
 \c postgres
 DROP DATABASE leaf_guard_names;
 DROP DATABASE leaf_guard_new;
-DROP DATABASE leaf_guard_from_1_0;
-DROP DATABASE leaf_guard_from_1_1;
-DROP DATABASE leaf_guard_from_1_2;
-DROP DATABASE leaf_guard_from_1_3;
 DROP ROLE leaf_guard_owner;

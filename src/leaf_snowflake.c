@@ -1262,7 +1262,7 @@ leaf_sf_not_ready_why(const LeafSfShared *snap, uint64 last_id,
 }
 
 /*
- * leaf_snowflake_status(): one row, see leaf_snowflake.sql.
+ * leaf_snowflake_status(): one row, see leaf--1.0.sql and its upgrade scripts.
  */
 Datum
 leaf_snowflake_status(PG_FUNCTION_ARGS)

@@ -41,21 +41,30 @@ for my $i (0 .. $#versions - 1)
 	isnt($path, '', "an update path leads from $versions[$i] to $current ($path)");
 }
 
-# Released install scripts never change: a change to SQL objects goes into
-# a new release's upgrade script.  One checksum per released version.
-my %released = (
-	'1.0' => '35146baa15443d34338248fadde7b9a7',
-	'1.1' => '848dfc318c14190fd38d6a0aef9f0b57',
-	'1.2' => '4db8e2e101efd9fad43288f3878ae5e0',
-	'1.3' => 'dbedb9ae3ad253c8a7aaf4325dedae75');
+# Released scripts never change: a change to SQL objects goes into a new
+# release's upgrade script.  The CHANGELOG names the script of every
+# released version and its md5; the installed file must match it.
+my %released;
+my $version;
+for my $line (split /\n/, slurp_file('CHANGELOG.md'))
+{
+	$version = $1 if $line =~ /^## (\d+\.\d+)/;
+	$released{$version} = [ $1, $2 ]
+	  if $line =~ /^SQL script: `src\/(leaf--[\d.-]+\.sql)`, md5 `([0-9a-f]{32})`/;
+}
 my $sharedir = `pg_config --sharedir`;
 chomp $sharedir;
-for my $v (sort keys %released)
+for my $v (@versions)
 {
-	my $script = slurp_file("$sharedir/extension/leaf--$v.sql");
-	is(Digest::MD5::md5_hex($script), $released{$v},
-		"the install script of release $v is as released");
+	next if $v eq $current && !$released{$v};
+	ok($released{$v}, "the CHANGELOG names the script of release $v and its md5");
+	next unless $released{$v};
+	my ($file, $md5) = @{ $released{$v} };
+	like($file, qr/^leaf--(\Q$v\E|[\d.]+--\Q$v\E)\.sql$/, "the script of release $v is $file");
+	is(Digest::MD5::md5_hex(slurp_file("$sharedir/extension/$file")), $md5,
+		"the script of release $v is as released");
 }
+cmp_ok(scalar(keys %released), '>=', 4, 'the released versions have their scripts recorded');
 
 my $previous = $versions[-2];
 $node->safe_psql('postgres', qq[
