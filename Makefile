@@ -55,8 +55,12 @@ endif
 
 include $(PGXS)
 
-# after PGXS, which resets PROVE_FLAGS
-PROVE_FLAGS += -I $(srcdir)/test/lib
+# after PGXS, which resets PROVE_FLAGS.  --timer: each file's time in
+# prove's output, which test/lib/run.sh compares with the file's budget.
+# LEAF_TEST_JOBS=N runs N TAP files at once (each has its own data
+# directories, and its ports and ZooKeeper servers come from
+# PostgreSQL::Test::Cluster's port reservations).
+PROVE_FLAGS += -I $(srcdir)/test/lib --timer $(if $(LEAF_TEST_JOBS),-j$(LEAF_TEST_JOBS))
 
 # The files that include <zookeeper/zookeeper.h> (through leaf_zk_client.h)
 # are compiled with THREADED, for the client's sync API; no other file

@@ -34,7 +34,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # pg_major: the PostgreSQL major to build and test against
 pg_major() {
-	local codename=
+	local codename= major
 	if [ -n "${LEAF_PG_MAJOR:-}" ]; then
 		echo "$LEAF_PG_MAJOR"
 		return
@@ -48,12 +48,14 @@ pg_major() {
 		return
 	fi
 	[ -r /etc/os-release ] && codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-	case "$codename" in
-		bookworm) echo 15 ;;
-		trixie) echo 17 ;;
-		forky | sid) echo 18 ;;
-		*) ls /usr/lib/postgresql 2>/dev/null | sort -n | tail -n 1 ;;
-	esac
+	major=$("$here/test/lib/run.sh" major-of "$codename")
+	if [ -z "$major" ]; then
+		case "$codename" in
+			forky) major=18 ;;
+			*) major=$(ls /usr/lib/postgresql 2>/dev/null | sort -n | tail -n 1) ;;
+		esac
+	fi
+	echo "$major"
 }
 
 pgmajor=$(pg_major)
@@ -104,24 +106,15 @@ as_postgres() {
 	su postgres -s /bin/bash -c "cd '$dir' && $*"
 }
 
-# build_and_install DIR [test]: build as the owner of DIR, install as root.
-# With "test": first the default build, which must compile without a
-# warning and hold no leaf.test_* setting, then the build the tests need
-# (LEAF_TEST_HOOKS=1), which is the one installed.
+# build_and_install DIR: build as the owner of DIR, install as root
 build_and_install() {
-	local dir=$1 kind=${2:-}
+	local dir=$1
 	local mk="make -s PG_CONFIG=$pg_config with_llvm=no"
-	local clean="{ $mk clean >/dev/null 2>&1 || true; }"
-	local build="$clean && $mk PG_CFLAGS=-Werror"
-	if [ "$kind" = test ]; then
-		build="$build && { ! grep -q -a leaf.test_ leaf.so || { echo 'install.sh: the default build has leaf.test_* settings' >&2; false; }; }"
-		build="$build && $clean && $mk PG_CFLAGS=-Werror LEAF_TEST_HOOKS=1"
-	fi
-	say "building leaf in $dir${kind:+ (the default build, then the test build)}"
+	say "building leaf in $dir"
 	if [ "$(stat -c %U "$dir")" = postgres ]; then
-		as_postgres "$dir" "$build"
+		as_postgres "$dir" "$mk clean >/dev/null && $mk PG_CFLAGS=-Werror"
 	else
-		(cd "$dir" && bash -c "$build")
+		(cd "$dir" && $mk clean >/dev/null && $mk PG_CFLAGS=-Werror)
 	fi
 	(cd "$dir" && $mk install >/dev/null)
 }
@@ -148,9 +141,10 @@ make_reachable() {
 	done
 }
 
+# run_tests: build and test in a copy owned by postgres (initdb refuses
+# root), with test/lib/run.sh, which test/majors.sh runs in its chroots
 run_tests() {
-	local dir=${LEAF_TEST_DIR:-} made=0
-	local rc=0 failed
+	local dir=${LEAF_TEST_DIR:-} made=0 rc=0
 
 	# a directory of our own is removed again when every test passed; one
 	# named by LEAF_TEST_DIR is always kept
@@ -158,37 +152,13 @@ run_tests() {
 		dir=$(mktemp -d /tmp/leaf-test.XXXXXX)
 		made=1
 	fi
-	mkdir -p "$dir"
-	# build and test in a copy owned by postgres: initdb refuses root
-	(cd "$here" && tar --exclude=./.git --exclude=./.pgdata -cf - .) | (cd "$dir" && tar -xf -)
-	chown -R postgres:postgres "$dir"
-	build_and_install "$dir" test
-
-	local prove=
-	if [ -n "${LEAF_TESTS:-}" ]; then
-		prove="PROVE_TESTS='$(cd "$dir" && eval "echo $LEAF_TESTS")'"
-	fi
+	"$here/test/lib/run.sh" copy "$here" "$dir"
+	say "building leaf in $dir (the default build, then the test build)"
+	"$here/test/lib/run.sh" build "$dir" "$pg_config"
 	say "running the tests in $dir (PostgreSQL $pgmajor)"
-	# PG_TEST_PORT_DIR: shared with test runs beside this one (test/majors.sh),
-	# whose user postgres has another uid: umask 0000 lets each open the
-	# port reservations the other made (PostgreSQL::Test::Cluster opens them
-	# read-write), and the servers set their own umask
-	as_postgres "$dir" "${PG_TEST_PORT_DIR:+umask 0000 && PG_TEST_PORT_DIR=$PG_TEST_PORT_DIR }make installcheck PG_CONFIG=$pg_config with_llvm=no $prove" || rc=$?
+	"$here/test/lib/run.sh" check "$dir" "$pg_config" "${LEAF_TESTS:-}" || rc=$?
 	if [ $rc != 0 ]; then
-		failed=$("$here/test/failed_tests.sh" "$dir" | tr '\n' ' ')
 		say "tests failed (exit $rc)"
-		[ -f "$dir/regression.diffs" ] && cat "$dir/regression.diffs"
-		for f in $failed; do
-			case "$f" in
-				test/t/*)
-					f=${f#test/t/}
-					say "$dir/tmp_check/log/regress_log_${f%.pl}"
-					tail -n 80 "$dir/tmp_check/log/regress_log_${f%.pl}"
-					;;
-			esac
-		done
-		say "failed: ${failed:-(no test file named; see the output above)}"
-		say "kept for a look: $dir (logs in $dir/tmp_check/log)"
 	elif [ $made = 1 ]; then
 		rm -rf "$dir"
 		say "all tests passed; $dir removed"
@@ -269,14 +239,39 @@ Stop it with:   ./install.sh stop
 EOF
 }
 
+# stop_local: stop the demo server; one that is not running (stopped
+# before, or never created) is no error
 stop_local() {
 	local data=$here/.pgdata
+	if [ ! -f "$data/PG_VERSION" ]; then
+		echo "install.sh: no demo server in $data"
+		return 0
+	fi
+	if ! as_postgres / "$pgbin/pg_ctl -D '$data' status" >/dev/null 2>&1; then
+		echo "install.sh: the demo server in $data is not running"
+		return 0
+	fi
 	as_postgres / "$pgbin/pg_ctl -D '$data' -m fast -w stop"
+}
+
+# port_check: before installing anything, refuse a port that another
+# program holds, unless it is the demo server's own, already running
+port_check() {
+	local data=$here/.pgdata want=$port cur
+	cur=$( [ -f "$data/postgresql.conf" ] && conf_port "$data" || true)
+	[ -z "${LEAF_PORT:-}" ] && [ -n "$cur" ] && want=$cur
+	port_in_use "$want" || return 0
+	if [ -f "$data/postmaster.pid" ] && [ "$want" = "$cur" ]; then
+		return 0
+	fi
+	echo "install.sh: port $want is in use by another program; set LEAF_PORT to a free port" >&2
+	exit 1
 }
 
 case "$mode" in
 	run)
 		need_root
+		port_check
 		install_packages run
 		start_local
 		;;
@@ -284,7 +279,7 @@ case "$mode" in
 		need_root
 		# every supported major unless told otherwise; LEAF_MAJORS= (empty)
 		# is this machine's own only
-		majors=${LEAF_MAJORS-15 17 18 19}
+		majors=${LEAF_MAJORS-$("$here/test/lib/run.sh" majors)}
 		if [ -n "$majors" ] && [ "$majors" != "$pgmajor" ]; then
 			exec "$here/test/majors.sh" all $majors
 		fi

@@ -18,15 +18,13 @@
 #                                      reports side by side
 #                                      (test/bench/leaf_bench_compare.py)
 #
-# Majors and where their packages come from:
-#
-#   15  Debian 12 (bookworm)
-#   17  Debian 13 (trixie)
-#   18  Debian unstable (sid)
-#   19  Debian experimental, over unstable
-#
+# The supported majors, and the Debian suite each comes from, are listed
+# once, in test/lib/run.sh ("run.sh majors", "run.sh suite MAJOR"); 19
+# comes from experimental, over unstable.  The chroots take their packages
+# from the Debian archive that this machine's apt uses ("run.sh mirror").
 # The major of the host's own release (15 on Debian 12) is tested on the
-# host, by ./install.sh test; the others in a chroot each.
+# host, by ./install.sh test; the others in a chroot each.  Both build and
+# test with test/lib/run.sh.
 #
 # Upgrades with pg_upgrade (test/t/036_pg_upgrade_majors.pl) need the
 # older major in the same root: the chroots of 17, 18 and 19 also get the
@@ -39,14 +37,12 @@
 # "pg_attver", which pg_dump of 18.6 and 19~rc1 carries into the new
 # cluster and their servers refuse ('unrecognized parameter "pg_attver"').
 #
-# Debian's archive has no PostgreSQL 16 in any suite (bookworm has 15,
-# trixie 17, sid 18, experimental 19), so 16 cannot be tested this way.
-#
-# LEAF_MAJORS="15 17 18 19" ./install.sh test runs this script (all).
+# ./install.sh test runs this script for every supported major (all).
 #
 # Environment:
-#   LEAF_MAJORS        majors when none are named (default: 17 18 19)
-#                      in the order they start
+#   LEAF_MAJORS        majors when none are named (default: every
+#                      supported one but the host's), in the order they
+#                      start
 #   LEAF_CHROOTS       where the chroots are kept between runs (default
 #                      /var/cache/leaf/chroots); one directory per suite
 #   LEAF_MAJORS_JOBS   how many majors build and test at once (default 2)
@@ -86,7 +82,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 chroots=${LEAF_CHROOTS:-/var/cache/leaf/chroots}
 jobs=${LEAF_MAJORS_JOBS:-2}
-mirror=http://deb.debian.org/debian
+# the Debian archive of this machine's own apt configuration
+mirror=$("$here/test/lib/run.sh" mirror)
 portdir=/tmp/leaf-portlock
 
 say() { printf '== %s: %s\n' "$(date +%H:%M:%S)" "$*"; }
@@ -97,14 +94,7 @@ die() {
 
 # suite_of MAJOR: the Debian suite (and chroot name) for a major
 suite_of() {
-	case "$1" in
-		17) echo trixie ;;
-		18) echo sid ;;
-		19) echo experimental ;;
-		15) echo bookworm ;;
-		16) die "Debian's archive has no PostgreSQL 16" ;;
-		*) die "no Debian suite known for PostgreSQL $1" ;;
-	esac
+	"$here/test/lib/run.sh" suite "$1" || exit 2
 }
 
 # upgrade_from MAJOR: the older major installed beside MAJOR in its
@@ -362,15 +352,11 @@ test_major() {
 	# shellcheck disable=SC2064
 	trap "umount_chroot '$root'" EXIT
 	rm -rf "${root:?}$dir"
-	mkdir -p "$root$dir"
-	(cd "$here" && tar --exclude=./.git --exclude=./.pgdata -cf - .) | (cd "$root$dir" && tar -xf -)
-	in_chroot "$root" "chown -R postgres:postgres $dir"
+	"$here/test/lib/run.sh" copy "$here" "$root$dir"
 
 	local pgc=/usr/lib/postgresql/$major/bin/pg_config
-	local mk="make -s PG_CONFIG=$pgc with_llvm=no"
-	local cflags
+	local cflags old upgrade='' m
 	cflags=$(extra_cflags "$major")
-	local old upgrade='' m mkm
 	old=$(upgrade_from "$major")
 	if [ -n "$old" ]; then
 		[ -x "$root/usr/lib/postgresql/$old/bin/pg_upgrade" ] ||
@@ -378,22 +364,11 @@ test_major() {
 		upgrade="LEAF_UPGRADE_FROM=/usr/lib/postgresql/$old"
 	fi
 	t0=$SECONDS
-	# the older major first: the copy stays built for the major under test.
-	# For the major under test, the default build first (no warning, no
-	# leaf.test_* setting in it), then the test build (LEAF_TEST_HOOKS=1),
-	# which is installed.
-	local clean b hooks
+	# the older major first (its test build only): the copy stays built for
+	# the major under test, whose default build and test build run.sh makes
 	for m in $old $major; do
-		mkm="make -s PG_CONFIG=/usr/lib/postgresql/$m/bin/pg_config with_llvm=no"
-		clean="{ $mkm clean >/dev/null 2>&1 || true; }"
-		b="$clean && $mkm PG_CFLAGS=\"-Werror $cflags\""
-		hooks=
-		if [ "$m" = "$major" ]; then
-			b="$b && ! grep -q -a leaf.test_ leaf.so && $clean && $mkm PG_CFLAGS=\"-Werror $cflags\" LEAF_TEST_HOOKS=1"
-			hooks=", default and test builds"
-		fi
-		say "$major: building for $m with -Werror $cflags$hooks"
-		if ! in_chroot "$root" "su postgres -s /bin/bash -c 'cd $dir && $b' && cd $dir && $mkm install >/dev/null"; then
+		say "$major: building for $m with -Werror $cflags"
+		if ! in_chroot "$root" "cd $dir && test/lib/run.sh build $dir /usr/lib/postgresql/$m/bin/pg_config '$cflags' $([ "$m" = "$major" ] || echo test-only)"; then
 			say "$major: BUILD FAILED (for $m)"
 			return 1
 		fi
@@ -405,44 +380,15 @@ test_major() {
 		return 0
 	fi
 
-	local prove=
-	if [ "$tests" != all ]; then
-		# expand the globs in the copy, as make would
-		prove="PROVE_TESTS='$(cd "$root$dir" && eval "echo $tests")'"
-	fi
+	[ "$tests" = all ] && tests=
 	t0=$SECONDS
-	say "$major: make installcheck ${prove:-(all TAP files)}"
+	say "$major: make installcheck ${tests:-(all TAP files)}"
 	set +e
-	# the port reservations are shared with the runs beside this one, whose
-	# user postgres has another uid: with umask 0000 each may open the
-	# others' files (PostgreSQL::Test::Cluster opens them read-write; a
-	# reservation it could not open failed a test).  The servers set their
-	# own umask.
-	in_chroot "$root" "su postgres -s /bin/bash -c \"umask 0000 && cd $dir && $upgrade PG_TEST_PORT_DIR=$portdir $mk installcheck $prove\"" 2>&1 |
-		tee "$root$dir/installcheck.out"
-	rc=${PIPESTATUS[0]}
-	# no leaf TAP file skips itself: one that prove reports as skipped
-	# died in a way that hid its failure
-	if [ $rc = 0 ] && grep -q '^test/t/.*\.pl \.* skipped' "$root$dir/installcheck.out"; then
-		say "$major: a TAP file was skipped as a whole"
-		rc=1
-	fi
+	in_chroot "$root" "cd $dir && $upgrade ${LEAF_TEST_JOBS:+LEAF_TEST_JOBS=$LEAF_TEST_JOBS} PG_TEST_PORT_DIR=$portdir test/lib/run.sh check $dir $pgc '$tests'"
+	rc=$?
 	set -e
 	say "$major: tests took $((SECONDS - t0)) s, exit $rc"
 	if [ $rc != 0 ]; then
-		local failed f
-		failed=$("$here/test/failed_tests.sh" "$root$dir" | tr '\n' ' ')
-		[ -f "$root$dir/regression.diffs" ] && cat "$root$dir/regression.diffs"
-		for f in $failed; do
-			case "$f" in
-				test/t/*)
-					f=${f#test/t/}
-					say "$root$dir/tmp_check/log/regress_log_${f%.pl}"
-					tail -n 60 "$root$dir/tmp_check/log/regress_log_${f%.pl}"
-					;;
-			esac
-		done
-		say "$major: failed: ${failed:-(no test file named; see the output above)}"
 		say "$major: kept for a look: $root$dir (logs in $root$dir/tmp_check/log)"
 	else
 		# a run leaves up to a gigabyte of data directories behind
@@ -506,7 +452,8 @@ case "${1:-}" in
 		;;
 esac
 [ "$(id -u)" = 0 ] || die "run this as root (debootstrap, chroot, mount)"
-majors=${*:-${LEAF_MAJORS:-17 18 19}}
+# every supported major but the host's own, unless told
+majors=${*:-${LEAF_MAJORS:-$(for m in $("$here/test/lib/run.sh" majors); do is_host "$m" || echo "$m"; done)}}
 for m in $majors; do suite_of "$m" >/dev/null; done
 
 # However the run ends: nothing left running or mounted in the chroots
