@@ -155,7 +155,7 @@ check() {
 		echo "run.sh: a TAP file was skipped as a whole"
 		rc=1
 	fi
-	times "$dir" "$budgets"
+	tap_times "$dir" "$budgets"
 	if [ "$rc" != 0 ]; then
 		report "$dir"
 	fi
@@ -164,7 +164,7 @@ check() {
 
 # each TAP file's time (prove --timer: "... ok   12345 ms ( ... )"), the
 # slowest first, and the files over their budget
-times() {
+tap_times() {
 	local dir=$1 budgets=$2 line f ms b over=()
 	[ -f "$dir/installcheck.out" ] || return 0
 	echo "== TAP files by time (budget in parentheses)"
