@@ -34,7 +34,6 @@ void		_PG_init(void);
 int			leaf_max_tags = 1024;
 int			leaf_max_databases = 8;
 int			leaf_max_tags_per_database = -1;
-int			leaf_wait_timeout_ms = 5000;
 int			leaf_alloc_idle_timeout_ms = 60 * 1000;
 int			leaf_preload_percent = 10;
 int			leaf_segment_duration_ms = 15 * 60 * 1000;
@@ -49,8 +48,6 @@ static const struct config_enum_entry leaf_alloc_failover_options[] = {
 	{NULL, 0, false}
 };
 bool		leaf_allow_drop_with_counters = false;
-
-bool		leaf_preloaded = false;	/* loaded at server start (leaf.h) */
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -80,6 +77,8 @@ _PG_init(void)
 
 	start_values = leaf_start_values();
 
+	leaf_common_init_settings();
+
 	DefineCustomIntVariable("leaf.max_tags",
 							"Sets the number of biz_tags held in shared memory, over all databases.",
 							NULL,
@@ -107,15 +106,6 @@ _PG_init(void)
 							8, 1, 128,
 							PGC_POSTMASTER,
 							0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("leaf.wait_timeout",
-							"Sets how long a caller waits for a segment when both buffers are empty.",
-							NULL,
-							&leaf_wait_timeout_ms,
-							5000, 1, 3600 * 1000,
-							PGC_USERSET,
-							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("leaf.preload_percent",

@@ -32,18 +32,19 @@
 #define LEAF_MAX_NEXTVALS		1000000
 
 /*
- * Settings read by more than one mode: leaf.wait_timeout (leaf.c) bounds
- * the wait of segment and snowflake callers alike; leaf.node_address
- * (leaf_snowflake.c) names the node to ZooKeeper, and to the allocation
- * database in fleet mode.
+ * Settings read by more than one mode, defined in leaf_common.c, which
+ * depends on no mode: leaf.wait_timeout bounds the wait of segment and
+ * snowflake callers alike; leaf.node_address names the node to
+ * ZooKeeper, and to the allocation database in fleet mode.
  */
 extern int	leaf_wait_timeout_ms;
 extern char *leaf_sf_node_address;
 
 /*
  * Set by module load (leaf.c) when leaf is loaded at server start.  The
- * SQL functions check it with leaf_require_preload(), an inline function
- * so that no file calls back into module load.
+ * SQL functions check it with leaf_require_preload().  It is defined in
+ * leaf_common.c and checked by an inline function so that no file
+ * depends on module load.
  */
 extern PGDLLIMPORT bool leaf_preloaded;
 
@@ -57,6 +58,9 @@ leaf_require_preload(void)
 				 errmsg("leaf must be loaded via \"shared_preload_libraries\""),
 				 errhint("Add leaf to the \"shared_preload_libraries\" setting and restart the server.")));
 }
+
+/* leaf_common.c */
+extern void leaf_common_init_settings(void);
 
 /* segment mode: leaf_segment.c, leaf_alloc_slots.c */
 extern void leaf_segment_shmem_request(void);
