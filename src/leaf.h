@@ -3,7 +3,7 @@
  * leaf.h
  *	  What the whole leaf module shares: the entry points that module load
  *	  (leaf.c) calls in each part, and the few settings and limits that
- *	  more than one mode reads.
+ *	  more than one mode reads (leaf_common.c).
  *
  * leaf has two generators:
  *	- segment mode (leaf_segment.c and the allocator, leaf_alloc*.c): IDs
@@ -16,9 +16,10 @@
  * Public IDs (leaf_public_id.c) are a keyed permutation of IDs, to show
  * to users instead of the IDs themselves.
  *
- * Each mode has headers of its own: leaf_segment.h (the settings of
- * segment and fleet mode), leaf_snowflake.h; the SQLSTATEs are in
- * leaf_errcodes.h.
+ * Each setting is defined and registered by the part that reads it; a
+ * variable is declared in a header only when another file reads it.  Each
+ * mode has headers of its own: leaf_segment.h, leaf_alloc.h,
+ * leaf_snowflake.h; the SQLSTATEs are in leaf_errcodes.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -63,13 +64,24 @@ leaf_require_preload(void)
 extern void leaf_common_init_settings(void);
 
 /* segment mode: leaf_segment.c, leaf_alloc_slots.c */
+extern void leaf_segment_init_settings(void);
 extern void leaf_segment_shmem_request(void);
 extern void leaf_segment_shmem_startup(void);
+extern void leaf_alloc_slots_init_settings(void);
 extern void leaf_alloc_slots_shmem_request(void);
 extern void leaf_alloc_slots_shmem_startup(void);
 
+/* the allocator: leaf_alloc.c, leaf_alloc_worker.c, leaf_alloc_source.c */
+extern void leaf_alloc_init_settings(void);
+extern void leaf_alloc_worker_init_settings(void);
+extern void leaf_alloc_source_init_settings(void);
+
+/* fleet mode: leaf_alloc_remote.c */
+extern void leaf_alloc_remote_init_settings(void);
+
 /* leaf_ddl.c, leaf_drop_guard.c */
 extern void leaf_ddl_init(void);
+extern void leaf_drop_guard_init_settings(void);
 extern void leaf_drop_guard_init(void);
 
 /* leaf_public_id.c */
