@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * leaf.c
- *	  Module load: settings, shared memory hooks and background workers.
+ *	  Module load: each part's settings, the check of the values given at
+ *	  server start, and the shared memory hooks.
  *
  * leaf must be loaded with shared_preload_libraries: its segments and its
  * snowflake state live in shared memory, and its workers are started by
