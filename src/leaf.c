@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * leaf.c
- *	  Module load: settings, shared memory hooks and background workers.
+ *	  Module load: each part's settings, the check of the values given at
+ *	  server start, and the shared memory hooks.
  *
  * leaf must be loaded with shared_preload_libraries: its segments and its
  * snowflake state live in shared memory, and its workers are started by
@@ -11,8 +12,6 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
-
-#include <limits.h>
 
 #include "miscadmin.h"
 #include "storage/ipc.h"
@@ -24,33 +23,10 @@
 
 #include "leaf.h"
 #include "leaf_compat.h"
-#include "leaf_segment.h"
 
 PG_MODULE_MAGIC;
 
 void		_PG_init(void);
-
-/* segment-mode settings */
-int			leaf_max_tags = 1024;
-int			leaf_max_databases = 8;
-int			leaf_max_tags_per_database = -1;
-int			leaf_wait_timeout_ms = 5000;
-int			leaf_alloc_idle_timeout_ms = 60 * 1000;
-int			leaf_preload_percent = 10;
-int			leaf_segment_duration_ms = 15 * 60 * 1000;
-int			leaf_tag_refresh_ms = 10 * 1000;
-char	   *leaf_alloc_conninfo = NULL;
-int			leaf_alloc_timeout_ms = 10 * 1000;
-int			leaf_alloc_failover = LEAF_FAILOVER_CONFIRM;
-
-static const struct config_enum_entry leaf_alloc_failover_options[] = {
-	{"confirm", LEAF_FAILOVER_CONFIRM, false},
-	{"synchronous", LEAF_FAILOVER_SYNCHRONOUS, false},
-	{NULL, 0, false}
-};
-bool		leaf_allow_drop_with_counters = false;
-
-bool		leaf_preloaded = false;	/* loaded at server start (leaf.h) */
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -80,121 +56,21 @@ _PG_init(void)
 
 	start_values = leaf_start_values();
 
-	DefineCustomIntVariable("leaf.max_tags",
-							"Sets the number of biz_tags held in shared memory, over all databases.",
-							NULL,
-							&leaf_max_tags,
-							1024, 16, 1000000,
-							PGC_POSTMASTER,
-							0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("leaf.max_tags_per_database",
-							"Sets the number of biz_tags one database may hold in shared memory.",
-							"-1 means half of leaf.max_tags; 0 means all of them.  "
-							"ALTER DATABASE ... SET gives one database another share.",
-							&leaf_max_tags_per_database,
-							-1, -1, 1000000,
-							PGC_SUSET,
-							0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("leaf.max_databases",
-							"Sets the number of databases that can use segment mode at once.",
-							"Each such database has its own allocator worker, "
-							"which takes a slot of max_worker_processes.",
-							&leaf_max_databases,
-							8, 1, 128,
-							PGC_POSTMASTER,
-							0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("leaf.wait_timeout",
-							"Sets how long a caller waits for a segment when both buffers are empty.",
-							NULL,
-							&leaf_wait_timeout_ms,
-							5000, 1, 3600 * 1000,
-							PGC_USERSET,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("leaf.preload_percent",
-							"Sets how much of a segment is used before the next one is loaded.",
-							NULL,
-							&leaf_preload_percent,
-							10, 0, 100,
-							PGC_SIGHUP,
-							0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("leaf.segment_duration",
-							"Sets the target lifetime of a segment for the dynamic step.",
-							"A segment used up faster doubles the next step; one lasting "
-							"twice as long halves it.",
-							&leaf_segment_duration_ms,
-							15 * 60 * 1000, 1, INT_MAX,
-							PGC_SIGHUP,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("leaf.alloc_idle_timeout",
-							"Sets how long an allocator worker with nothing to load stays before it exits.",
-							"The next load asked for in its database starts it again. 0 keeps allocators running.",
-							&leaf_alloc_idle_timeout_ms,
-							60 * 1000, 0, INT_MAX,
-							PGC_SIGHUP,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("leaf.tag_refresh_interval",
-							"Sets how often allocator workers look for biz_tags deleted from leaf_alloc.",
-							NULL,
-							&leaf_tag_refresh_ms,
-							10 * 1000, 100, 3600 * 1000,
-							PGC_SIGHUP,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
-
-	DefineCustomStringVariable("leaf.alloc_conninfo",
-							   "Sets the connection string of the database whose leaf_alloc serves segments.",
-							   "Empty means the leaf_alloc of the caller's own database.",
-							   &leaf_alloc_conninfo,
-							   "",
-							   PGC_SIGHUP,
-							   GUC_SUPERUSER_ONLY,
-							   NULL, NULL, NULL);
-
-	DefineCustomIntVariable("leaf.alloc_timeout",
-							"Sets how long an allocator worker waits for the allocation database in one load.",
-							"Past it, the connection is closed, the load is retried and its segment, "
-							"if it was committed after all, is never used.",
-							&leaf_alloc_timeout_ms,
-							10 * 1000, 100, 3600 * 1000,
-							PGC_SIGHUP,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
-
-	DefineCustomEnumVariable("leaf.alloc_failover",
-							 "Sets what segment loads do once the allocation database is on a new timeline.",
-							 "A new timeline means a promotion or a restore, which may have lost the last "
-							 "allocations: \"confirm\" refuses loads until a superuser confirms, "
-							 "\"synchronous\" goes on (the promoted server was a synchronous standby).",
-							 &leaf_alloc_failover,
-							 LEAF_FAILOVER_CONFIRM,
-							 leaf_alloc_failover_options,
-							 PGC_SIGHUP,
-							 0,
-							 NULL, NULL, NULL);
-
-	DefineCustomBoolVariable("leaf.allow_drop_with_counters",
-							 "Allows DROP EXTENSION leaf while leaf_alloc or leaf_alloc_retired has rows.",
-							 "Dropping the extension drops every counter of the database.",
-							 &leaf_allow_drop_with_counters,
-							 false,
-							 PGC_SUSET,
-							 0,
-							 NULL, NULL, NULL);
-
+	/*
+	 * Each part defines the settings it reads (CONTRIBUTING.md, "Style").
+	 * No check or assign hook reads another setting, so the order of the
+	 * calls does not matter.  All of them come before the values given at
+	 * server start are checked, and before the prefix is reserved, which
+	 * would throw away the value given for a setting defined later.
+	 */
+	leaf_common_init_settings();
+	leaf_segment_init_settings();
+	leaf_alloc_slots_init_settings();
+	leaf_alloc_init_settings();
+	leaf_alloc_worker_init_settings();
+	leaf_alloc_remote_init_settings();
+	leaf_alloc_source_init_settings();
+	leaf_drop_guard_init_settings();
 	leaf_snowflake_init();
 	leaf_public_id_init();
 

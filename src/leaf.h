@@ -3,22 +3,25 @@
  * leaf.h
  *	  What the whole leaf module shares: the entry points that module load
  *	  (leaf.c) calls in each part, and the few settings and limits that
- *	  more than one mode reads.
+ *	  more than one mode reads (leaf_common.c).
  *
  * leaf has two generators:
  *	- segment mode (leaf_segment.c and the allocator, leaf_alloc*.c): IDs
  *	  from double-buffered segments in shared memory, refilled from the
  *	  leaf_alloc table by a per-database background worker;
  *	- snowflake mode (leaf_snowflake.c; its worker in leaf_sf_worker.c,
- *	  leaf_sf_state.c, leaf_zk_client.c and leaf_zk_assign.c): 1+41+10+12
- *	  bit IDs from a lock-free generator in shared memory, with the worker
- *	  ID set by hand or taken from ZooKeeper.
+ *	  leaf_sf_state.c, leaf_zk_client.c and leaf_zk_assign.c): IDs of a
+ *	  timestamp, a worker ID and a sequence number (1+41+10+12 bits in
+ *	  the default layout, others set by leaf.snowflake_layout, see
+ *	  leaf_sf_layout.h) from a lock-free generator in shared memory, with
+ *	  the worker ID set by hand or taken from ZooKeeper.
  * Public IDs (leaf_public_id.c) are a keyed permutation of IDs, to show
  * to users instead of the IDs themselves.
  *
- * Each mode has headers of its own: leaf_segment.h (the settings of
- * segment and fleet mode), leaf_snowflake.h; the SQLSTATEs are in
- * leaf_errcodes.h.
+ * Each setting is defined and registered by the part that reads it; a
+ * variable is declared in a header only when another file reads it.  Each
+ * mode has headers of its own: leaf_segment.h, leaf_alloc.h,
+ * leaf_snowflake.h; the SQLSTATEs are in leaf_errcodes.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,18 +35,19 @@
 #define LEAF_MAX_NEXTVALS		1000000
 
 /*
- * Settings read by more than one mode: leaf.wait_timeout (leaf.c) bounds
- * the wait of segment and snowflake callers alike; leaf.node_address
- * (leaf_snowflake.c) names the node to ZooKeeper, and to the allocation
- * database in fleet mode.
+ * Settings read by more than one mode, defined in leaf_common.c, which
+ * depends on no mode: leaf.wait_timeout bounds the wait of segment and
+ * snowflake callers alike; leaf.node_address names the node to
+ * ZooKeeper, and to the allocation database in fleet mode.
  */
 extern int	leaf_wait_timeout_ms;
 extern char *leaf_sf_node_address;
 
 /*
  * Set by module load (leaf.c) when leaf is loaded at server start.  The
- * SQL functions check it with leaf_require_preload(), an inline function
- * so that no file calls back into module load.
+ * SQL functions check it with leaf_require_preload().  It is defined in
+ * leaf_common.c and checked by an inline function so that no file
+ * depends on module load.
  */
 extern PGDLLIMPORT bool leaf_preloaded;
 
@@ -58,14 +62,28 @@ leaf_require_preload(void)
 				 errhint("Add leaf to the \"shared_preload_libraries\" setting and restart the server.")));
 }
 
+/* leaf_common.c */
+extern void leaf_common_init_settings(void);
+
 /* segment mode: leaf_segment.c, leaf_alloc_slots.c */
+extern void leaf_segment_init_settings(void);
 extern void leaf_segment_shmem_request(void);
 extern void leaf_segment_shmem_startup(void);
+extern void leaf_alloc_slots_init_settings(void);
 extern void leaf_alloc_slots_shmem_request(void);
 extern void leaf_alloc_slots_shmem_startup(void);
 
+/* the allocator: leaf_alloc.c, leaf_alloc_worker.c, leaf_alloc_source.c */
+extern void leaf_alloc_init_settings(void);
+extern void leaf_alloc_worker_init_settings(void);
+extern void leaf_alloc_source_init_settings(void);
+
+/* fleet mode: leaf_alloc_remote.c */
+extern void leaf_alloc_remote_init_settings(void);
+
 /* leaf_ddl.c, leaf_drop_guard.c */
 extern void leaf_ddl_init(void);
+extern void leaf_drop_guard_init_settings(void);
 extern void leaf_drop_guard_init(void);
 
 /* leaf_public_id.c */

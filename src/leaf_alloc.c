@@ -1,15 +1,16 @@
 /*-------------------------------------------------------------------------
  *
  * leaf_alloc.c
- *	  What the allocator's sources of segments share: which source is in
- *	  use, the policy that sizes a segment, and the transaction a load
- *	  runs in.
+ *	  What the allocator's sources of segments share: the policy that
+ *	  sizes a segment, the transaction a load runs in, and the settings
+ *	  that more than one part of the allocator reads.
  *
  * Segments come from this database's own leaf_alloc (leaf_alloc_local.c)
- * or, in fleet mode, from another server's (leaf_alloc_remote.c); the
- * allocator worker (leaf_alloc_worker.c) drives both.  Whichever reads
- * the row of a tag, leaf_plan_segment() decides the next segment: the
- * dynamic step, the end of the bigint range, a max_id that moved back.
+ * or, in fleet mode, from another server's (leaf_alloc_remote.c, which
+ * says which one is in use); the allocator worker (leaf_alloc_worker.c)
+ * drives both.  Whichever reads the row of a tag, leaf_plan_segment()
+ * decides the next segment: the dynamic step, the end of the bigint
+ * range, a max_id that moved back.
  * leaf_in_transaction() runs a piece of the worker's work in a
  * transaction of its own, and keeps its errors from ending the worker.
  *
@@ -21,6 +22,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -31,15 +34,28 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "leaf.h"
 #include "leaf_alloc.h"
 #include "leaf_errcodes.h"
-#include "leaf_segment.h"
 
 /* Leaf's cap on the dynamic step. */
 #define LEAF_MAX_DYNAMIC_STEP	1000000
+
+/* leaf.segment_duration, in ms: read by the dynamic step below */
+static int	leaf_segment_duration_ms = 15 * 60 * 1000;
+
+/*
+ * leaf.tag_refresh_interval, in ms.  The worker looks for deleted tags
+ * this often, and the source check (leaf_alloc_source.c) checks a source
+ * it has checked already again after as long.  Both depend on this file
+ * already; defined in the worker, the setting would make the source
+ * check, which the worker's sources call, depend on the worker in turn.
+ */
+int			leaf_tag_refresh_ms = 10 * 1000;
 
 /*
  * A database command asked the worker to exit (set in its SIGTERM
@@ -49,14 +65,28 @@
 static volatile sig_atomic_t leaf_alloc_stop_pending = false;
 static volatile sig_atomic_t leaf_alloc_in_xact = false;
 
-/*
- * Are segments drawn from another server (leaf.alloc_conninfo is set)?
- * The one place that decides between the local and the remote source.
- */
-bool
-leaf_remote_enabled(void)
+/* Define the settings that more than one part of the allocator reads. */
+void
+leaf_alloc_init_settings(void)
 {
-	return leaf_alloc_conninfo != NULL && leaf_alloc_conninfo[0] != '\0';
+	DefineCustomIntVariable("leaf.segment_duration",
+							"Sets the target lifetime of a segment for the dynamic step.",
+							"A segment used up faster doubles the next step; one lasting "
+							"twice as long halves it.",
+							&leaf_segment_duration_ms,
+							15 * 60 * 1000, 1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.tag_refresh_interval",
+							"Sets how often allocator workers look for biz_tags deleted from leaf_alloc.",
+							NULL,
+							&leaf_tag_refresh_ms,
+							10 * 1000, 100, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 }
 
 /*

@@ -101,7 +101,7 @@ extern const LeafAllocSource leaf_remote_source;
 
 /* ---------- leaf_alloc.c: what the sources share ---------- */
 
-extern bool leaf_remote_enabled(void);
+extern int	leaf_tag_refresh_ms;
 extern Oid	leaf_extension_namespace(Oid *extoid);
 extern void leaf_alloc_request_stop(void);
 extern bool leaf_alloc_stopping(void);
@@ -117,6 +117,7 @@ pg_noreturn extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg);
 
 /* ---------- leaf_alloc_remote.c: segments from another server ---------- */
 
+extern bool leaf_remote_enabled(void);
 extern void leaf_remote_disconnect(void);
 
 /* ---------- leaf_alloc_shape.c ---------- */

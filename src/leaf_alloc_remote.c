@@ -56,7 +56,10 @@
 #include "leaf_alloc.h"
 #include "leaf_alloc_source.h"
 #include "leaf_errcodes.h"
-#include "leaf_segment.h"
+
+/* leaf.alloc_conninfo and leaf.alloc_timeout (in ms) */
+static char *leaf_alloc_conninfo = NULL;
+static int	leaf_alloc_timeout_ms = 10 * 1000;
 
 static PGconn *leaf_conn = NULL;
 static char *leaf_conn_info = NULL; /* conninfo leaf_conn was opened with */
@@ -67,6 +70,40 @@ static bool leaf_got_warning;	/* the server sent a WARNING */
 static LeafSourceIdent leaf_remote_ident;	/* of leaf_conn */
 
 static void leaf_remote_abort(PGresult *res);
+
+/* Define the settings of fleet mode. */
+void
+leaf_alloc_remote_init_settings(void)
+{
+	DefineCustomStringVariable("leaf.alloc_conninfo",
+							   "Sets the connection string of the database whose leaf_alloc serves segments.",
+							   "Empty means the leaf_alloc of the caller's own database.",
+							   &leaf_alloc_conninfo,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.alloc_timeout",
+							"Sets how long an allocator worker waits for the allocation database in one load.",
+							"Past it, the connection is closed, the load is retried and its segment, "
+							"if it was committed after all, is never used.",
+							&leaf_alloc_timeout_ms,
+							10 * 1000, 100, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+}
+
+/*
+ * Are segments drawn from another server (leaf.alloc_conninfo is set)?
+ * The one place that decides between the local and the remote source.
+ */
+bool
+leaf_remote_enabled(void)
+{
+	return leaf_alloc_conninfo != NULL && leaf_alloc_conninfo[0] != '\0';
+}
 
 /* Remember warnings: one during COMMIT means "maybe not replicated". */
 static void

@@ -44,6 +44,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -51,7 +52,6 @@
 #include "leaf.h"
 #include "leaf_alloc.h"
 #include "leaf_alloc_slots.h"
-#include "leaf_segment.h"
 
 /* A launch that has not come up in this time is taken for lost. */
 #define LEAF_LAUNCH_TIMEOUT_MS	(10 * 1000)
@@ -94,6 +94,24 @@ typedef struct LeafSlotView
  */
 static Oid	leaf_my_dboid = InvalidOid;
 static volatile LeafWorkerSlot *leaf_my_slot = NULL;
+
+/* leaf.max_databases: the number of slots */
+static int	leaf_max_databases = 8;
+
+/* Define the setting that sizes the registry. */
+void
+leaf_alloc_slots_init_settings(void)
+{
+	DefineCustomIntVariable("leaf.max_databases",
+							"Sets the number of databases that can use segment mode at once.",
+							"Each such database has its own allocator worker, "
+							"which takes a slot of max_worker_processes.",
+							&leaf_max_databases,
+							8, 1, 128,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+}
 
 static Size
 leaf_alloc_slots_shmem_size(void)

@@ -48,10 +48,28 @@
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
+#include "leaf.h"
 #include "leaf_alloc.h"
 #include "leaf_alloc_source.h"
 #include "leaf_errcodes.h"
-#include "leaf_segment.h"
+
+/*
+ * leaf.alloc_failover: what a load on a new timeline of the allocation
+ * database does
+ */
+typedef enum LeafAllocFailover
+{
+	LEAF_FAILOVER_CONFIRM,		/* refused (LF007) until a superuser confirms */
+	LEAF_FAILOVER_SYNCHRONOUS	/* recorded, and loads go on */
+} LeafAllocFailover;
+
+static const struct config_enum_entry leaf_alloc_failover_options[] = {
+	{"confirm", LEAF_FAILOVER_CONFIRM, false},
+	{"synchronous", LEAF_FAILOVER_SYNCHRONOUS, false},
+	{NULL, 0, false}
+};
+
+static int	leaf_alloc_failover = LEAF_FAILOVER_CONFIRM;
 
 /* the last source found to be the recorded one, for this extension */
 static LeafSourceIdent leaf_checked_ident;
@@ -61,6 +79,23 @@ static bool leaf_refused = false;	/* the last check refused the source */
 static bool leaf_refused_timeline = false;	/* ... for its new timeline */
 static bool leaf_checked_tl = false;	/* the check saw the timeline column */
 static TimestampTz leaf_checked_at = 0; /* when the check last ran */
+
+/* Define the setting of the timeline check. */
+void
+leaf_alloc_source_init_settings(void)
+{
+	DefineCustomEnumVariable("leaf.alloc_failover",
+							 "Sets what segment loads do once the allocation database is on a new timeline.",
+							 "A new timeline means a promotion or a restore, which may have lost the last "
+							 "allocations: \"confirm\" refuses loads until a superuser confirms, "
+							 "\"synchronous\" goes on (the promoted server was a synchronous standby).",
+							 &leaf_alloc_failover,
+							 LEAF_FAILOVER_CONFIRM,
+							 leaf_alloc_failover_options,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+}
 
 /* A comparison of a source with the recorded one. */
 typedef struct LeafSourceCheck

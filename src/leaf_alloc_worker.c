@@ -25,6 +25,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/xact.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
@@ -43,6 +45,7 @@
 #include "utils/syscache.h"
 #include "utils/wait_event.h"
 
+#include "leaf.h"
 #include "leaf_alloc.h"
 #include "leaf_alloc_slots.h"
 #include "leaf_compat.h"
@@ -60,6 +63,33 @@ static Oid	leaf_worker_dboid = InvalidOid;
 
 /* Name of that database, for log lines (the worker ends on a rename). */
 static char leaf_worker_dbname[NAMEDATALEN];
+
+/* leaf.preload_percent, and leaf.alloc_idle_timeout in ms */
+static int	leaf_preload_percent = 10;
+static int	leaf_alloc_idle_timeout_ms = 60 * 1000;
+
+/* Define the settings of the worker. */
+void
+leaf_alloc_worker_init_settings(void)
+{
+	DefineCustomIntVariable("leaf.preload_percent",
+							"Sets how much of a segment is used before the next one is loaded.",
+							NULL,
+							&leaf_preload_percent,
+							10, 0, 100,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.alloc_idle_timeout",
+							"Sets how long an allocator worker with nothing to load stays before it exits.",
+							"The next load asked for in its database starts it again. 0 keeps allocators running.",
+							&leaf_alloc_idle_timeout_ms,
+							60 * 1000, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+}
 
 /*
  * A database command (DROP DATABASE and the like, see leaf_ddl.c) asks

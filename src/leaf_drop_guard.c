@@ -25,15 +25,18 @@
 #include "commands/extension.h"
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 
 #include "leaf.h"
 #include "leaf_compat.h"
 #include "leaf_errcodes.h"
-#include "leaf_segment.h"
 
 static object_access_hook_type prev_object_access_hook = NULL;
+
+/* leaf.allow_drop_with_counters */
+static bool leaf_allow_drop_with_counters = false;
 
 /* Rows of a table that this transaction sees. */
 static int64
@@ -109,6 +112,24 @@ leaf_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	if (access == OAT_DROP && classId == RelationRelationId && subId == 0 &&
 		!leaf_allow_drop_with_counters)
 		leaf_check_drop_relation(objectId);
+}
+
+/*
+ * Define the setting that lets the counters go.  Unlike the hook, which
+ * leaf_drop_guard_init() installs, it is defined with the other settings,
+ * before the "leaf" prefix is reserved.
+ */
+void
+leaf_drop_guard_init_settings(void)
+{
+	DefineCustomBoolVariable("leaf.allow_drop_with_counters",
+							 "Allows DROP EXTENSION leaf while leaf_alloc or leaf_alloc_retired has rows.",
+							 "Dropping the extension drops every counter of the database.",
+							 &leaf_allow_drop_with_counters,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
 }
 
 void

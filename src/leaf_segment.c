@@ -111,6 +111,34 @@ static HTAB *leaf_backend_tags = NULL;
 LeafSegShared *leaf_seg = NULL;
 static HTAB *leaf_tag_hash = NULL;
 
+/* leaf.max_tags and leaf.max_tags_per_database */
+static int	leaf_max_tags = 1024;
+static int	leaf_max_tags_per_database = -1;
+
+/* Define the settings of the tag slots. */
+void
+leaf_segment_init_settings(void)
+{
+	DefineCustomIntVariable("leaf.max_tags",
+							"Sets the number of biz_tags held in shared memory, over all databases.",
+							NULL,
+							&leaf_max_tags,
+							1024, 16, 1000000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.max_tags_per_database",
+							"Sets the number of biz_tags one database may hold in shared memory.",
+							"-1 means half of leaf.max_tags; 0 means all of them.  "
+							"ALTER DATABASE ... SET gives one database another share.",
+							&leaf_max_tags_per_database,
+							-1, -1, 1000000,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+}
+
 static Size
 leaf_segment_shmem_size(void)
 {

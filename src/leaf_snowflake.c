@@ -81,7 +81,6 @@
 int			leaf_sf_worker_id = -1;
 char	   *leaf_sf_zk_hosts = NULL;
 char	   *leaf_sf_zk_root = NULL;
-char	   *leaf_sf_node_address = NULL;
 char	   *leaf_sf_zk_auth = NULL;
 char	   *leaf_sf_zk_auth_file = NULL;
 int64		leaf_sf_epoch_ms = INT64CONST(1288834974657);
@@ -252,7 +251,11 @@ leaf_sf_show_zk_auth(void)
 	return (leaf_sf_zk_auth && leaf_sf_zk_auth[0] != '\0') ? "(set)" : "";
 }
 
-/* The settings of worker IDs: by hand, or from ZooKeeper. */
+/*
+ * The settings of worker IDs: by hand, or from ZooKeeper.  leaf.node_address,
+ * which fleet mode reads too, is defined with leaf.wait_timeout in
+ * leaf_common.c.
+ */
 static void
 leaf_sf_define_worker_id_settings(void)
 {
@@ -299,15 +302,6 @@ leaf_sf_define_worker_id_settings(void)
 							   "",
 							   PGC_POSTMASTER,
 							   GUC_SUPERUSER_ONLY,
-							   NULL, NULL, NULL);
-
-	DefineCustomStringVariable("leaf.node_address",
-							   "Sets the address (host:port) that identifies this node in ZooKeeper.",
-							   "Empty means the first of listen_addresses (or the host name) and port.",
-							   &leaf_sf_node_address,
-							   "",
-							   PGC_POSTMASTER,
-							   0,
 							   NULL, NULL, NULL);
 }
 
