@@ -2,7 +2,8 @@
  *
  * leaf_alloc_replica.h
  *	  Segment mode in a logical replica (leaf_alloc_replica.c): the check
- *	  before a local load, and the error of a refused one.
+ *	  before a local load, the error of a refused one, and what the
+ *	  cut-over (leaf_alloc_cutover.c) asks before it takes over.
  *
  *-------------------------------------------------------------------------
  */
@@ -11,6 +12,8 @@
 
 #include "leaf_alloc.h"
 
+extern bool leaf_replica_subscribed(Oid extoid, char *detail, size_t len);
+extern bool leaf_replica_replicated(Oid nsp, char *detail, size_t len);
 extern bool leaf_replica_check(Oid nsp, Oid extoid, LeafLoadResult *res);
 extern void leaf_replica_refuse(Oid nsp, const char *tag);
 pg_noreturn extern void leaf_report_replicated(const char *tag, const char *detail);
