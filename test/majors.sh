@@ -225,7 +225,11 @@ prepare() {
 			{ apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
 		say "$major: debootstrap $base into $root"
 		rm -rf "$root.new"
-		debootstrap --variant=minbase "$base" "$root.new" "$mirror" >"$root.debootstrap.log" 2>&1 ||
+		# through the proxy of this machine's apt, if it has one
+		local proxy=
+		eval "$(apt-config shell proxy Acquire::http::Proxy)"
+		http_proxy=${proxy:-${http_proxy:-}} \
+			debootstrap --variant=minbase "$base" "$root.new" "$mirror" >"$root.debootstrap.log" 2>&1 ||
 			{ tail -n 20 "$root.debootstrap.log" >&2; die "debootstrap $base failed"; }
 		mv "$root.new" "$root"
 		say "$major: debootstrap took $((SECONDS - t0)) s"
@@ -264,6 +268,9 @@ EOF
 	mkdir -p "$root/etc/postgresql-common/createcluster.d"
 	echo 'create_main_cluster = false' >"$root/etc/postgresql-common/createcluster.d/leaf.conf"
 	cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+	# the proxy this machine's apt goes through, if any, for the chroot's
+	apt-config dump 2>/dev/null | grep -i '^Acquire::[a-z]*::Proxy' \
+		>"$root/etc/apt/apt.conf.d/01leaf-proxy" || rm -f "$root/etc/apt/apt.conf.d/01leaf-proxy"
 
 	local pkgs="build-essential postgresql-$major postgresql-server-dev-$major
 		libzookeeper-mt-dev libpq-dev libssl-dev
