@@ -154,6 +154,7 @@ leaf_slot_find(Oid dboid)
 static void
 leaf_slot_copy(LeafWorkerSlot *w, LeafSlotView *view)
 {
+	Assert(LWLockHeldByMe(leaf_slots->lock));
 	SpinLockAcquire(&leaf_slots->mutex);
 	view->pid = w->pid;
 	view->latch = w->latch;

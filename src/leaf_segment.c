@@ -433,6 +433,7 @@ leaf_check_unverified(const LeafTagKey *key)
 	int			n = 0;
 	int			i;
 
+	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
 	for (i = 0; i < leaf_slots_in_use(); i++)
 	{
 		LeafTagSlot *slot = &leaf_seg->slots[i];
@@ -465,6 +466,7 @@ leaf_check_database_share(const LeafTagKey *key)
 	int			n = 0;
 	int			i;
 
+	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
 	if (limit < 0)
 		limit = leaf_max_tags / 2;
 	if (limit == 0 || limit >= leaf_max_tags)
