@@ -200,7 +200,7 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	 * no worker could ever start to do so.
 	 */
 	if (OidIsValid(dropped))
-		leaf_free_database_slots(dropped);
+		leaf_free_slots(dropped, InvalidOid);
 }
 
 void

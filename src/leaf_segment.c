@@ -44,6 +44,7 @@
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/tuplestore.h"
 #include "utils/wait_event.h"
 
@@ -108,8 +109,10 @@ typedef struct LeafBackendEntry
 
 static HTAB *leaf_backend_tags = NULL;
 
-LeafSegShared *leaf_seg = NULL;
+static LeafSegShared *leaf_seg = NULL;
 static HTAB *leaf_tag_hash = NULL;
+
+static int	leaf_slots_in_use(void);
 
 static Size
 leaf_segment_shmem_size(void)
@@ -215,10 +218,12 @@ leaf_free_slot(int slotno, uint64 generation)
 }
 
 /*
- * Free every slot of a database (for example, a dropped one).
+ * Free every slot of a database (a dropped one, or one whose extension is
+ * gone), or, if keep_extoid is valid, only those of other incarnations of
+ * the extension there (dropped and created again).
  */
 void
-leaf_free_database_slots(Oid dboid)
+leaf_free_slots(Oid dboid, Oid keep_extoid)
 {
 	int			i;
 
@@ -228,7 +233,8 @@ leaf_free_database_slots(Oid dboid)
 		uint64		gen = 0;
 
 		SpinLockAcquire(&slot->mutex);
-		if (slot->generation != 0 && slot->dboid == dboid)
+		if (slot->generation != 0 && slot->dboid == dboid &&
+			slot->extoid != keep_extoid)
 			gen = slot->generation;
 		SpinLockRelease(&slot->mutex);
 		if (gen != 0)
@@ -243,7 +249,7 @@ leaf_free_database_slots(Oid dboid)
 void
 leaf_discard_database_segments(Oid dboid)
 {
-	leaf_free_database_slots(dboid);
+	leaf_free_slots(dboid, InvalidOid);
 	/* callers waiting for a load of a freed slot look the tag up again */
 	ConditionVariableBroadcast(&leaf_seg->cv);
 }
@@ -252,13 +258,204 @@ leaf_discard_database_segments(Oid dboid)
  * How many slots to look at when scanning for slots in use: the ones past
  * this have never been taken.
  */
-int
+static int
 leaf_slots_in_use(void)
 {
 	uint32		n = pg_atomic_read_u32(&leaf_seg->nslots_used);
 
 	pg_read_barrier();
 	return Min((int) n, leaf_max_tags);
+}
+
+/*
+ * Does a tag slot wait for a load by the allocator of database dboid?
+ * Caller holds the slot's mutex.
+ */
+static inline bool
+leaf_slot_wants_load(const LeafTagSlot *slot, Oid dboid)
+{
+	return slot->generation != 0 && slot->dboid == dboid &&
+		slot->loading && !slot->next_ready;
+}
+
+/*
+ * Does a slot of database dboid wait for a load (now or after a pause)?
+ */
+bool
+leaf_loads_wanted(Oid dboid)
+{
+	bool		pending = false;
+	int			i;
+
+	for (i = 0; i < leaf_slots_in_use() && !pending; i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+
+		SpinLockAcquire(&slot->mutex);
+		pending = leaf_slot_wants_load(slot, dboid);
+		SpinLockRelease(&slot->mutex);
+	}
+	return pending;
+}
+
+/*
+ * Pick up, into jobs, up to maxjobs of the loads that the callers of
+ * database dboid asked for and that are due at now; returns how many.  A
+ * load that waits for its retry shortens *next_retry (-1: none) to the
+ * time in ms until it is due.
+ */
+int
+leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
+				   int maxjobs, long *next_retry)
+{
+	int			njobs = 0;
+	int			i;
+
+	for (i = 0; i < leaf_slots_in_use() && njobs < maxjobs; i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+		LeafLoadJob *job = &jobs[njobs];
+
+		SpinLockAcquire(&slot->mutex);
+		if (leaf_slot_wants_load(slot, dboid))
+		{
+			if (slot->retry_at > now)
+			{
+				long		ms = TimestampDifferenceMilliseconds(now, slot->retry_at) + 1;
+
+				if (*next_retry < 0 || ms < *next_retry)
+					*next_retry = ms;
+			}
+			else
+			{
+				job->slotno = i;
+				job->generation = slot->generation;
+				job->extoid = slot->extoid;
+				memcpy(job->tag, slot->tag, sizeof(job->tag));
+				job->want = slot->want;
+				job->step = slot->step;
+				job->min_step = slot->min_step;
+				job->db_max_id = slot->db_max_id;
+				job->last_load = slot->last_load;
+				job->nloads = slot->nloads;
+				njobs++;
+			}
+		}
+		SpinLockRelease(&slot->mutex);
+	}
+	return njobs;
+}
+
+/*
+ * Publish the outcome of the load of job in its slot, unless the slot was
+ * freed meanwhile: a segment goes into the buffer not in use, the callers
+ * asking for a load once preload_percent of it is used; a failure that
+ * retrying may mend is retried after retry_ms.
+ */
+void
+leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
+				  int preload_percent, int retry_ms)
+{
+	LeafTagSlot *slot = &leaf_seg->slots[job->slotno];
+	TimestampTz now = GetCurrentTimestamp();
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->generation == job->generation)
+	{
+		if (res->status == LEAF_LOAD_OK)
+		{
+			LeafSegment *seg = &slot->seg[1 - slot->cur];
+
+			seg->start = res->start;
+			seg->next = res->start;
+			seg->max = res->start + res->size;
+			seg->preload_at = res->start +
+				(int64) ((double) res->size * preload_percent / 100.0);
+			slot->next_ready = true;
+			slot->loading = false;
+			slot->want = 0;
+			slot->retry_at = 0;
+			slot->step = res->step;
+			slot->min_step = res->min_step;
+			slot->db_max_id = res->db_max_id;
+			slot->last_load = now;
+			slot->nloads++;
+			slot->refills++;
+			slot->last_success = now;
+			slot->fail_current = false;
+			slot->refill_timeline = res->timeline;
+			strlcpy(slot->refill_server, res->server, sizeof(slot->refill_server));
+		}
+		else
+		{
+			slot->fail_count++;
+			slot->fail_current = true;
+			slot->fail_final = (res->status == LEAF_LOAD_FINAL);
+			slot->fail_sqlstate = res->sqlstate;
+			strlcpy(slot->fail_msg, res->msg, sizeof(slot->fail_msg));
+			slot->last_failure = now;
+			if (slot->fail_final)
+				slot->loading = false;
+			else
+				slot->retry_at = TimestampTzPlusMilliseconds(now, retry_ms);
+		}
+	}
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
+ * Free the slots that no longer stand for a tag: those of database dboid
+ * whose tag is not in tags (keys of LEAF_TAG_MAXLEN + 1 bytes; NULL when
+ * the list could not be read, and every slot is kept), and those of
+ * databases that were dropped.  In a transaction, to read pg_database.
+ */
+void
+leaf_free_stale_slots(Oid dboid, HTAB *tags)
+{
+	int			i;
+
+	for (i = 0; i < leaf_slots_in_use(); i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+		char		tag[LEAF_TAG_MAXLEN + 1];
+		uint64		gen = 0;
+		Oid			slot_dboid = InvalidOid;
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->generation != 0)
+		{
+			gen = slot->generation;
+			slot_dboid = slot->dboid;
+			memcpy(tag, slot->tag, sizeof(tag));
+		}
+		SpinLockRelease(&slot->mutex);
+		if (gen == 0)
+			continue;
+		if (slot_dboid != dboid)
+		{
+			/* any worker frees the slots of dropped databases */
+			if (!SearchSysCacheExists1(DATABASEOID,
+									   ObjectIdGetDatum(slot_dboid)))
+				leaf_free_slot(i, gen);
+			continue;
+		}
+		if (tags != NULL && hash_search(tags, tag, HASH_FIND, NULL) == NULL)
+		{
+			leaf_free_slot(i, gen);
+			ereport(DEBUG1,
+					(errmsg("leaf allocator dropped biz_tag \"%s\", deleted from leaf_alloc",
+							tag)));
+		}
+	}
+}
+
+/*
+ * Wake every caller waiting for a load of any tag.
+ */
+void
+leaf_wake_waiters(void)
+{
+	ConditionVariableBroadcast(&leaf_seg->cv);
 }
 
 /*

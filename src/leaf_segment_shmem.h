@@ -3,7 +3,8 @@
  * leaf_segment_shmem.h
  *	  The shared memory of segment mode, private to its files: the tag
  *	  slots, whose segments callers take IDs from (leaf_segment.c, which
- *	  owns them) and the allocator fills (leaf_alloc_worker.c).
+ *	  owns them) and the allocator fills (leaf_alloc_worker.c), through
+ *	  the functions at the end of this file.
  *
  *-------------------------------------------------------------------------
  */
@@ -15,6 +16,7 @@
 #include "storage/condition_variable.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
 /* Where a segment buffer stands. */
@@ -93,9 +95,17 @@ typedef struct LeafSegShared
 	LeafTagSlot *slots;			/* leaf_max_tags entries */
 } LeafSegShared;
 
-extern LeafSegShared *leaf_seg;
-
+/*
+ * leaf_segment.c, for the allocator worker of database dboid: the loads
+ * its callers wait for, publishing their outcome, freeing slots.
+ */
+extern bool leaf_loads_wanted(Oid dboid);
+extern int	leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
+							   int maxjobs, long *next_retry);
+extern void leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
+							  int preload_percent, int retry_ms);
 extern void leaf_free_slot(int slotno, uint64 generation);
-extern int	leaf_slots_in_use(void);
+extern void leaf_free_stale_slots(Oid dboid, HTAB *tags);
+extern void leaf_wake_waiters(void);
 
 #endif							/* LEAF_SEGMENT_SHMEM_H */
