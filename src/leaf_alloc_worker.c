@@ -238,7 +238,8 @@ leaf_load_job(const LeafLoadJob *job, LeafLoadResult *res,
 
 /*
  * Act on the outcome of job's load: free the slot if the extension is
- * gone, else publish the outcome in it; then wake the waiting callers.
+ * gone, else publish the outcome in it.  Either wakes the callers waiting
+ * for it.
  */
 static void
 leaf_finish_job(const LeafLoadJob *job, LeafLoadResult *res)
@@ -262,7 +263,6 @@ leaf_finish_job(const LeafLoadJob *job, LeafLoadResult *res)
 	}
 	else
 		leaf_publish(job, res);
-	leaf_wake_waiters();
 }
 
 /*
@@ -375,7 +375,6 @@ leaf_refresh_tags(void)
 				 errdetail_internal("%s", err)));
 		ext_exists = true;
 	}
-	leaf_wake_waiters();
 	return ext_exists;
 }
 

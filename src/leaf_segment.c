@@ -9,9 +9,9 @@
  * spinlock.  Once leaf.preload_percent of it is used, they ask the
  * database's allocator worker (leaf_alloc_worker.c) to load the other
  * buffer; when the current one runs out and the other is ready, they
- * switch.  A caller sleeps only when both buffers are empty, on a
- * condition variable the worker broadcasts after every load, and never
- * longer than leaf.wait_timeout.
+ * switch.  A caller sleeps only when both buffers are empty, on the
+ * slot's condition variable, which the worker broadcasts after every load
+ * of the tag, and never longer than leaf.wait_timeout.
  *
  * The worker commits each allocation in its own transaction before the
  * segment is published here, so no caller's rollback can make an ID be
@@ -159,13 +159,15 @@ leaf_segment_shmem_startup(void)
 		leaf_seg->lock = &(GetNamedLWLockTranche("leaf"))->lock;
 		SpinLockInit(&leaf_seg->mutex);
 		leaf_seg->next_generation = 1;
-		ConditionVariableInit(&leaf_seg->cv);
 
 		p += MAXALIGN(sizeof(LeafSegShared));
 		leaf_seg->slots = (LeafTagSlot *) p;
 
 		for (i = 0; i < leaf_max_tags; i++)
+		{
 			SpinLockInit(&leaf_seg->slots[i].mutex);
+			ConditionVariableInit(&leaf_seg->slots[i].cv);
+		}
 		pg_atomic_init_u32(&leaf_seg->nslots_used, 0);
 	}
 
@@ -189,7 +191,7 @@ leaf_segment_check_ready(void)
 /*
  * Free a tag slot, if it still holds the given generation.  Callers that
  * cached a pointer to it see the generation change and look the tag up
- * again.
+ * again; those waiting for a load of it are woken to do so.
  */
 void
 leaf_free_slot(int slotno, uint64 generation)
@@ -215,6 +217,8 @@ leaf_free_slot(int slotno, uint64 generation)
 		(void) hash_search(leaf_tag_hash, &key, HASH_REMOVE, NULL);
 	}
 	LWLockRelease(leaf_seg->lock);
+	if (freed)
+		ConditionVariableBroadcast(&slot->cv);
 }
 
 /*
@@ -249,9 +253,8 @@ leaf_free_slots(Oid dboid, Oid keep_extoid)
 void
 leaf_discard_database_segments(Oid dboid)
 {
-	leaf_free_slots(dboid, InvalidOid);
 	/* callers waiting for a load of a freed slot look the tag up again */
-	ConditionVariableBroadcast(&leaf_seg->cv);
+	leaf_free_slots(dboid, InvalidOid);
 }
 
 /*
@@ -350,7 +353,8 @@ leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
  * Publish the outcome of the load of job in its slot, unless the slot was
  * freed meanwhile: a segment goes into the buffer not in use, the callers
  * asking for a load once preload_percent of it is used; a failure that
- * retrying may mend is retried after retry_ms.
+ * retrying may mend is retried after retry_ms.  Then wake the callers
+ * waiting for a load of the slot.
  */
 void
 leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
@@ -401,6 +405,8 @@ leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
 		}
 	}
 	SpinLockRelease(&slot->mutex);
+	/* a slot freed meanwhile has woken its callers already: harmless */
+	ConditionVariableBroadcast(&slot->cv);
 }
 
 /*
@@ -447,15 +453,6 @@ leaf_free_stale_slots(Oid dboid, HTAB *tags)
 							tag)));
 		}
 	}
-}
-
-/*
- * Wake every caller waiting for a load of any tag.
- */
-void
-leaf_wake_waiters(void)
-{
-	ConditionVariableBroadcast(&leaf_seg->cv);
 }
 
 /*
@@ -1028,7 +1025,7 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 
 	/* start a worker if there is none (it may have exited or been killed) */
 	leaf_wake_worker(MyDatabaseId);
-	(void) ConditionVariableTimedSleep(&leaf_seg->cv, Min(remaining, 1000),
+	(void) ConditionVariableTimedSleep(&slot->cv, Min(remaining, 1000),
 									   PG_WAIT_EXTENSION);
 }
 
@@ -1102,6 +1099,8 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 		if (got < 0)
 		{
 			/* the slot was freed (tag deleted): look it up again */
+			if (waited)
+				ConditionVariableCancelSleep();
 			cache->slot = NULL;
 			waited = false;
 			continue;
@@ -1123,7 +1122,7 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 			wait_start = GetCurrentTimestamp();
 			deadline = TimestampTzPlusMilliseconds(wait_start,
 												   leaf_wait_timeout_ms);
-			ConditionVariablePrepareToSleep(&leaf_seg->cv);
+			ConditionVariablePrepareToSleep(&cache->slot->cv);
 			continue;			/* check once more before sleeping */
 		}
 		leaf_wait_for_load(cache->slot, cache->generation, cache->tag,
@@ -1481,9 +1480,8 @@ leaf_segment_discard(PG_FUNCTION_ARGS)
 
 	if (slotno < 0)
 		PG_RETURN_BOOL(false);
-	leaf_free_slot(slotno, generation);
 	/* callers waiting for a load of the old slot look the tag up again */
-	ConditionVariableBroadcast(&leaf_seg->cv);
+	leaf_free_slot(slotno, generation);
 	PG_RETURN_BOOL(true);
 }
 

@@ -38,11 +38,22 @@ typedef struct LeafSegment
  * LeafSegShared->lock, and do not change while generation stays the same.
  * generation is written only holding both the exclusive lock and the
  * slot's mutex, so it may be read holding either.  Everything else is
- * protected by the slot's mutex.
+ * protected by the slot's mutex, but cv, which needs no lock.
+ *
+ * Callers that found both buffers empty sleep on the slot's cv.  It is
+ * broadcast when a load of the slot ends, whatever its outcome
+ * (leaf_publish_load), and when the slot is freed (leaf_free_slot), so
+ * that callers of the old tag look it up again; a waiter is not woken
+ * by the loads of other tags.  A freed slot keeps its cv: a caller still
+ * asleep on it when it is reused wakes with the new tag's loads, sees
+ * the generation change and looks its tag up again.
  */
 typedef struct LeafTagSlot
 {
-	slock_t		mutex;			/* protects everything below but (key) */
+	slock_t		mutex;			/* protects everything below but (key) and
+								 * cv */
+	ConditionVariable cv;		/* no lock: callers waiting for a load of
+								 * the slot, or for its end */
 	uint64		generation;		/* lock and mutex: 0 when free; unique per
 								 * use of the slot */
 
@@ -91,7 +102,6 @@ typedef struct LeafSegShared
 	pg_atomic_uint32 nslots_used;	/* atomic: slots[] beyond this index have
 									 * never been used; only grows, under
 									 * the exclusive lock */
-	ConditionVariable cv;		/* broadcast whenever a load ends */
 	LeafTagSlot *slots;			/* leaf_max_tags entries */
 } LeafSegShared;
 
@@ -106,6 +116,5 @@ extern void leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
 							  int preload_percent, int retry_ms);
 extern void leaf_free_slot(int slotno, uint64 generation);
 extern void leaf_free_stale_slots(Oid dboid, HTAB *tags);
-extern void leaf_wake_waiters(void);
 
 #endif							/* LEAF_SEGMENT_SHMEM_H */
