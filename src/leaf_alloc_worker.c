@@ -55,6 +55,16 @@
 /* Loads picked up in one pass over the slots. */
 #define LEAF_JOBS_PER_PASS		64
 
+/*
+ * lock_timeout of the worker's transactions, in ms.  A caller holding the
+ * row of a tag in leaf_alloc (an UPDATE not committed yet) must not stall
+ * the loads of every other tag of the database, which the worker does one
+ * after the other: the load fails after this long and is retried after
+ * LEAF_RETRY_MS, while its callers wait up to leaf.wait_timeout (5 s by
+ * default): the retries still wait out a lock released within that.
+ */
+#define LEAF_LOAD_LOCK_TIMEOUT_MS	"1000"
+
 static Oid	leaf_worker_dboid = InvalidOid;
 
 /* Name of that database, for log lines (the worker ends on a rename). */
@@ -418,7 +428,8 @@ leaf_worker_settings(void)
 	 * A caller holding a row of leaf_alloc must not stall the worker.
 	 * (synchronous_commit is forced for each load: see leaf_alloc_local.c.)
 	 */
-	SetConfigOption("lock_timeout", "1000", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", LEAF_LOAD_LOCK_TIMEOUT_MS, PGC_SUSET,
+					PGC_S_OVERRIDE);
 
 	/*
 	 * Loads write in the worker's own transactions, never in a caller's:
