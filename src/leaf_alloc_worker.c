@@ -188,6 +188,22 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 	res->status = LEAF_LOAD_FAILED;
 
 	leaf_source()->load(job, res);
+
+	/*
+	 * A database command that stopped the worker cut the load short, as a
+	 * query cancel or a timeout would have: the callers who wait for it,
+	 * and leaf_segments, are told what happened instead.
+	 */
+	if (res->status == LEAF_LOAD_FAILED && leaf_alloc_stopping())
+	{
+		char		command[NAMEDATALEN];
+
+		leaf_alloc_slot_stop_command(command, sizeof(command));
+		snprintf(res->msg, sizeof(res->msg),
+				 "the allocator was stopped to let %s on database \"%s\" proceed",
+				 command[0] != '\0' ? command : "a command",
+				 leaf_worker_dbname);
+	}
 	leaf_report_source();
 	leaf_log_failure(job, res);
 }
