@@ -297,7 +297,7 @@ broken:
 	PQclear(last);
 	if (GetCurrentTimestamp() >= leaf_deadline)
 		snprintf(errbuf, errlen,
-				 "allocation database did not answer within leaf.alloc_timeout (%d ms)",
+				 "allocation database did not answer within \"leaf.alloc_timeout\" (%d ms)",
 				 leaf_alloc_timeout_ms);
 	else
 		leaf_remote_error("allocation database", NULL, errbuf, errlen);
@@ -415,7 +415,7 @@ leaf_remote_poll(char *errbuf, size_t errlen)
 							  WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE))
 		{
 			snprintf(errbuf, errlen,
-					 "could not connect to the allocation database within leaf.alloc_timeout (%d ms)",
+					 "could not connect to the allocation database within \"leaf.alloc_timeout\" (%d ms)",
 					 leaf_alloc_timeout_ms);
 			leaf_remote_disconnect();
 			return false;

@@ -332,7 +332,7 @@ leaf_source_judge(LeafSourceCheck *c, bool have_tl, const char *cur_desc,
 	}
 	else if (c->recorded && !c->same)
 		snprintf(c->detail, sizeof(c->detail),
-				 "Segments came from %s; leaf.alloc_conninfo now leads to %s.",
+				 "Segments came from %s; \"leaf.alloc_conninfo\" now leads to %s.",
 				 rows->recorded_desc, cur_desc);
 	else if (c->recorded && have_tl && !c->cur->remote &&
 			 rows->pend_timeline != 0 && c->cur->timeline != 0 &&
