@@ -53,7 +53,7 @@ typedef struct LeafTagSlot
 	slock_t		mutex;			/* protects everything below but (key) and
 								 * cv */
 	ConditionVariable cv;		/* no lock: callers waiting for a load of
-								 * the slot, or for its end */
+								 * the slot, or for it to be freed */
 	uint64		generation;		/* lock and mutex: 0 when free; unique per
 								 * use of the slot */
 
