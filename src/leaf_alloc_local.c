@@ -100,7 +100,7 @@ static int	leaf_commit_wait_mode = SYNC_REP_WAIT_FLUSH;
  * inside the caller's transaction; errors are thrown.
  */
 static void
-leaf_alloc_local(const LeafLoadJob *job, LeafLoadResult *res)
+leaf_local_raise_max_id(const LeafLoadJob *job, LeafLoadResult *res)
 {
 	Oid			extoid;
 	Oid			nsp;
@@ -254,11 +254,11 @@ typedef struct LeafLocalLoad
 } LeafLocalLoad;
 
 static void
-leaf_alloc_local_txn(void *arg)
+leaf_local_load_txn(void *arg)
 {
 	LeafLocalLoad *l = (LeafLocalLoad *) arg;
 
-	leaf_alloc_local(l->job, l->res);
+	leaf_local_raise_max_id(l->job, l->res);
 }
 
 /*
@@ -302,7 +302,7 @@ leaf_local_load(const LeafLoadJob *job, LeafLoadResult *res)
 			*res = replica;
 		return;
 	}
-	if (!leaf_in_transaction(leaf_alloc_local_txn, &l,
+	if (!leaf_in_transaction(leaf_local_load_txn, &l,
 							 "leaf: loading a segment",
 							 &res->sqlstate, res->msg, sizeof(res->msg)))
 		res->status = LEAF_LOAD_FAILED;

@@ -61,6 +61,27 @@
 static char *leaf_alloc_conninfo = NULL;
 static int	leaf_alloc_timeout_ms = 10 * 1000;
 
+/*
+ * The session settings of the connection to the allocation server.  A
+ * load is one short statement on one row of leaf_alloc, which the
+ * session never leaves a transaction open after.
+ *
+ * LEAF_REMOTE_STATEMENT_TIMEOUT: a statement the worker stopped waiting
+ * for (after leaf.alloc_timeout, 10 s by default) must not go on holding
+ * its row against the loads of the other shards; the server ends it
+ * after as long.
+ * LEAF_REMOTE_LOCK_TIMEOUT: another shard's load holds the row of a tag
+ * for a moment; a row held longer (a stalled shard, an open transaction
+ * of an administrator) fails the load with a lock timeout, its reason,
+ * well before leaf.alloc_timeout, and the load is retried.
+ * LEAF_REMOTE_IDLE_IN_XACT_TIMEOUT: a worker that stalled or vanished
+ * inside a transaction releases its row locks after as long as a
+ * statement may run.
+ */
+#define LEAF_REMOTE_STATEMENT_TIMEOUT	"10s"
+#define LEAF_REMOTE_LOCK_TIMEOUT		"2s"
+#define LEAF_REMOTE_IDLE_IN_XACT_TIMEOUT "10s"
+
 static PGconn *leaf_conn = NULL;
 static char *leaf_conn_info = NULL; /* conninfo leaf_conn was opened with */
 static char leaf_qual_table[2 * NAMEDATALEN + 16];	/* "schema".leaf_alloc */
@@ -313,7 +334,7 @@ broken:
 	PQclear(last);
 	if (GetCurrentTimestamp() >= leaf_deadline)
 		snprintf(errbuf, errlen,
-				 "allocation database did not answer within leaf.alloc_timeout (%d ms)",
+				 "allocation database did not answer within \"leaf.alloc_timeout\" (%d ms)",
 				 leaf_alloc_timeout_ms);
 	else
 		leaf_remote_error("allocation database", NULL, errbuf, errlen);
@@ -431,7 +452,7 @@ leaf_remote_poll(char *errbuf, size_t errlen)
 							  WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE))
 		{
 			snprintf(errbuf, errlen,
-					 "could not connect to the allocation database within leaf.alloc_timeout (%d ms)",
+					 "could not connect to the allocation database within \"leaf.alloc_timeout\" (%d ms)",
 					 leaf_alloc_timeout_ms);
 			leaf_remote_disconnect();
 			return false;
@@ -500,9 +521,12 @@ static bool
 leaf_remote_session(char *errbuf, size_t errlen)
 {
 	if (!leaf_remote_command("SET synchronous_commit = on", errbuf, errlen) ||
-		!leaf_remote_command("SET statement_timeout = '10s'", errbuf, errlen) ||
-		!leaf_remote_command("SET lock_timeout = '2s'", errbuf, errlen) ||
-		!leaf_remote_command("SET idle_in_transaction_session_timeout = '10s'",
+		!leaf_remote_command("SET statement_timeout = '"
+							 LEAF_REMOTE_STATEMENT_TIMEOUT "'", errbuf, errlen) ||
+		!leaf_remote_command("SET lock_timeout = '"
+							 LEAF_REMOTE_LOCK_TIMEOUT "'", errbuf, errlen) ||
+		!leaf_remote_command("SET idle_in_transaction_session_timeout = '"
+							 LEAF_REMOTE_IDLE_IN_XACT_TIMEOUT "'",
 							 errbuf, errlen))
 	{
 		leaf_remote_disconnect();

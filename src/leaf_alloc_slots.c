@@ -23,8 +23,8 @@
  *	- LeafAllocSlots->mutex, a spinlock, protects the other fields.
  *	  pid, latch and started are written only holding both the exclusive
  *	  lock and the mutex, and so may be read holding either;
- *	  stop_requested and source are written under the shared lock and the
- *	  mutex, and read under the mutex.  (The worker's signal handler reads
+ *	  stop_requested, stop_command and source are written under the
+ *	  shared lock and the mutex, and read under the mutex.  (The worker's signal handler reads
  *	  its own stop_requested with no lock: it was set before the kill()
  *	  that raised the signal.)
  * Latches are copied under the mutex and set after it is released.
@@ -56,6 +56,9 @@
 /* A launch that has not come up in this time is taken for lost. */
 #define LEAF_LAUNCH_TIMEOUT_MS	(10 * 1000)
 
+/* Room for the name of a database command, as "ALTER DATABASE". */
+#define LEAF_COMMAND_LEN		32
+
 /* One allocator worker, serving one database (locks: see above). */
 typedef struct LeafWorkerSlot
 {
@@ -67,6 +70,7 @@ typedef struct LeafWorkerSlot
 	TimestampTz started;		/* lock and mutex: when the slot was claimed */
 	bool		stop_requested; /* mutex: a database command asked the
 								 * worker to exit */
+	char		stop_command[LEAF_COMMAND_LEN]; /* mutex: that command */
 	char		source[LEAF_SOURCE_LEN];	/* mutex: where segments come
 											 * from, as the worker says */
 } LeafWorkerSlot;
@@ -172,6 +176,7 @@ leaf_slot_find(Oid dboid)
 static void
 leaf_slot_copy(LeafWorkerSlot *w, LeafSlotView *view)
 {
+	Assert(LWLockHeldByMe(leaf_slots->lock));
 	SpinLockAcquire(&leaf_slots->mutex);
 	view->pid = w->pid;
 	view->latch = w->latch;
@@ -254,6 +259,7 @@ leaf_launch_alloc_worker(Oid dboid)
 	w->latch = NULL;
 	w->started = now;
 	w->stop_requested = false;
+	w->stop_command[0] = '\0';
 	SpinLockRelease(&leaf_slots->mutex);
 	LWLockRelease(leaf_slots->lock);
 
@@ -312,10 +318,11 @@ leaf_wake_worker(Oid dboid)
 }
 
 /*
- * Ask the worker of a database to exit, if it still has the given pid.
+ * Ask the worker of a database to exit for command, if it still has the
+ * given pid.
  */
 static void
-leaf_request_stop(Oid dboid, pid_t pid)
+leaf_request_stop(Oid dboid, pid_t pid, const char *command)
 {
 	LeafWorkerSlot *w;
 
@@ -325,20 +332,24 @@ leaf_request_stop(Oid dboid, pid_t pid)
 	{
 		SpinLockAcquire(&leaf_slots->mutex);
 		if (w->pid == pid)
+		{
 			w->stop_requested = true;
+			strlcpy(w->stop_command, command, sizeof(w->stop_command));
+		}
 		SpinLockRelease(&leaf_slots->mutex);
 	}
 	LWLockRelease(leaf_slots->lock);
 }
 
 /*
- * Stop the allocator worker of a database, and wait (up to 5 s) until it
- * has gone.  A worker that was launched but has not taken its slot yet
- * (pid 0) is waited for, then stopped too: it would connect to the
- * database a moment later.
+ * Stop the allocator worker of a database for command (a database
+ * command, as "DROP DATABASE", which the worker names to callers whose
+ * load it cut short), and wait (up to 5 s) until it has gone.  A worker
+ * that was launched but has not taken its slot yet (pid 0) is waited for,
+ * then stopped too: it would connect to the database a moment later.
  */
 void
-leaf_stop_alloc_worker(Oid dboid)
+leaf_stop_alloc_worker(Oid dboid, const char *command)
 {
 	int			i;
 	pid_t		signalled = 0;
@@ -356,7 +367,7 @@ leaf_stop_alloc_worker(Oid dboid)
 		if (view.pid != 0 && view.pid != signalled)
 		{
 			/* it exits quietly, not with FATAL (see leaf_worker_sigterm) */
-			leaf_request_stop(dboid, view.pid);
+			leaf_request_stop(dboid, view.pid, command);
 			(void) kill(view.pid, SIGTERM);
 			signalled = view.pid;
 		}
@@ -444,6 +455,7 @@ leaf_alloc_slot_attach(Oid dboid)
 	w->pid = MyProcPid;
 	w->latch = MyLatch;
 	w->stop_requested = false;
+	w->stop_command[0] = '\0';
 	leaf_my_slot = w;			/* before a DDL command can see our pid */
 	SpinLockRelease(&leaf_slots->mutex);
 	LWLockRelease(leaf_slots->lock);
@@ -460,6 +472,22 @@ bool
 leaf_alloc_slot_stop_requested(void)
 {
 	return leaf_my_slot != NULL && leaf_my_slot->stop_requested;
+}
+
+/*
+ * The database command that asked this worker to exit, into buf; empty if
+ * none did.
+ */
+void
+leaf_alloc_slot_stop_command(char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (leaf_my_slot == NULL)
+		return;
+	SpinLockAcquire(&leaf_slots->mutex);
+	if (leaf_my_slot->stop_requested)
+		strlcpy(buf, (const char *) leaf_my_slot->stop_command, len);
+	SpinLockRelease(&leaf_slots->mutex);
 }
 
 /*

@@ -322,6 +322,8 @@ static void
 leaf_source_judge(LeafSourceCheck *c, bool have_tl, const char *cur_desc,
 				  LeafSourceRows *rows, bool tl_changed, bool restarted)
 {
+	uint32		last_timeline = 0;	/* of a new timeline refused */
+
 	if (c->copied && leaf_source_moved(rows->recorded_desc) != NULL)
 		snprintf(c->detail, sizeof(c->detail),
 				 "The counters in leaf_alloc were taken over by another database (%s). Confirming here would hand out IDs that it hands out as well.",
@@ -365,7 +367,7 @@ leaf_source_judge(LeafSourceCheck *c, bool have_tl, const char *cur_desc,
 	}
 	else if (c->recorded && !c->same)
 		snprintf(c->detail, sizeof(c->detail),
-				 "Segments came from %s; leaf.alloc_conninfo now leads to %s.",
+				 "Segments came from %s; \"leaf.alloc_conninfo\" now leads to %s.",
 				 rows->recorded_desc, cur_desc);
 	else if (c->recorded && have_tl && !c->cur->remote &&
 			 rows->pend_timeline != 0 && c->cur->timeline != 0 &&
@@ -374,18 +376,20 @@ leaf_source_judge(LeafSourceCheck *c, bool have_tl, const char *cur_desc,
 		c->promoted = true;
 		/* the pending row is the evidence: kept as it is */
 		rows->pending_same = true;
-		snprintf(c->detail, sizeof(c->detail),
-				 "allocation database was promoted or restored (timeline %u -> %u); segments are not loaded until confirmed",
-				 rows->pend_timeline, c->cur->timeline);
+		last_timeline = rows->pend_timeline;
 	}
 	else if (tl_changed && !restarted &&
 			 leaf_alloc_failover != LEAF_FAILOVER_SYNCHRONOUS)
 	{
 		c->promoted = true;
-		snprintf(c->detail, sizeof(c->detail),
-				 "allocation database was promoted or restored (timeline %u -> %u); segments are not loaded until confirmed",
-				 rows->rec_timeline, c->cur->timeline);
+		last_timeline = rows->rec_timeline;
 	}
+
+	/* the detail of LF007 (leaf_report_promoted) */
+	if (c->promoted)
+		snprintf(c->detail, sizeof(c->detail),
+				 "Segments were last loaded on timeline %u, and the allocation database is on timeline %u now.",
+				 last_timeline, c->cur->timeline);
 }
 
 /*
@@ -812,7 +816,9 @@ leaf_source_recorded_ok(const LeafSourceIdent *cur, char *errbuf,
 	}
 	if (c.promoted)
 	{
-		snprintf(errbuf, errlen, "%s", c.detail);
+		snprintf(errbuf, errlen,
+				 "the allocation database was promoted or restored and its timeline is not confirmed: %s",
+				 c.detail);
 		return false;
 	}
 	return true;
@@ -849,15 +855,16 @@ leaf_report_source_changed(const char *tag, const char *detail)
 
 /*
  * Raise the error of a load refused because the allocation database is on
- * a timeline that is not confirmed; msg comes from the allocator.
+ * a timeline that is not confirmed; detail, which names both timelines,
+ * comes from the allocator.
  */
 void
-leaf_report_promoted(const char *tag, const char *msg)
+leaf_report_promoted(const char *tag, const char *detail)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_LEAF_ALLOC_PROMOTED),
-			 errmsg_internal("%s", msg),
-			 errdetail("biz_tag \"%s\" has no segment left, and the last allocations before the promotion or restore may be missing from leaf_alloc.",
-					   tag),
+			 errmsg("allocation database was promoted or restored; segments are not loaded until confirmed"),
+			 errdetail("%s biz_tag \"%s\" has no segment left, and the last allocations before the promotion or restore may be missing from leaf_alloc.",
+					   detail, tag),
 			 errhint("Once every max_id in leaf_alloc lies above every ID handed out before, a superuser confirms with SELECT leaf_alloc_source_confirm(); see \"leaf.alloc_failover\".")));
 }

@@ -49,6 +49,6 @@ extern const char *leaf_source_refusal(void);
 
 /* backends waiting for a segment that a check refused */
 pg_noreturn extern void leaf_report_source_changed(const char *tag, const char *detail);
-pg_noreturn extern void leaf_report_promoted(const char *tag, const char *msg);
+pg_noreturn extern void leaf_report_promoted(const char *tag, const char *detail);
 
 #endif							/* LEAF_ALLOC_SOURCE_H */

@@ -42,7 +42,6 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/ps_status.h"
-#include "utils/syscache.h"
 #include "utils/wait_event.h"
 
 #include "leaf.h"
@@ -58,6 +57,16 @@
 
 /* Loads picked up in one pass over the slots. */
 #define LEAF_JOBS_PER_PASS		64
+
+/*
+ * lock_timeout of the worker's transactions, in ms.  A caller holding the
+ * row of a tag in leaf_alloc (an UPDATE not committed yet) must not stall
+ * the loads of every other tag of the database, which the worker does one
+ * after the other: the load fails after this long and is retried after
+ * LEAF_RETRY_MS, while its callers wait up to leaf.wait_timeout (5 s by
+ * default): the retries still wait out a lock released within that.
+ */
+#define LEAF_LOAD_LOCK_TIMEOUT_MS	"1000"
 
 static Oid	leaf_worker_dboid = InvalidOid;
 
@@ -141,17 +150,6 @@ leaf_worker_interrupts(void)
 }
 
 /*
- * Does a tag slot wait for a load by this worker?  Caller holds the
- * slot's mutex.
- */
-static inline bool
-leaf_slot_wants_load(const LeafTagSlot *slot)
-{
-	return slot->generation != 0 && slot->dboid == leaf_worker_dboid &&
-		slot->loading && !slot->next_ready;
-}
-
-/*
  * The source of segments, as leaf.alloc_conninfo says now (a reload may
  * change it between two loads).
  */
@@ -220,6 +218,22 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 	res->status = LEAF_LOAD_FAILED;
 
 	leaf_source()->load(job, res);
+
+	/*
+	 * A database command that stopped the worker cut the load short, as a
+	 * query cancel or a timeout would have: the callers who wait for it,
+	 * and leaf_segments, are told what happened instead.
+	 */
+	if (res->status == LEAF_LOAD_FAILED && leaf_alloc_stopping())
+	{
+		char		command[NAMEDATALEN];
+
+		leaf_alloc_slot_stop_command(command, sizeof(command));
+		snprintf(res->msg, sizeof(res->msg),
+				 "the allocator was stopped to let %s on database \"%s\" proceed",
+				 command[0] != '\0' ? command : "a command",
+				 leaf_worker_dbname);
+	}
 	leaf_report_source();
 	leaf_log_failure(job, res);
 }
@@ -230,51 +244,7 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 static void
 leaf_publish(const LeafLoadJob *job, const LeafLoadResult *res)
 {
-	LeafTagSlot *slot = &leaf_seg->slots[job->slotno];
-	TimestampTz now = GetCurrentTimestamp();
-
-	SpinLockAcquire(&slot->mutex);
-	if (slot->generation == job->generation)
-	{
-		if (res->status == LEAF_LOAD_OK)
-		{
-			LeafSegment *seg = &slot->seg[1 - slot->cur];
-
-			seg->start = res->start;
-			seg->next = res->start;
-			seg->max = res->start + res->size;
-			seg->preload_at = res->start +
-				(int64) ((double) res->size * leaf_preload_percent / 100.0);
-			slot->next_ready = true;
-			slot->loading = false;
-			slot->want = 0;
-			slot->retry_at = 0;
-			slot->step = res->step;
-			slot->min_step = res->min_step;
-			slot->db_max_id = res->db_max_id;
-			slot->last_load = now;
-			slot->nloads++;
-			slot->refills++;
-			slot->last_success = now;
-			slot->fail_current = false;
-			slot->refill_timeline = res->timeline;
-			strlcpy(slot->refill_server, res->server, sizeof(slot->refill_server));
-		}
-		else
-		{
-			slot->fail_count++;
-			slot->fail_current = true;
-			slot->fail_final = (res->status == LEAF_LOAD_FINAL);
-			slot->fail_sqlstate = res->sqlstate;
-			strlcpy(slot->fail_msg, res->msg, sizeof(slot->fail_msg));
-			slot->last_failure = now;
-			if (slot->fail_final)
-				slot->loading = false;
-			else
-				slot->retry_at = TimestampTzPlusMilliseconds(now, LEAF_RETRY_MS);
-		}
-	}
-	SpinLockRelease(&slot->mutex);
+	leaf_publish_load(job, res, leaf_preload_percent, LEAF_RETRY_MS);
 }
 
 /*
@@ -288,94 +258,13 @@ leaf_publish(const LeafLoadJob *job, const LeafLoadResult *res)
  * launches one.
  */
 static bool
-leaf_loads_wanted(void)
+leaf_worker_loads_wanted(void)
 {
-	bool		pending = false;
-	int			i;
-
-	for (i = 0; i < leaf_slots_in_use() && !pending; i++)
-	{
-		LeafTagSlot *slot = &leaf_seg->slots[i];
-
-		SpinLockAcquire(&slot->mutex);
-		pending = leaf_slot_wants_load(slot);
-		SpinLockRelease(&slot->mutex);
-	}
-	return pending;
-}
-
-/*
- * Free every slot of this database, or only those of an older
- * incarnation of the extension if extoid is valid.
- */
-static void
-leaf_free_own_slots(Oid extoid)
-{
-	int			i;
-
-	for (i = 0; i < leaf_slots_in_use(); i++)
-	{
-		LeafTagSlot *slot = &leaf_seg->slots[i];
-		uint64		gen = 0;
-
-		SpinLockAcquire(&slot->mutex);
-		if (slot->generation != 0 && slot->dboid == leaf_worker_dboid &&
-			slot->extoid != extoid)
-			gen = slot->generation;
-		SpinLockRelease(&slot->mutex);
-		if (gen != 0)
-			leaf_free_slot(i, gen);
-	}
+	return leaf_loads_wanted(leaf_worker_dboid);
 }
 
 /* when this worker last had a load to do (or one due for a retry) */
 static TimestampTz leaf_last_busy = 0;
-
-/*
- * Pick up, into jobs, up to LEAF_JOBS_PER_PASS of the loads callers asked
- * for that are due at now; returns how many.  A load that waits for its
- * retry shortens *next_retry (-1: none) to the time in ms until it is due.
- */
-static int
-leaf_collect_jobs(LeafLoadJob *jobs, TimestampTz now, long *next_retry)
-{
-	int			njobs = 0;
-	int			i;
-
-	for (i = 0; i < leaf_slots_in_use() && njobs < LEAF_JOBS_PER_PASS; i++)
-	{
-		LeafTagSlot *slot = &leaf_seg->slots[i];
-		LeafLoadJob *job = &jobs[njobs];
-
-		SpinLockAcquire(&slot->mutex);
-		if (leaf_slot_wants_load(slot))
-		{
-			if (slot->retry_at > now)
-			{
-				long		ms = TimestampDifferenceMilliseconds(now, slot->retry_at) + 1;
-
-				if (*next_retry < 0 || ms < *next_retry)
-					*next_retry = ms;
-			}
-			else
-			{
-				job->slotno = i;
-				job->generation = slot->generation;
-				job->extoid = slot->extoid;
-				memcpy(job->tag, slot->tag, sizeof(job->tag));
-				job->want = slot->want;
-				job->step = slot->step;
-				job->min_step = slot->min_step;
-				job->db_max_id = slot->db_max_id;
-				job->last_load = slot->last_load;
-				job->nloads = slot->nloads;
-				njobs++;
-			}
-		}
-		SpinLockRelease(&slot->mutex);
-	}
-	return njobs;
-}
 
 /*
  * Do the load of job, its outcome into *res; or, once the allocation
@@ -405,7 +294,8 @@ leaf_load_job(const LeafLoadJob *job, LeafLoadResult *res,
 
 /*
  * Act on the outcome of job's load: free the slot if the extension is
- * gone, else publish the outcome in it; then wake the waiting callers.
+ * gone, else publish the outcome in it.  Either wakes the callers waiting
+ * for it.
  */
 static void
 leaf_finish_job(const LeafLoadJob *job, LeafLoadResult *res)
@@ -429,7 +319,6 @@ leaf_finish_job(const LeafLoadJob *job, LeafLoadResult *res)
 	}
 	else
 		leaf_publish(job, res);
-	ConditionVariableBroadcast(&leaf_seg->cv);
 }
 
 /*
@@ -452,7 +341,8 @@ leaf_do_loads(void)
 		LeafLoadResult *unreachable = NULL;
 
 		next_retry = -1;
-		njobs = leaf_collect_jobs(jobs, now, &next_retry);
+		njobs = leaf_collect_loads(leaf_worker_dboid, now, jobs,
+								   LEAF_JOBS_PER_PASS, &next_retry);
 		if (njobs == 0)
 			break;
 		leaf_last_busy = now;
@@ -494,11 +384,10 @@ leaf_refresh_tags_txn(void *arg)
 		HASHCTL		ctl;
 		HTAB	   *tags;
 		char		err[LEAF_ERRMSG_LEN];
-		int			i;
 		bool		have_tags;
 
 		/* slots of a dropped and re-created extension */
-		leaf_free_own_slots(extoid);
+		leaf_free_slots(leaf_worker_dboid, extoid);
 
 		memset(&ctl, 0, sizeof(ctl));
 		ctl.keysize = LEAF_TAG_MAXLEN + 1;
@@ -516,39 +405,7 @@ leaf_refresh_tags_txn(void *arg)
 					(errmsg("leaf allocator could not check biz_tags"),
 					 errdetail_internal("%s", err)));
 
-		for (i = 0; i < leaf_slots_in_use(); i++)
-		{
-			LeafTagSlot *slot = &leaf_seg->slots[i];
-			char		tag[LEAF_TAG_MAXLEN + 1];
-			uint64		gen = 0;
-			Oid			dboid = InvalidOid;
-
-			SpinLockAcquire(&slot->mutex);
-			if (slot->generation != 0)
-			{
-				gen = slot->generation;
-				dboid = slot->dboid;
-				memcpy(tag, slot->tag, sizeof(tag));
-			}
-			SpinLockRelease(&slot->mutex);
-			if (gen == 0)
-				continue;
-			if (dboid != leaf_worker_dboid)
-			{
-				/* any worker frees the slots of dropped databases */
-				if (!SearchSysCacheExists1(DATABASEOID,
-										   ObjectIdGetDatum(dboid)))
-					leaf_free_slot(i, gen);
-				continue;
-			}
-			if (have_tags && hash_search(tags, tag, HASH_FIND, NULL) == NULL)
-			{
-				leaf_free_slot(i, gen);
-				ereport(DEBUG1,
-						(errmsg("leaf allocator dropped biz_tag \"%s\", deleted from leaf_alloc",
-								tag)));
-			}
-		}
+		leaf_free_stale_slots(leaf_worker_dboid, have_tags ? tags : NULL);
 	}
 }
 
@@ -574,7 +431,6 @@ leaf_refresh_tags(void)
 				 errdetail_internal("%s", err)));
 		ext_exists = true;
 	}
-	ConditionVariableBroadcast(&leaf_seg->cv);
 	return ext_exists;
 }
 
@@ -618,7 +474,8 @@ leaf_worker_settings(void)
 	 * A caller holding a row of leaf_alloc must not stall the worker.
 	 * (synchronous_commit is forced for each load: see leaf_alloc_local.c.)
 	 */
-	SetConfigOption("lock_timeout", "1000", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", LEAF_LOAD_LOCK_TIMEOUT_MS, PGC_SUSET,
+					PGC_S_OVERRIDE);
 
 	/*
 	 * Loads write in the worker's own transactions, never in a caller's:
@@ -656,7 +513,7 @@ leaf_worker_refresh(TimestampTz *next_refresh)
 	{
 		if (!leaf_refresh_tags())
 		{
-			leaf_free_own_slots(InvalidOid);
+			leaf_free_slots(leaf_worker_dboid, InvalidOid);
 			ereport(LOG,
 					(errmsg("leaf allocator exiting: extension \"leaf\" is no longer installed in database \"%s\"",
 							leaf_worker_dbname)));
@@ -669,8 +526,8 @@ leaf_worker_refresh(TimestampTz *next_refresh)
 
 /*
  * Give the worker process back after leaf.alloc_idle_timeout with nothing
- * to load (see leaf_loads_wanted): exits then.  Otherwise returns timeout,
- * the time to wait for, cut down to the time left until then.
+ * to load (see leaf_worker_loads_wanted): exits then.  Otherwise returns
+ * timeout, the time to wait for, cut down to the time left until then.
  */
 static long
 leaf_worker_idle(long timeout)
@@ -681,7 +538,7 @@ leaf_worker_idle(long timeout)
 	now = GetCurrentTimestamp();
 	idle_left = leaf_alloc_idle_timeout_ms -
 		TimestampDifferenceMilliseconds(leaf_last_busy, now);
-	if (idle_left <= 0 && leaf_alloc_slot_give_up(leaf_loads_wanted))
+	if (idle_left <= 0 && leaf_alloc_slot_give_up(leaf_worker_loads_wanted))
 	{
 		ereport(DEBUG1,
 				(errmsg("leaf allocator exiting for database \"%s\": nothing to load for %d ms",

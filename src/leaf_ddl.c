@@ -116,13 +116,14 @@ leaf_may_create_database(CreatedbStmt *stmt)
 	return true;
 }
 
+/* Stop the allocator of a database the current user owns, for command. */
 static void
-leaf_stop_worker_of(const char *dbname)
+leaf_stop_worker_of(const char *dbname, const char *command)
 {
 	Oid			dboid = leaf_owned_database(dbname);
 
 	if (OidIsValid(dboid))
-		leaf_stop_alloc_worker(dboid);
+		leaf_stop_alloc_worker(dboid, command);
 }
 
 static void
@@ -138,7 +139,7 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	{
 		dropped = leaf_owned_database(((DropdbStmt *) parsetree)->dbname);
 		if (OidIsValid(dropped))
-			leaf_stop_alloc_worker(dropped);
+			leaf_stop_alloc_worker(dropped, "DROP DATABASE");
 	}
 	else if (IsA(parsetree, AlterDatabaseStmt))
 	{
@@ -150,12 +151,14 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			DefElem    *opt = (DefElem *) lfirst(lc);
 
 			if (strcmp(opt->defname, "tablespace") == 0)
-				leaf_stop_worker_of(((AlterDatabaseStmt *) parsetree)->dbname);
+				leaf_stop_worker_of(((AlterDatabaseStmt *) parsetree)->dbname,
+									"ALTER DATABASE");
 		}
 	}
 	else if (IsA(parsetree, RenameStmt) &&
 			 ((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
-		leaf_stop_worker_of(((RenameStmt *) parsetree)->subname);
+		leaf_stop_worker_of(((RenameStmt *) parsetree)->subname,
+							"ALTER DATABASE");
 	else if (IsA(parsetree, CreatedbStmt))
 	{
 		ListCell   *lc;
@@ -184,7 +187,7 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			leaf_may_create_database((CreatedbStmt *) parsetree) &&
 			(leaf_database_is_template(dboid) ||
 			 object_ownercheck(DatabaseRelationId, dboid, GetUserId())))
-			leaf_stop_alloc_worker(dboid);
+			leaf_stop_alloc_worker(dboid, "CREATE DATABASE");
 	}
 
 	if (prev_ProcessUtility)
@@ -200,7 +203,7 @@ leaf_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	 * no worker could ever start to do so.
 	 */
 	if (OidIsValid(dropped))
-		leaf_free_database_slots(dropped);
+		leaf_free_slots(dropped, InvalidOid);
 }
 
 void

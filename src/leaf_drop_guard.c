@@ -97,7 +97,7 @@ leaf_check_drop_relation(Oid relid)
 			 errmsg("cannot drop extension leaf while leaf_alloc holds counters"),
 			 errdetail("Dropping the extension drops leaf_alloc (" INT64_FORMAT " rows) and leaf_alloc_retired (" INT64_FORMAT " rows), and a biz_tag created again afterwards would hand out its IDs again.",
 					   tags, marks),
-			 errhint("To drop it anyway, save the counters in the same transaction as the drop, after LOCK TABLE %s.leaf_alloc, %s.leaf_alloc_retired, with SET LOCAL leaf.allow_drop_with_counters = on (a superuser setting).",
+			 errhint("To drop it anyway, save the counters in the same transaction as the drop, after LOCK TABLE %s.leaf_alloc, %s.leaf_alloc_retired, and turn \"leaf.allow_drop_with_counters\" (a superuser setting) on with SET LOCAL.",
 					 quote_identifier(get_namespace_name(nsp)),
 					 quote_identifier(get_namespace_name(nsp)))));
 }

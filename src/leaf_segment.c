@@ -9,9 +9,9 @@
  * spinlock.  Once leaf.preload_percent of it is used, they ask the
  * database's allocator worker (leaf_alloc_worker.c) to load the other
  * buffer; when the current one runs out and the other is ready, they
- * switch.  A caller sleeps only when both buffers are empty, on a
- * condition variable the worker broadcasts after every load, and never
- * longer than leaf.wait_timeout.
+ * switch.  A caller sleeps only when both buffers are empty, on the
+ * slot's condition variable, which the worker broadcasts after every load
+ * of the tag, and never longer than leaf.wait_timeout.
  *
  * The worker commits each allocation in its own transaction before the
  * segment is published here, so no caller's rollback can make an ID be
@@ -44,6 +44,7 @@
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/tuplestore.h"
 #include "utils/wait_event.h"
 
@@ -108,7 +109,7 @@ typedef struct LeafBackendEntry
 
 static HTAB *leaf_backend_tags = NULL;
 
-LeafSegShared *leaf_seg = NULL;
+static LeafSegShared *leaf_seg = NULL;
 static HTAB *leaf_tag_hash = NULL;
 
 /* leaf.max_tags and leaf.max_tags_per_database */
@@ -138,6 +139,8 @@ leaf_segment_init_settings(void)
 							0,
 							NULL, NULL, NULL);
 }
+
+static int	leaf_slots_in_use(void);
 
 static Size
 leaf_segment_shmem_size(void)
@@ -184,13 +187,15 @@ leaf_segment_shmem_startup(void)
 		leaf_seg->lock = &(GetNamedLWLockTranche("leaf"))->lock;
 		SpinLockInit(&leaf_seg->mutex);
 		leaf_seg->next_generation = 1;
-		ConditionVariableInit(&leaf_seg->cv);
 
 		p += MAXALIGN(sizeof(LeafSegShared));
 		leaf_seg->slots = (LeafTagSlot *) p;
 
 		for (i = 0; i < leaf_max_tags; i++)
+		{
 			SpinLockInit(&leaf_seg->slots[i].mutex);
+			ConditionVariableInit(&leaf_seg->slots[i].cv);
+		}
 		pg_atomic_init_u32(&leaf_seg->nslots_used, 0);
 	}
 
@@ -214,7 +219,7 @@ leaf_segment_check_ready(void)
 /*
  * Free a tag slot, if it still holds the given generation.  Callers that
  * cached a pointer to it see the generation change and look the tag up
- * again.
+ * again; those waiting for a load of it are woken to do so.
  */
 void
 leaf_free_slot(int slotno, uint64 generation)
@@ -240,13 +245,17 @@ leaf_free_slot(int slotno, uint64 generation)
 		(void) hash_search(leaf_tag_hash, &key, HASH_REMOVE, NULL);
 	}
 	LWLockRelease(leaf_seg->lock);
+	if (freed)
+		ConditionVariableBroadcast(&slot->cv);
 }
 
 /*
- * Free every slot of a database (for example, a dropped one).
+ * Free every slot of a database (a dropped one, or one whose extension is
+ * gone), or, if keep_extoid is valid, only those of other incarnations of
+ * the extension there (dropped and created again).
  */
 void
-leaf_free_database_slots(Oid dboid)
+leaf_free_slots(Oid dboid, Oid keep_extoid)
 {
 	int			i;
 
@@ -256,7 +265,8 @@ leaf_free_database_slots(Oid dboid)
 		uint64		gen = 0;
 
 		SpinLockAcquire(&slot->mutex);
-		if (slot->generation != 0 && slot->dboid == dboid)
+		if (slot->generation != 0 && slot->dboid == dboid &&
+			slot->extoid != keep_extoid)
 			gen = slot->generation;
 		SpinLockRelease(&slot->mutex);
 		if (gen != 0)
@@ -271,22 +281,206 @@ leaf_free_database_slots(Oid dboid)
 void
 leaf_discard_database_segments(Oid dboid)
 {
-	leaf_free_database_slots(dboid);
 	/* callers waiting for a load of a freed slot look the tag up again */
-	ConditionVariableBroadcast(&leaf_seg->cv);
+	leaf_free_slots(dboid, InvalidOid);
 }
 
 /*
  * How many slots to look at when scanning for slots in use: the ones past
  * this have never been taken.
  */
-int
+static int
 leaf_slots_in_use(void)
 {
 	uint32		n = pg_atomic_read_u32(&leaf_seg->nslots_used);
 
 	pg_read_barrier();
 	return Min((int) n, leaf_max_tags);
+}
+
+/*
+ * Does a tag slot wait for a load by the allocator of database dboid?
+ * Caller holds the slot's mutex.
+ */
+static inline bool
+leaf_slot_wants_load(const LeafTagSlot *slot, Oid dboid)
+{
+	return slot->generation != 0 && slot->dboid == dboid &&
+		slot->loading && !slot->next_ready;
+}
+
+/*
+ * Does a slot of database dboid wait for a load (now or after a pause)?
+ */
+bool
+leaf_loads_wanted(Oid dboid)
+{
+	bool		pending = false;
+	int			i;
+
+	for (i = 0; i < leaf_slots_in_use() && !pending; i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+
+		SpinLockAcquire(&slot->mutex);
+		pending = leaf_slot_wants_load(slot, dboid);
+		SpinLockRelease(&slot->mutex);
+	}
+	return pending;
+}
+
+/*
+ * Pick up, into jobs, up to maxjobs of the loads that the callers of
+ * database dboid asked for and that are due at now; returns how many.  A
+ * load that waits for its retry shortens *next_retry (-1: none) to the
+ * time in ms until it is due.
+ */
+int
+leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
+				   int maxjobs, long *next_retry)
+{
+	int			njobs = 0;
+	int			i;
+
+	for (i = 0; i < leaf_slots_in_use() && njobs < maxjobs; i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+		LeafLoadJob *job = &jobs[njobs];
+
+		SpinLockAcquire(&slot->mutex);
+		if (leaf_slot_wants_load(slot, dboid))
+		{
+			if (slot->retry_at > now)
+			{
+				long		ms = TimestampDifferenceMilliseconds(now, slot->retry_at) + 1;
+
+				if (*next_retry < 0 || ms < *next_retry)
+					*next_retry = ms;
+			}
+			else
+			{
+				job->slotno = i;
+				job->generation = slot->generation;
+				job->extoid = slot->extoid;
+				memcpy(job->tag, slot->tag, sizeof(job->tag));
+				job->want = slot->want;
+				job->step = slot->step;
+				job->min_step = slot->min_step;
+				job->db_max_id = slot->db_max_id;
+				job->last_load = slot->last_load;
+				job->nloads = slot->nloads;
+				njobs++;
+			}
+		}
+		SpinLockRelease(&slot->mutex);
+	}
+	return njobs;
+}
+
+/*
+ * Publish the outcome of the load of job in its slot, unless the slot was
+ * freed meanwhile: a segment goes into the buffer not in use, the callers
+ * asking for a load once preload_percent of it is used; a failure that
+ * retrying may mend is retried after retry_ms.  Then wake the callers
+ * waiting for a load of the slot.
+ */
+void
+leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
+				  int preload_percent, int retry_ms)
+{
+	LeafTagSlot *slot = &leaf_seg->slots[job->slotno];
+	TimestampTz now = GetCurrentTimestamp();
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->generation == job->generation)
+	{
+		if (res->status == LEAF_LOAD_OK)
+		{
+			LeafSegment *seg = &slot->seg[1 - slot->cur];
+
+			seg->start = res->start;
+			seg->next = res->start;
+			seg->max = res->start + res->size;
+			seg->preload_at = res->start +
+				(int64) ((double) res->size * preload_percent / 100.0);
+			slot->next_ready = true;
+			slot->loading = false;
+			slot->want = 0;
+			slot->retry_at = 0;
+			slot->step = res->step;
+			slot->min_step = res->min_step;
+			slot->db_max_id = res->db_max_id;
+			slot->last_load = now;
+			slot->nloads++;
+			slot->refills++;
+			slot->last_success = now;
+			slot->fail_current = false;
+			slot->refill_timeline = res->timeline;
+			strlcpy(slot->refill_server, res->server, sizeof(slot->refill_server));
+		}
+		else
+		{
+			slot->fail_count++;
+			slot->fail_current = true;
+			slot->fail_final = (res->status == LEAF_LOAD_FINAL);
+			slot->fail_sqlstate = res->sqlstate;
+			strlcpy(slot->fail_msg, res->msg, sizeof(slot->fail_msg));
+			slot->last_failure = now;
+			if (slot->fail_final)
+				slot->loading = false;
+			else
+				slot->retry_at = TimestampTzPlusMilliseconds(now, retry_ms);
+		}
+	}
+	SpinLockRelease(&slot->mutex);
+	/* a slot freed meanwhile has woken its callers already: harmless */
+	ConditionVariableBroadcast(&slot->cv);
+}
+
+/*
+ * Free the slots that no longer stand for a tag: those of database dboid
+ * whose tag is not in tags (keys of LEAF_TAG_MAXLEN + 1 bytes; NULL when
+ * the list could not be read, and every slot is kept), and those of
+ * databases that were dropped.  In a transaction, to read pg_database.
+ */
+void
+leaf_free_stale_slots(Oid dboid, HTAB *tags)
+{
+	int			i;
+
+	for (i = 0; i < leaf_slots_in_use(); i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+		char		tag[LEAF_TAG_MAXLEN + 1];
+		uint64		gen = 0;
+		Oid			slot_dboid = InvalidOid;
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->generation != 0)
+		{
+			gen = slot->generation;
+			slot_dboid = slot->dboid;
+			memcpy(tag, slot->tag, sizeof(tag));
+		}
+		SpinLockRelease(&slot->mutex);
+		if (gen == 0)
+			continue;
+		if (slot_dboid != dboid)
+		{
+			/* any worker frees the slots of dropped databases */
+			if (!SearchSysCacheExists1(DATABASEOID,
+									   ObjectIdGetDatum(slot_dboid)))
+				leaf_free_slot(i, gen);
+			continue;
+		}
+		if (tags != NULL && hash_search(tags, tag, HASH_FIND, NULL) == NULL)
+		{
+			leaf_free_slot(i, gen);
+			ereport(DEBUG1,
+					(errmsg("leaf allocator dropped biz_tag \"%s\", deleted from leaf_alloc",
+							tag)));
+		}
+	}
 }
 
 /*
@@ -461,6 +655,7 @@ leaf_check_unverified(const LeafTagKey *key)
 	int			n = 0;
 	int			i;
 
+	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
 	for (i = 0; i < leaf_slots_in_use(); i++)
 	{
 		LeafTagSlot *slot = &leaf_seg->slots[i];
@@ -493,6 +688,7 @@ leaf_check_database_share(const LeafTagKey *key)
 	int			n = 0;
 	int			i;
 
+	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
 	if (limit < 0)
 		limit = leaf_max_tags / 2;
 	if (limit == 0 || limit >= leaf_max_tags)
@@ -857,7 +1053,7 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 
 	/* start a worker if there is none (it may have exited or been killed) */
 	leaf_wake_worker(MyDatabaseId);
-	(void) ConditionVariableTimedSleep(&leaf_seg->cv, Min(remaining, 1000),
+	(void) ConditionVariableTimedSleep(&slot->cv, Min(remaining, 1000),
 									   PG_WAIT_EXTENSION);
 }
 
@@ -931,6 +1127,8 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 		if (got < 0)
 		{
 			/* the slot was freed (tag deleted): look it up again */
+			if (waited)
+				ConditionVariableCancelSleep();
 			cache->slot = NULL;
 			waited = false;
 			continue;
@@ -952,7 +1150,7 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 			wait_start = GetCurrentTimestamp();
 			deadline = TimestampTzPlusMilliseconds(wait_start,
 												   leaf_wait_timeout_ms);
-			ConditionVariablePrepareToSleep(&leaf_seg->cv);
+			ConditionVariablePrepareToSleep(&cache->slot->cv);
 			continue;			/* check once more before sleeping */
 		}
 		leaf_wait_for_load(cache->slot, cache->generation, cache->tag,
@@ -1310,9 +1508,8 @@ leaf_segment_discard(PG_FUNCTION_ARGS)
 
 	if (slotno < 0)
 		PG_RETURN_BOOL(false);
-	leaf_free_slot(slotno, generation);
 	/* callers waiting for a load of the old slot look the tag up again */
-	ConditionVariableBroadcast(&leaf_seg->cv);
+	leaf_free_slot(slotno, generation);
 	PG_RETURN_BOOL(true);
 }
 

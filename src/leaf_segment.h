@@ -13,7 +13,7 @@
 #define LEAF_SEGMENT_H
 
 /* leaf_segment.c: free the tag slots of a (dropped) database */
-extern void leaf_free_database_slots(Oid dboid);
+extern void leaf_free_slots(Oid dboid, Oid keep_extoid);
 extern void leaf_discard_database_segments(Oid dboid);
 
 #endif							/* LEAF_SEGMENT_H */

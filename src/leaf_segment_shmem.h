@@ -3,7 +3,8 @@
  * leaf_segment_shmem.h
  *	  The shared memory of segment mode, private to its files: the tag
  *	  slots, whose segments callers take IDs from (leaf_segment.c, which
- *	  owns them) and the allocator fills (leaf_alloc_worker.c).
+ *	  owns them) and the allocator fills (leaf_alloc_worker.c), through
+ *	  the functions at the end of this file.
  *
  *-------------------------------------------------------------------------
  */
@@ -15,6 +16,7 @@
 #include "storage/condition_variable.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
 /* Where a segment buffer stands. */
@@ -36,11 +38,22 @@ typedef struct LeafSegment
  * LeafSegShared->lock, and do not change while generation stays the same.
  * generation is written only holding both the exclusive lock and the
  * slot's mutex, so it may be read holding either.  Everything else is
- * protected by the slot's mutex.
+ * protected by the slot's mutex, but cv, which needs no lock.
+ *
+ * Callers that found both buffers empty sleep on the slot's cv.  It is
+ * broadcast when a load of the slot ends, whatever its outcome
+ * (leaf_publish_load), and when the slot is freed (leaf_free_slot), so
+ * that callers of the old tag look it up again; a waiter is not woken
+ * by the loads of other tags.  A freed slot keeps its cv: a caller still
+ * asleep on it when it is reused wakes with the new tag's loads, sees
+ * the generation change and looks its tag up again.
  */
 typedef struct LeafTagSlot
 {
-	slock_t		mutex;			/* protects everything below but (key) */
+	slock_t		mutex;			/* protects everything below but (key) and
+								 * cv */
+	ConditionVariable cv;		/* no lock: callers waiting for a load of
+								 * the slot, or for it to be freed */
 	uint64		generation;		/* lock and mutex: 0 when free; unique per
 								 * use of the slot */
 
@@ -89,13 +102,19 @@ typedef struct LeafSegShared
 	pg_atomic_uint32 nslots_used;	/* atomic: slots[] beyond this index have
 									 * never been used; only grows, under
 									 * the exclusive lock */
-	ConditionVariable cv;		/* broadcast whenever a load ends */
 	LeafTagSlot *slots;			/* leaf_max_tags entries */
 } LeafSegShared;
 
-extern LeafSegShared *leaf_seg;
-
+/*
+ * leaf_segment.c, for the allocator worker of database dboid: the loads
+ * its callers wait for, publishing their outcome, freeing slots.
+ */
+extern bool leaf_loads_wanted(Oid dboid);
+extern int	leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
+							   int maxjobs, long *next_retry);
+extern void leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
+							  int preload_percent, int retry_ms);
 extern void leaf_free_slot(int slotno, uint64 generation);
-extern int	leaf_slots_in_use(void);
+extern void leaf_free_stale_slots(Oid dboid, HTAB *tags);
 
 #endif							/* LEAF_SEGMENT_SHMEM_H */

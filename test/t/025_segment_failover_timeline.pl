@@ -117,8 +117,8 @@ diag sprintf('(1) after the promotion: %d IDs handed out, %d of them repeated, %
 is($repeats, 0, '(1) no ID of the old primary is handed out again');
 is(scalar(@$got), 0, '(1) no ID at all is handed out before the confirmation');
 is((LeafTest::uniq_in_order(@$states))[0], 'LF007', '(1) calls fail with LF007');
-like($err, qr/allocation database was promoted or restored \(timeline 1 -> 2\); segments are not loaded until confirmed/,
-	'(1) the message names both timelines');
+like($err, qr/ERROR:  LF007: allocation database was promoted or restored; segments are not loaded until confirmed\nDETAIL:  Segments were last loaded on timeline 1, and the allocation database is on timeline 2 now\. biz_tag "order" has no segment left/,
+	'(1) the message says why, and its detail names both timelines and the tag');
 like($err, qr/HINT:.*SELECT leaf_alloc_source_confirm\(\)/s, '(1) the hint names the command');
 is( $s1->safe_psql('postgres',
 		q[SELECT state FROM leaf_segments WHERE biz_tag = 'order']),
@@ -176,7 +176,7 @@ cmp_ok($r->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE biz_tag =
 ($got, $states, $err) = LeafTest::take_each($r, 'order', 50);
 is(LeafTest::count_repeats([ @qids, @$got ]), 0, '(4) no ID is handed out again');
 is((LeafTest::uniq_in_order(@$states))[0], 'LF007', '(4) calls fail with LF007');
-like($err, qr/\(timeline 1 -> [2-9]\)/, '(4) the message names the new timeline');
+like($err, qr/DETAIL:  Segments were last loaded on timeline 1, and the allocation database is on timeline [2-9] now\./, '(4) the detail names the new timeline');
 $r->stop;
 
 # ---------- (3) synchronous standby, leaf.alloc_failover = 'synchronous' ----------

@@ -121,5 +121,47 @@ unlike(slurp_file($shard->logfile, $offset), qr/FATAL/, 'no FATAL in the log of 
 
 kill 'CONT', $stopped_pid;
 $stopped_pid = undef;
+
+# The load cut short by such a stop is not reported as a cancel: callers
+# that time out (LF003) and leaf_segments say that the allocator was
+# stopped for the database command.
+$shard->safe_psql('postgres', 'CREATE DATABASE fe');
+$shard->safe_psql('fe', "CREATE EXTENSION leaf; SELECT leaf_segment_nextval('r')");
+my $fe_session = q[SELECT pid FROM pg_stat_activity WHERE application_name = 'leaf shard shard' AND backend_type = 'client backend'];
+ok( LeafTest::wait_until(
+		sub { $alloc->safe_psql('postgres', "SELECT count(*) FROM ($fe_session) s") eq '1' },
+		'one session of the shard on the allocation server'),
+	'the allocator of fe has a session on the allocation server');
+$stopped_pid = $alloc->safe_psql('postgres', $fe_session);
+kill 'STOP', $stopped_pid;
+$shard->psql('fe', "SELECT count(*) FROM leaf_segment_nextvals('r', 100)");
+ok( LeafTest::wait_until(
+		sub {
+			$shard->safe_psql('postgres',
+				"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'leaf allocator' AND datname = 'fe' AND query = 'leaf: loading a remote segment' AND state = 'active'"
+			) eq '1';
+		},
+		'the remote load of fe to hang'),
+	'the allocator of fe waits for the allocation server');
+($state, $err) = LeafTest::sqlstate($shard, 'postgres', 'ALTER DATABASE fe RENAME TO fe2');
+is($state, undef, 'ALTER DATABASE ... RENAME works while a remote load hangs') or diag $err;
+like( $shard->safe_psql('postgres', q[SELECT last_error FROM leaf_segments WHERE database = 'fe2' AND biz_tag = 'r']),
+	qr/^the allocator was stopped to let ALTER DATABASE on database "fe" proceed$/,
+	'leaf_segments names the command that stopped the load');
+
+# the next load (a new allocator, a new session) waits on the row of the
+# tag, locked on the allocation server, so the caller times out first
+my $row_locker = $alloc->background_psql('postgres');
+$row_locker->query_safe(q[BEGIN; SELECT 1 FROM leaf_alloc WHERE biz_tag = 'r' FOR UPDATE]);
+($state, $err) = LeafTest::sqlstate($shard, 'fe2', "SELECT leaf_segment_nextval('r')");
+is($state, 'LF003', 'a caller of fe2 times out');
+like($err, qr/DETAIL:  The last allocation failed: the allocator was stopped to let ALTER DATABASE on database "fe" proceed\n/,
+	'its detail says that the allocator was stopped for ALTER DATABASE');
+unlike($err, qr/canceling statement/, 'and nothing about a cancelled statement');
+$row_locker->query_safe('ROLLBACK');
+$row_locker->quit;
+
+kill 'CONT', $stopped_pid;
+$stopped_pid = undef;
 $_->stop for ($shard, $alloc);
 done_testing();

@@ -163,7 +163,7 @@ is(scalar(@hang), 1 + $hleft, "(b2) the $hleft buffered IDs are still handed out
 ($state, $err, $secs) = failing($s1,
 	"SET leaf.wait_timeout = '4s';\nSELECT leaf_segment_nextval('hang')");
 is($state, 'LF003', '(b2) with COMMIT hanging on the allocation database, the call fails with LF003');
-like($err, qr/DETAIL:\s+The last allocation failed: allocation database did not answer within leaf.alloc_timeout/,
+like($err, qr/DETAIL:\s+The last allocation failed: allocation database did not answer within "leaf.alloc_timeout" \(\d+ ms\)/,
 	'(b2) the DETAIL says the allocation database did not answer in time');
 diag sprintf('(b2) LF003 after %.2fs; leaf.alloc_timeout = 1s, leaf.wait_timeout = 4s', $secs);
 # the worker is not stuck in the hanging COMMIT: it keeps retrying

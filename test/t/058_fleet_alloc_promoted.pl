@@ -116,7 +116,7 @@ is($repeats, 0, '(A) no ID is handed out twice');
 cmp_ok(scalar(@$got1), '>', 0, '(A) shard 1 kept serving the segments it held');
 is((LeafTest::uniq_in_order(@$st1))[0], 'LF007', '(A) then shard 1 refuses with LF007');
 is((LeafTest::uniq_in_order(@$st2))[0], 'LF007', '(A) so does shard 2');
-like($err1, qr/timeline 1 -> 2/, '(A) the message names both timelines');
+like($err1, qr/DETAIL:  Segments were last loaded on timeline 1, and the allocation database is on timeline 2 now\./, '(A) the detail names both timelines');
 is(seg($sh1, 'state'), 'refused', "(A) leaf_segments.state is 'refused'");
 like(seg($sh1, 'source'), qr/\(new timeline not confirmed\)$/, '(A) leaf_segments.source says why');
 is( $sh1->safe_psql('postgres',

@@ -153,7 +153,7 @@ $pc->wait_until(
 	},
 	90, 'an answer of the new leader');
 ok($first_lf007, 'the new leader refuses segment loads with LF007');
-like($first_lf007 ? $first_lf007->[3] : '', qr/allocation database was promoted or restored \(timeline 1 -> 2\)/,
+like($first_lf007 ? $first_lf007->[3] : '', qr/allocation database was promoted or restored; segments are not loaded until confirmed DETAIL: Segments were last loaded on timeline 1, and the allocation database is on timeline 2 now\./,
 	'the error names both timelines');
 ok(!$first_new_id, 'and hands out no ID');
 
