@@ -24,6 +24,7 @@ use LeafZK;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes ();
 
 my $zk = LeafZK->new(nodes => 1);
 my $root = '/leaf/confirm';
@@ -56,12 +57,12 @@ $zk->cli('delete', $path);
 $zk->stop_node(1);
 ok($node->wait_for_log(qr/has not connected for \d+ ms, more than its timeout, opening a new one/, $offset),
 	'the session of the registration is given up');
-cmp_ok(time(), '<', $nb, '... during the wait');
+cmp_ok(Time::HiRes::time(), '<', $nb, '... during the wait');
 # the worker tries to connect for up to 4 s at a time: poll
 ok($node->poll_query_until('postgres',
 	qq[SELECT not_ready_reason LIKE 'worker ID $wid is used once ZooKeeper confirms its registration%' FROM leaf_snowflake_status]),
 	'past the wait, it does not serve with a registration whose session is gone');
-cmp_ok(time(), '>=', $nb, '... once the wait is over');
+cmp_ok(Time::HiRes::time(), '>=', $nb, '... once the wait is over');
 my ($state) = LeafTest::sqlstate($node, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF102', 'calls fail with LF102');
 
