@@ -507,34 +507,32 @@ leaf_sf_abandon(LeafSfWorkerState *w)
 static bool
 leaf_sf_heartbeat(LeafSfWorkerState *w, int64 now, int64 hwm, bool bounded)
 {
-	char		data[LEAF_ZK_DATA_LEN];
-	int			len = leaf_zk_format(data, sizeof(data), &w->node, now, hwm,
-									 bounded);
+	LeafZkNodeData data;
 	struct Stat st;
 	int			rc;
 
-	rc = zoo_set2(w->zk.zh, w->node_path, data, len, w->node_version, &st);
+	leaf_zk_node_data_own(&data, &w->node);
+	data.ts = now;
+	data.hwm = hwm;
+	data.bounded = bounded;
+	rc = leaf_zk_node_write(&w->zk, w->node_path, &data, w->node_version, &st);
 	if (rc == ZBADVERSION)
 	{
-		char		cur[LEAF_ZK_DATA_LEN];
-		char		owner[LEAF_SF_ADDR_LEN];
-		char		id[LEAF_SF_ID_LEN];
+		LeafZkNodeData cur;
 
 		/* a write of ours whose answer was lost, or someone else's */
-		if (leaf_zk_get(&w->zk, w->node_path, cur, sizeof(cur), &st) == ZOK)
+		if (leaf_zk_node_read(&w->zk, w->node_path, &cur, &st) == ZOK)
 		{
-			leaf_zk_json_str(cur, "addr", owner, sizeof(owner));
-			leaf_zk_json_str(cur, "id", id, sizeof(id));
-			if (strcmp(owner, w->node.addr) == 0 &&
-				(id[0] == '\0' || strcmp(id, w->node.identity) == 0))
+			if (strcmp(cur.addr, w->node.addr) == 0 &&
+				(cur.id[0] == '\0' || strcmp(cur.id, w->node.identity) == 0))
 			{
 				w->node_version = st.version;
-				rc = zoo_set2(w->zk.zh, w->node_path, data, len,
-							  w->node_version, &st);
+				rc = leaf_zk_node_write(&w->zk, w->node_path, &data,
+										w->node_version, &st);
 			}
 			else
 			{
-				leaf_not_ready(w, "worker ID %d was taken over by %s", w->wid, owner);
+				leaf_not_ready(w, "worker ID %d was taken over by %s", w->wid, cur.addr);
 				w->zk.registered = false;
 				w->wid = -1;
 				return false;
