@@ -86,7 +86,7 @@ typedef struct LeafZkNodeData
 								 * always written) */
 	bool		bounded;		/* the owner keeps its lease within hwm,
 								 * which allows a take-over (see
-								 * leaf_record in leaf_sf_worker.c) */
+								 * leaf_sf_record in leaf_sf_worker.c) */
 } LeafZkNodeData;
 
 /* paths */
