@@ -114,7 +114,7 @@ leaf_sf_state_rebase(LeafSfStateFile *file, int64 file_epoch)
 	file->hwm_ms = file->marks[file->worker_id];
 	file->epoch_changed = true;
 	ereport(LOG,
-			(errmsg("leaf.snowflake_epoch changed from " INT64_FORMAT " to " INT64_FORMAT " since \"%s\" was written",
+			(errmsg("\"leaf.snowflake_epoch\" changed from " INT64_FORMAT " to " INT64_FORMAT " since \"%s\" was written",
 					file_epoch, leaf_sf_epoch_ms, LEAF_SF_STATE_FILE),
 			 errdetail("The recorded high-water marks are kept in ID space: they move by " INT64_FORMAT " ms.",
 					   leaf_sf_epoch_ms - file_epoch)));

@@ -795,9 +795,9 @@ leaf_sf_choose_root(LeafSfWorkerState *w)
 	{
 		strlcpy(w->node.root, file->zk_root, sizeof(w->node.root));
 		ereport(LOG,
-				(errmsg("leaf.zk_root is not set, using \"%s\", where this node registered before",
+				(errmsg("\"leaf.zk_root\" is not set, using \"%s\", where this node registered before",
 						w->node.root),
-				 errhint("Set leaf.zk_root = '%s' in the configuration of this node.",
+				 errhint("Set \"leaf.zk_root\" = '%s' in the configuration of this node.",
 						 w->node.root)));
 	}
 	if (w->claim && file->valid && !file->foreign &&
@@ -844,7 +844,7 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 		w->floor_ms = Max(w->last_issued, leaf_sf_state_mark(file, w->wid));
 		if (file->epoch_changed && w->floor_ms > leaf_sf_clock_ms())
 			ereport(LOG,
-					(errmsg("leaf.snowflake_epoch was moved later: worker ID %d waits until " INT64_FORMAT " so that its IDs stay above those it issued",
+					(errmsg("\"leaf.snowflake_epoch\" was moved later: worker ID %d waits until " INT64_FORMAT " so that its IDs stay above those it issued",
 							w->wid, w->floor_ms)));
 		w->file_hwm = 0;
 		w->have_floor = true;

@@ -550,7 +550,7 @@ leaf_zk_check_peers(LeafZkSession *zk, const LeafSfNode *node,
 
 			if (d >= leaf_sf_max_clock_drift_ms || -d >= leaf_sf_max_clock_drift_ms)
 				ereport(WARNING,
-						(errmsg("the clock of running peer %s differs from the median of %d running peers by " INT64_FORMAT " ms, more than leaf.max_clock_drift_ms (%d ms)",
+						(errmsg("the clock of running peer %s differs from the median of %d running peers by " INT64_FORMAT " ms, more than \"leaf.max_clock_drift_ms\" (%d ms)",
 								names[i], npeers, d, leaf_sf_max_clock_drift_ms),
 						 errhint("Check that node's clock; its IDs carry it.")));
 		}
@@ -752,7 +752,7 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 		if (!leaf_claim_owner(zk, node, (int) seq, claimer, sizeof(claimer)))
 			strlcpy(claimer, "a node", sizeof(claimer));
 		ereport(LOG,
-				(errmsg("leaf snowflake worker skips worker ID %ld: %s claims it with leaf.worker_id",
+				(errmsg("leaf snowflake worker skips worker ID %ld: %s claims it with \"leaf.worker_id\"",
 						seq, claimer)));
 		rc = leaf_zk_delete(zk, created, 0);
 		if (rc != ZOK && rc != ZNONODE)
@@ -1123,8 +1123,13 @@ leaf_zk_claim(LeafZkSession *zk, const LeafSfNode *node, int wid,
 		return r;
 
 	if (strcmp(claimed_in, node->root) != 0 || created)
+	{
+		char		path[LEAF_ZK_PATH_LEN];
+
+		leaf_zk_claim_path(path, node->root, wid);
 		ereport(LOG,
-				(errmsg("leaf snowflake worker claimed worker ID %d (leaf.worker_id) in ZooKeeper as \"%s/claimed/%010d\"",
-						wid, node->root, wid)));
+				(errmsg("leaf snowflake worker claimed worker ID %d (\"leaf.worker_id\") in ZooKeeper as \"%s\"",
+						wid, path)));
+	}
 	return LEAF_ZK_OK;
 }
