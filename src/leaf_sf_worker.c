@@ -390,7 +390,10 @@ leaf_sf_connect(LeafSfWorkerState *w, int wait_ms)
 		return false;
 	}
 	if (!leaf_zk_open(&w->zk))
+	{
+		leaf_sf_report_zk("invalid hosts");
 		return false;
+	}
 
 	while (!leaf_zk_connected(&w->zk) && waited < wait_ms)
 	{
@@ -419,6 +422,10 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 	known.file_session = w->file.foreign ? 0 : w->file.session_id;
 	known.moved_from = w->file.moved_from;
 	leaf_zk_register(&w->zk, &w->node, !w->peer_checked, &known, reg);
+	if (reg->peers_checked)
+		leaf_sf_report_peers(reg->npeers, reg->peer_offset_ms);
+	if (reg->result == LEAF_ZK_LOST)
+		leaf_sf_report_zk(leaf_zk_state_name(&w->zk));
 	if (reg->reason[0] != '\0')
 		leaf_sf_not_ready(w, "%s", reg->reason);
 	if (reg->result != LEAF_ZK_OK && reg->tree_read &&
@@ -467,6 +474,8 @@ leaf_sf_claim(LeafSfWorkerState *w)
 	LeafZkResult r;
 
 	r = leaf_zk_claim(&w->zk, &w->node, w->wid, w->claimed_in, reason);
+	if (r == LEAF_ZK_LOST)
+		leaf_sf_report_zk(leaf_zk_state_name(&w->zk));
 	if (reason[0] != '\0')
 		leaf_sf_not_ready(w, "%s", reason);
 	if (r == LEAF_ZK_OK)
@@ -851,7 +860,9 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 		leaf_sf_report_identity(w->wid, "setting", w->node.addr, NULL);
 		if (w->claim)
 		{
-			const char *bad = leaf_zk_config_problem(&w->zk, &w->node);
+			const char *zk_state;
+			const char *bad = leaf_zk_config_problem(&w->zk, &w->node,
+													 &zk_state);
 
 			if (bad != NULL)
 			{
@@ -872,6 +883,7 @@ static void
 leaf_sf_start(LeafSfWorkerState *w)
 {
 	const char *problem;
+	const char *zk_state;
 	char		reason[LEAF_SF_REASON_LEN];
 
 	memset(w, 0, sizeof(*w));
@@ -910,8 +922,11 @@ leaf_sf_start(LeafSfWorkerState *w)
 	}
 	else if (!w->use_zk)
 		leaf_sf_take_setting(w);
-	else if ((problem = leaf_zk_config_problem(&w->zk, &w->node)) != NULL)
+	else if ((problem = leaf_zk_config_problem(&w->zk, &w->node,
+												&zk_state)) != NULL)
 	{
+		if (zk_state != NULL)
+			leaf_sf_report_zk(zk_state);
 		leaf_sf_not_ready(w, "%s", problem);
 		w->use_zk = false;
 	}

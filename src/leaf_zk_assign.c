@@ -93,12 +93,11 @@ leaf_zk_refuse(char *reason, LeafZkResult result, const char *fmt,...)
 	return result;
 }
 
-/* A request failed: report the session's state, and say why not. */
+/* A request failed: say why not (the worker reports the session's state). */
 static LeafZkResult
 leaf_zk_fail_rc(LeafZkSession *zk, char *reason, const char *what, int rc)
 {
-	leaf_sf_report_zk(leaf_zk_state_name(zk));
-	return leaf_zk_refuse(reason, LEAF_ZK_RETRY,
+	return leaf_zk_refuse(reason, LEAF_ZK_LOST,
 						  "ZooKeeper request failed (%s): %s", what, zerror(rc));
 }
 
@@ -512,11 +511,13 @@ leaf_zk_peer_offsets(LeafZkSession *zk, const LeafSfNode *node,
  * node, whose last heartbeat gives the peer's offset from ZooKeeper.  The
  * yardstick is the median offset, so that one peer with a wrong clock
  * neither blocks correct nodes nor lets a wrong one in; peers far from the
- * median are named in the log.
+ * median are named in the log.  What was found goes to out, for the
+ * worker's status.
  */
 static LeafZkResult
 leaf_zk_check_peers(LeafZkSession *zk, const LeafSfNode *node,
-					int64 my_offset, struct String_vector *temp, char *reason)
+					int64 my_offset, struct String_vector *temp,
+					LeafZkRegistration *out)
 {
 	int64	   *offsets;
 	char	  **names;
@@ -532,11 +533,10 @@ leaf_zk_check_peers(LeafZkSession *zk, const LeafSfNode *node,
 	names = palloc(sizeof(char *) * Max(temp->count, 1));
 	npeers = leaf_zk_peer_offsets(zk, node, temp, offsets, names);
 
+	out->peers_checked = true;
+	out->npeers = npeers;
 	if (npeers == 0)
-	{
-		leaf_sf_report_peers(0, 0);
 		goto done;
-	}
 	memcpy(sorted, offsets, sizeof(int64) * npeers);
 	qsort(sorted, npeers, sizeof(int64), leaf_cmp_int64);
 	median = (npeers % 2 == 1) ? sorted[npeers / 2] :
@@ -557,11 +557,11 @@ leaf_zk_check_peers(LeafZkSession *zk, const LeafSfNode *node,
 	}
 
 	diff = my_offset - median;
-	leaf_sf_report_peers(npeers, diff);
+	out->peer_offset_ms = diff;
 	if (leaf_sf_max_clock_drift_ms > 0 &&
 		(diff >= leaf_sf_max_clock_drift_ms || -diff >= leaf_sf_max_clock_drift_ms))
 	{
-		result = leaf_zk_refuse(reason, LEAF_ZK_RETRY,
+		result = leaf_zk_refuse(out->reason, LEAF_ZK_RETRY,
 								"clock differs from the median of %d running peers by " INT64_FORMAT " ms, leaf.max_clock_drift_ms is %d",
 								npeers, diff, leaf_sf_max_clock_drift_ms);
 		goto done;
@@ -930,8 +930,7 @@ leaf_zk_register(LeafZkSession *zk, const LeafSfNode *node, bool check_peers,
 			out->found_seq = reg.mine->seq;
 	}
 	if (r == LEAF_ZK_OK && check_peers)
-		r = leaf_zk_check_peers(zk, node, reg.my_offset, &reg.temp,
-								out->reason);
+		r = leaf_zk_check_peers(zk, node, reg.my_offset, &reg.temp, out);
 	if (r == LEAF_ZK_OK)
 		r = leaf_zk_find_node(zk, node, &reg, out);
 	if (r == LEAF_ZK_OK)

@@ -174,21 +174,24 @@ leaf_zk_load_auth(LeafZkSession *zk)
 
 /*
  * What keeps this node from using ZooKeeper as configured, or NULL; loads
- * the credentials.  The node address goes into node names and into JSON:
- * it may not hold "/", a quote or a backslash.
+ * the credentials.  *zk_state is set to what the status should show of
+ * ZooKeeper because of that problem, or NULL.  The node address goes into
+ * node names and into JSON: it may not hold "/", a quote or a backslash.
  */
 const char *
-leaf_zk_config_problem(LeafZkSession *zk, const LeafSfNode *node)
+leaf_zk_config_problem(LeafZkSession *zk, const LeafSfNode *node,
+					   const char **zk_state)
 {
 	static char buf[LEAF_SF_REASON_LEN];
 
 	const char *auth_problem = leaf_zk_load_auth(zk);
 
+	*zk_state = NULL;
 	if (auth_problem != NULL)
 		return auth_problem;
 	if (!leaf_zk_hosts_valid(leaf_sf_zk_hosts))
 	{
-		leaf_sf_report_zk("invalid hosts");
+		*zk_state = "invalid hosts";
 		snprintf(buf, sizeof(buf), "leaf.zk_hosts is not a list of host:port: \"%s\"",
 				 leaf_sf_zk_hosts);
 	}
@@ -247,7 +250,8 @@ leaf_zk_state_name(const LeafZkSession *zk)
 
 /*
  * Open a session if there is none (or it expired); it connects in the
- * background.  Returns false if no client could be started.
+ * background.  Returns false if no client could be started (the hosts
+ * could not be resolved, say).
  */
 bool
 leaf_zk_open(LeafZkSession *zk)
@@ -273,10 +277,7 @@ leaf_zk_open(LeafZkSession *zk)
 								NULL, NULL, 0);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (zk->zh == NULL)
-		{
-			leaf_sf_report_zk("invalid hosts");
 			return false;
-		}
 		/* sent with every (re)connection of this session */
 		if (zk->auth[0] != '\0')
 			(void) zoo_add_auth(zk->zh, "digest", zk->auth,

@@ -36,7 +36,8 @@ typedef struct LeafZkSession
 /* the session */
 extern int	leaf_zk_session_timeout(void);
 extern const char *leaf_zk_config_problem(LeafZkSession *zk,
-										  const LeafSfNode *node);
+										  const LeafSfNode *node,
+										  const char **zk_state);
 extern bool leaf_zk_open(LeafZkSession *zk);
 extern void leaf_zk_close(LeafZkSession *zk);
 extern bool leaf_zk_connected(const LeafZkSession *zk);
