@@ -592,12 +592,13 @@ leaf_zk_mine_claimed(LeafZkSession *zk, const LeafSfNode *node,
 {
 	LeafZkNode *mine = reg->mine;
 	char		path[LEAF_ZK_PATH_LEN];
+	char		cpath[LEAF_ZK_PATH_LEN];
 	char		claimer[LEAF_SF_ADDR_LEN];
 	int			rc;
 
+	leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, mine->name);
 	if (mine->ts == 0 && mine->hwm == 0)
 	{
-		leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, mine->name);
 		rc = leaf_zk_delete(zk, path, mine->version);
 		if (rc != ZOK && rc != ZNONODE)
 			return leaf_zk_fail_rc(zk, reason, "give up a claimed worker ID", rc);
@@ -607,10 +608,11 @@ leaf_zk_mine_claimed(LeafZkSession *zk, const LeafSfNode *node,
 	}
 	if (!leaf_claim_owner(zk, node, (int) mine->seq, claimer, sizeof(claimer)))
 		strlcpy(claimer, "a node", sizeof(claimer));
+	leaf_zk_claim_path(cpath, node->root, (int) mine->seq);
 	return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-						  "worker ID %ld of %s (%s/forever/%s) is also claimed by %s, which has leaf.worker_id = %ld; two nodes must never serve with one worker ID: set leaf.worker_id there to an ID no node of %s uses, then delete %s/claimed/%010ld",
-						  mine->seq, node->addr, node->root, mine->name, claimer,
-						  mine->seq, node->root, node->root, mine->seq);
+						  "worker ID %ld of %s (%s) is also claimed by %s, which has leaf.worker_id = %ld; two nodes must never serve with one worker ID: set leaf.worker_id there to an ID no node of %s uses, then delete %s",
+						  mine->seq, node->addr, path, claimer, mine->seq,
+						  node->root, cpath);
 }
 
 /*
@@ -1016,9 +1018,10 @@ leaf_zk_claim_numbered(LeafZkSession *zk, const LeafSfNode *node, int wid,
 			continue;
 		snprintf(owner, sizeof(owner), "%.*s",
 				 (int) (dash - children.data[i]), children.data[i]);
+		leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, children.data[i]);
 		(void) leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-							  "leaf.worker_id is %d, but ZooKeeper gave worker ID %d to %s (%s/forever/%s): two nodes must never serve with one worker ID; set leaf.worker_id to an ID that no node under %s uses",
-							  wid, wid, owner, node->root, children.data[i], node->root);
+							  "leaf.worker_id is %d, but ZooKeeper gave worker ID %d to %s (%s): two nodes must never serve with one worker ID; set leaf.worker_id to an ID that no node under %s uses",
+							  wid, wid, owner, path, node->root);
 		deallocate_String_vector(&children);
 		if (created)
 		{
