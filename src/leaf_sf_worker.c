@@ -806,7 +806,7 @@ leaf_sf_choose_root(LeafSfWorkerState *w)
 		ereport(LOG,
 				(errmsg("\"leaf.zk_root\" is not set, using \"%s\", where this node registered before",
 						w->node.root),
-				 errhint("Set \"leaf.zk_root\" = '%s' in the configuration of this node.",
+				 errhint("Set \"leaf.zk_root\" to '%s' in the configuration of this node.",
 						 w->node.root)));
 	}
 	if (w->claim && file->valid && !file->foreign &&
