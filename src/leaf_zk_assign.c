@@ -324,7 +324,7 @@ leaf_zk_read_node(LeafZkSession *zk, const LeafSfNode *node,
 	strlcpy(n->id, data.id, sizeof(n->id));
 	n->ts = data.ts;
 	n->hwm = Max(data.hwm, data.ts);
-	/* a mark of release 1.0 counts from our epoch; later ones name theirs */
+	/* a mark that does not name its epoch counts from ours */
 	if (data.has_ep && n->hwm > 0)
 		n->hwm += leaf_sf_epoch_ms - data.ep;
 	n->bounded = data.bounded;

@@ -359,9 +359,10 @@ leaf_zk_node_data_own(LeafZkNodeData *data, const LeafSfNode *node)
 }
 
 /*
- * The JSON of data into buf; returns its length, as snprintf.  Every
- * release from 1.1 on writes these fields in this order, and so must a
- * later one: an older node reading it needs them.
+ * The JSON of data into buf; returns its length, as snprintf.  These are
+ * the bytes every release has written since "ep", "id" and "bounded" were
+ * added; a new field goes at the end, since nodes of other releases share
+ * the tree.
  */
 int
 leaf_zk_node_format(char *buf, size_t size, const LeafZkNodeData *data)

@@ -66,10 +66,9 @@ typedef enum LeafZkPlace
 
 /*
  * The data of a forever node, and of a claim of a hand-set worker ID: a
- * small JSON object that only leaf writes (and tests, by hand).  Every
- * field but addr may be missing from nodes written by older releases:
- * release 1.0 wrote addr, ts and hwm only, and its marks count from the
- * epoch of whoever reads them.
+ * small JSON object that only leaf writes (and tests, by hand).  Any
+ * field may be missing: the first writers had addr, ts and hwm only, and
+ * a mark without "ep" counts from the epoch of whoever reads it.
  */
 typedef struct LeafZkNodeData
 {
