@@ -39,12 +39,12 @@
 #define LEAF_SF_STATE_TMP		"leaf_snowflake.state.tmp"
 
 /*
- * One line of the state file, "key value", into cache; *version and
+ * One line of the state file, "key value", into *file; *version and
  * *file_epoch take the lines that describe the file.  Lines of unknown
  * keys are ignored.
  */
 static void
-leaf_sf_state_line(LeafSfCache *cache, char *line, int *version,
+leaf_sf_state_line(LeafSfStateFile *file, char *line, int *version,
 				   int64 *file_epoch)
 {
 	char	   *val = strchr(line, ' ');
@@ -56,27 +56,27 @@ leaf_sf_state_line(LeafSfCache *cache, char *line, int *version,
 	if (strcmp(line, "version") == 0)
 		*version = atoi(val);
 	else if (strcmp(line, "worker_id") == 0)
-		cache->worker_id = atoi(val);
+		file->worker_id = atoi(val);
 	else if (strcmp(line, "source") == 0)
-		strlcpy(cache->source, val, sizeof(cache->source));
+		strlcpy(file->source, val, sizeof(file->source));
 	else if (strcmp(line, "node_address") == 0)
-		strlcpy(cache->node_address, val, sizeof(cache->node_address));
+		strlcpy(file->node_address, val, sizeof(file->node_address));
 	else if (strcmp(line, "zk_root") == 0)
-		strlcpy(cache->zk_root, val, sizeof(cache->zk_root));
+		strlcpy(file->zk_root, val, sizeof(file->zk_root));
 	else if (strcmp(line, "zk_node") == 0)
-		strlcpy(cache->zk_node, val, sizeof(cache->zk_node));
+		strlcpy(file->zk_node, val, sizeof(file->zk_node));
 	else if (strcmp(line, "claimed_in") == 0)
-		strlcpy(cache->claimed_in, val, sizeof(cache->claimed_in));
+		strlcpy(file->claimed_in, val, sizeof(file->claimed_in));
 	else if (strcmp(line, "recyclable") == 0)
-		cache->declared = atoi(val) != 0;
+		file->declared = atoi(val) != 0;
 	else if (strcmp(line, "high_water_ms") == 0)
-		cache->hwm_ms = strtoll(val, NULL, 10);
+		file->hwm_ms = strtoll(val, NULL, 10);
 	else if (strcmp(line, "written_ms") == 0)
-		cache->written_ms = strtoll(val, NULL, 10);
+		file->written_ms = strtoll(val, NULL, 10);
 	else if (strcmp(line, "bound_to") == 0)
-		strlcpy(cache->bound_to, val, sizeof(cache->bound_to));
+		strlcpy(file->bound_to, val, sizeof(file->bound_to));
 	else if (strcmp(line, "session") == 0)
-		cache->session_id = strtoll(val, NULL, 16);
+		file->session_id = strtoll(val, NULL, 16);
 	else if (strcmp(line, "epoch_ms") == 0)
 		*file_epoch = strtoll(val, NULL, 10);
 	else if (strcmp(line, "layout") == 0)
@@ -84,8 +84,8 @@ leaf_sf_state_line(LeafSfCache *cache, char *line, int *version,
 		const char *problem;
 
 		/* a layout this release cannot read is none it can serve under */
-		if (!leaf_sf_layout_parse(val, &cache->layout, &problem))
-			cache->layout.ts_bits = 0;
+		if (!leaf_sf_layout_parse(val, &file->layout, &problem))
+			file->layout.ts_bits = 0;
 	}
 	else if (strcmp(line, "mark") == 0)
 	{
@@ -94,7 +94,7 @@ leaf_sf_state_line(LeafSfCache *cache, char *line, int *version,
 
 		if (sscanf(val, "%d %lld", &wid, &hwm) == 2 &&
 			wid >= 0 && wid <= leaf_sf_max_worker_id())
-			cache->marks[wid] = Max(cache->marks[wid], (int64) hwm);
+			file->marks[wid] = Max(file->marks[wid], (int64) hwm);
 	}
 }
 
@@ -104,49 +104,49 @@ leaf_sf_state_line(LeafSfCache *cache, char *line, int *version,
  * difference: a later epoch makes the same ID later on the clock.
  */
 static void
-leaf_sf_state_rebase(LeafSfCache *cache, int64 file_epoch)
+leaf_sf_state_rebase(LeafSfStateFile *file, int64 file_epoch)
 {
 	int			i;
 
 	for (i = 0; i <= leaf_sf_max_worker_id(); i++)
-		if (cache->marks[i] > 0)
-			cache->marks[i] += leaf_sf_epoch_ms - file_epoch;
-	cache->hwm_ms = cache->marks[cache->worker_id];
-	cache->epoch_changed = true;
+		if (file->marks[i] > 0)
+			file->marks[i] += leaf_sf_epoch_ms - file_epoch;
+	file->hwm_ms = file->marks[file->worker_id];
+	file->epoch_changed = true;
 	ereport(LOG,
-			(errmsg("leaf.snowflake_epoch changed from " INT64_FORMAT " to " INT64_FORMAT " since \"%s\" was written",
+			(errmsg("\"leaf.snowflake_epoch\" changed from " INT64_FORMAT " to " INT64_FORMAT " since \"%s\" was written",
 					file_epoch, leaf_sf_epoch_ms, LEAF_SF_STATE_FILE),
 			 errdetail("The recorded high-water marks are kept in ID space: they move by " INT64_FORMAT " ms.",
 					   leaf_sf_epoch_ms - file_epoch)));
 }
 
 /*
- * Read the state file into cache.  identity is this data directory's: a
+ * Read the state file into *file.  identity is this data directory's: a
  * file of another data directory of the same cluster (this one is a copy)
  * is marked foreign, one of another cluster is taken as this one's (see
- * below).  A missing file leaves cache not valid; an unreadable or invalid
+ * below).  A missing file leaves *file not valid; an unreadable or invalid
  * one also marks it damaged (and is logged).
  */
 void
-leaf_sf_state_read(LeafSfCache *cache, const char *identity)
+leaf_sf_state_read(LeafSfStateFile *file, const char *identity)
 {
 	FILE	   *f;
 	char		line[2048];
 	int			version = 0;
 	int64		file_epoch = leaf_sf_epoch_ms;
 
-	memset(cache, 0, sizeof(*cache));
-	cache->worker_id = -1;
-	cache->declared = -1;
-	cache->layout = leaf_sf_layout_default();
-	cache->marks = palloc0(sizeof(int64) * (leaf_sf_max_worker_id() + 1));
+	memset(file, 0, sizeof(*file));
+	file->worker_id = -1;
+	file->declared = -1;
+	file->layout = leaf_sf_layout_default();
+	file->marks = palloc0(sizeof(int64) * (leaf_sf_max_worker_id() + 1));
 
 	f = AllocateFile(LEAF_SF_STATE_FILE, "r");
 	if (f == NULL)
 	{
 		if (errno != ENOENT)
 		{
-			cache->damaged = true;
+			file->damaged = true;
 			ereport(LOG,
 					(errcode_for_file_access(),
 					 errmsg("could not open file \"%s\": %m", LEAF_SF_STATE_FILE)));
@@ -154,29 +154,29 @@ leaf_sf_state_read(LeafSfCache *cache, const char *identity)
 		return;
 	}
 	while (fgets(line, sizeof(line), f) != NULL)
-		leaf_sf_state_line(cache, line, &version, &file_epoch);
+		leaf_sf_state_line(file, line, &version, &file_epoch);
 	FreeFile(f);
 
 	/* the worker ID is within the file's layout, perhaps not within ours */
-	if ((version == 1 || version == 2) && cache->worker_id >= 0 &&
-		cache->worker_id < (1 << cache->layout.worker_bits) &&
-		cache->hwm_ms > 0)
-		cache->valid = true;
+	if ((version == 1 || version == 2) && file->worker_id >= 0 &&
+		file->worker_id < (1 << file->layout.worker_bits) &&
+		file->hwm_ms > 0)
+		file->valid = true;
 	else
 	{
-		cache->damaged = true;
+		file->damaged = true;
 		ereport(LOG,
 				(errmsg("ignoring invalid snowflake state file \"%s\"",
 						LEAF_SF_STATE_FILE)));
 		return;
 	}
 
-	if (cache->worker_id <= leaf_sf_max_worker_id())
+	if (file->worker_id <= leaf_sf_max_worker_id())
 	{
-		cache->marks[cache->worker_id] = Max(cache->marks[cache->worker_id],
-											 cache->hwm_ms);
+		file->marks[file->worker_id] = Max(file->marks[file->worker_id],
+											 file->hwm_ms);
 		if (file_epoch != leaf_sf_epoch_ms)
-			leaf_sf_state_rebase(cache, file_epoch);
+			leaf_sf_state_rebase(file, file_epoch);
 	}
 
 	/*
@@ -189,15 +189,15 @@ leaf_sf_state_read(LeafSfCache *cache, const char *identity)
 	 * own and leaves the state file behind, to be copied over.  That file
 	 * is taken as this data directory's, marks and ZooKeeper node with it.
 	 */
-	if (cache->bound_to[0] != '\0' && strcmp(cache->bound_to, identity) != 0)
+	if (file->bound_to[0] != '\0' && strcmp(file->bound_to, identity) != 0)
 	{
 		size_t		sys = strcspn(identity, ":");
 
-		if (strncmp(cache->bound_to, identity, sys) == 0 &&
-			cache->bound_to[sys] == ':')
-			cache->foreign = true;
+		if (strncmp(file->bound_to, identity, sys) == 0 &&
+			file->bound_to[sys] == ':')
+			file->foreign = true;
 		else
-			strlcpy(cache->moved_from, cache->bound_to, sizeof(cache->moved_from));
+			strlcpy(file->moved_from, file->bound_to, sizeof(file->moved_from));
 	}
 }
 
@@ -275,12 +275,12 @@ leaf_sf_state_write_file(const char *data, int len)
 
 /*
  * Write the state file durably: temporary file, fsync, rename, fsync of
- * the directory.  It records this node, rec, and the marks of cache for
+ * the directory.  It records this node, rec, and the marks of *file for
  * the other worker IDs.  Returns false (after logging) on failure; on
- * success, cache holds what the file now holds.
+ * success, *file holds what the file on disk now holds.
  */
 bool
-leaf_sf_state_write(LeafSfCache *cache, const LeafSfNode *node,
+leaf_sf_state_write(LeafSfStateFile *file, const LeafSfNode *node,
 					const LeafSfStateRecord *rec)
 {
 	StringInfoData buf;
@@ -318,7 +318,7 @@ leaf_sf_state_write(LeafSfCache *cache, const LeafSfNode *node,
 					 leaf_sf_epoch_ms, layout, hwm_ms, leaf_sf_clock_ms());
 	for (i = 0; i <= leaf_sf_max_worker_id(); i++)
 	{
-		int64		m = (i == worker_id) ? hwm_ms : cache->marks[i];
+		int64		m = (i == worker_id) ? hwm_ms : file->marks[i];
 
 		if (m > 0)
 			appendStringInfo(&buf, "mark %d " INT64_FORMAT "\n", i, m);
@@ -333,27 +333,27 @@ leaf_sf_state_write(LeafSfCache *cache, const LeafSfNode *node,
 	pfree(buf.data);
 
 	/* the file now holds this data directory's marks only */
-	cache->valid = true;
-	cache->foreign = false;
-	cache->layout = leaf_sf_layout;
-	cache->marks[worker_id] = hwm_ms;
+	file->valid = true;
+	file->foreign = false;
+	file->layout = leaf_sf_layout;
+	file->marks[worker_id] = hwm_ms;
 	return true;
 }
 
 /* The recorded mark of a worker ID, or 0. */
 int64
-leaf_sf_state_mark(const LeafSfCache *cache, int worker_id)
+leaf_sf_state_mark(const LeafSfStateFile *file, int worker_id)
 {
-	if (!cache->valid || worker_id < 0 || worker_id > leaf_sf_max_worker_id())
+	if (!file->valid || worker_id < 0 || worker_id > leaf_sf_max_worker_id())
 		return 0;
-	return cache->marks[worker_id];
+	return file->marks[worker_id];
 }
 
 /* Forget the marks of every worker ID (those of a copy are not ours). */
 void
-leaf_sf_state_forget_marks(LeafSfCache *cache)
+leaf_sf_state_forget_marks(LeafSfStateFile *file)
 {
-	memset(cache->marks, 0, sizeof(int64) * (leaf_sf_max_worker_id() + 1));
+	memset(file->marks, 0, sizeof(int64) * (leaf_sf_max_worker_id() + 1));
 }
 
 /*
@@ -363,22 +363,22 @@ leaf_sf_state_forget_marks(LeafSfCache *cache)
  * marks bound the old layout's IDs only.
  */
 bool
-leaf_sf_state_layout_differs(const LeafSfCache *cache, char *reason,
+leaf_sf_state_layout_differs(const LeafSfStateFile *file, char *reason,
 							 size_t size)
 {
-	char		file[LEAF_SF_LAYOUT_LEN];
+	char		theirs[LEAF_SF_LAYOUT_LEN];
 	char		conf[LEAF_SF_LAYOUT_LEN];
 
-	if (!cache->valid || cache->foreign ||
-		leaf_sf_layout_equal(&cache->layout, &leaf_sf_layout))
+	if (!file->valid || file->foreign ||
+		leaf_sf_layout_equal(&file->layout, &leaf_sf_layout))
 		return false;
-	if (cache->layout.ts_bits == 0)
-		strlcpy(file, "one this release cannot read", sizeof(file));
+	if (file->layout.ts_bits == 0)
+		strlcpy(theirs, "one this release cannot read", sizeof(theirs));
 	else
-		leaf_sf_layout_format(&cache->layout, file, sizeof(file));
+		leaf_sf_layout_format(&file->layout, theirs, sizeof(theirs));
 	leaf_sf_layout_format(&leaf_sf_layout, conf, sizeof(conf));
 	snprintf(reason, size,
 			 "\"%s\" records IDs of layout %s, but leaf.snowflake_layout is %s, and IDs of two layouts may be equal; set leaf.snowflake_layout back to %s, or see \"Changing the layout\" in docs/snowflake.md",
-			 LEAF_SF_STATE_FILE, file, conf, file);
+			 LEAF_SF_STATE_FILE, theirs, conf, theirs);
 	return true;
 }

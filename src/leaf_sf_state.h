@@ -22,7 +22,7 @@
  * (a standby, a restored backup) can tell that the worker IDs in it are
  * not its own.
  */
-typedef struct LeafSfCache
+typedef struct LeafSfStateFile
 {
 	bool		valid;
 	bool		damaged;		/* there, but unreadable or not valid */
@@ -50,11 +50,11 @@ typedef struct LeafSfCache
 	 * the current leaf.snowflake_epoch (converted when the file has
 	 * another), or 0; leaf_sf_max_worker_id() + 1 entries */
 	int64	   *marks;
-} LeafSfCache;
+} LeafSfStateFile;
 
 /*
  * What one write records besides this node (LeafSfNode) and the marks of
- * the other worker IDs, which come from the LeafSfCache written to.
+ * the other worker IDs, which come from the LeafSfStateFile written to.
  */
 typedef struct LeafSfStateRecord
 {
@@ -70,12 +70,12 @@ typedef struct LeafSfStateRecord
 								 * "setting" only */
 } LeafSfStateRecord;
 
-extern void leaf_sf_state_read(LeafSfCache *cache, const char *identity);
-extern bool leaf_sf_state_write(LeafSfCache *cache, const LeafSfNode *node,
+extern void leaf_sf_state_read(LeafSfStateFile *file, const char *identity);
+extern bool leaf_sf_state_write(LeafSfStateFile *file, const LeafSfNode *node,
 								const LeafSfStateRecord *rec);
-extern int64 leaf_sf_state_mark(const LeafSfCache *cache, int worker_id);
-extern void leaf_sf_state_forget_marks(LeafSfCache *cache);
-extern bool leaf_sf_state_layout_differs(const LeafSfCache *cache,
+extern int64 leaf_sf_state_mark(const LeafSfStateFile *file, int worker_id);
+extern void leaf_sf_state_forget_marks(LeafSfStateFile *file);
+extern bool leaf_sf_state_layout_differs(const LeafSfStateFile *file,
 										 char *reason, size_t size);
 
 #endif							/* LEAF_SF_STATE_H */

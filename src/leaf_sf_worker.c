@@ -78,7 +78,7 @@ typedef struct LeafSfWorkerState
 	bool		claim;			/* the hand-set worker ID is claimed in
 								 * ZooKeeper before it is used (leaf.zk_hosts
 								 * is set) */
-	LeafSfCache cache;			/* the state file as read at start, with the
+	LeafSfStateFile file;		/* the state file as read at start, with the
 								 * marks written since */
 
 	/* ZooKeeper */
@@ -88,7 +88,7 @@ typedef struct LeafSfWorkerState
 									 * since then (ms), or 0 */
 	bool		zk_retried;		/* a new session was tried before using the
 								 * state file */
-	bool		cache_refuted;	/* a registration read a tree without the
+	bool		file_refuted;	/* a registration read a tree without the
 								 * state file's forever node: the file's
 								 * worker ID no longer stands in */
 	bool		peer_checked;	/* the clock was compared with the peers'
@@ -143,12 +143,12 @@ typedef struct LeafSfWorkerState
  * ---------------------------------------------------------------------
  */
 
-static void leaf_not_ready(LeafSfWorkerState *w, const char *fmt,...)
+static void leaf_sf_not_ready(LeafSfWorkerState *w, const char *fmt,...)
 			pg_attribute_printf(2, 3);
 
 /* Do two reasons differ only in their numbers? (then log only once) */
 static bool
-leaf_same_reason(const char *a, const char *b)
+leaf_sf_same_reason(const char *a, const char *b)
 {
 	for (;;)
 	{
@@ -170,7 +170,7 @@ leaf_same_reason(const char *a, const char *b)
  * changes.
  */
 static void
-leaf_not_ready(LeafSfWorkerState *w, const char *fmt,...)
+leaf_sf_not_ready(LeafSfWorkerState *w, const char *fmt,...)
 {
 	char		buf[LEAF_SF_REASON_LEN];
 	va_list		ap;
@@ -179,7 +179,7 @@ leaf_not_ready(LeafSfWorkerState *w, const char *fmt,...)
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 
-	if (!leaf_same_reason(buf, w->reason))
+	if (!leaf_sf_same_reason(buf, w->reason))
 	{
 		ereport(LOG,
 				(errmsg("leaf snowflake generator not ready: %s", buf)));
@@ -208,7 +208,7 @@ leaf_sf_wait(long ms)
 
 /* Is host a name or address that every machine has (loopback, wildcard)? */
 static bool
-leaf_host_not_unique(const char *host)
+leaf_sf_host_not_unique(const char *host)
 {
 	return host[0] == '\0' || strcmp(host, "*") == 0 ||
 		strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 ||
@@ -223,7 +223,7 @@ leaf_host_not_unique(const char *host)
  * stays empty if neither is unique to this host.
  */
 static void
-leaf_compute_address(LeafSfNode *node)
+leaf_sf_compute_address(LeafSfNode *node)
 {
 	char		host[LEAF_SF_ADDR_LEN];
 	const char *p = ListenAddresses ? ListenAddresses : "";
@@ -249,7 +249,7 @@ leaf_compute_address(LeafSfNode *node)
 		{
 			memcpy(host, p, len);
 			host[len] = '\0';
-			if (!leaf_host_not_unique(host))
+			if (!leaf_sf_host_not_unique(host))
 				break;
 		}
 		host[0] = '\0';
@@ -260,7 +260,7 @@ leaf_compute_address(LeafSfNode *node)
 		if (gethostname(host, sizeof(host)) != 0)
 			host[0] = '\0';
 		host[sizeof(host) - 1] = '\0';
-		if (leaf_host_not_unique(host))
+		if (leaf_sf_host_not_unique(host))
 			return;
 	}
 	snprintf(node->addr, sizeof(node->addr), "%s:%d", host, PostPortNumber);
@@ -272,7 +272,7 @@ leaf_compute_address(LeafSfNode *node)
  * copy made by pg_basebackup, a restore or a file copy).
  */
 static void
-leaf_compute_identity(LeafSfNode *node)
+leaf_sf_compute_identity(LeafSfNode *node)
 {
 	struct stat st;
 	unsigned long long ino = 0;
@@ -285,7 +285,7 @@ leaf_compute_identity(LeafSfNode *node)
 
 /* Is the clock within the range of timestamps an ID can hold? */
 static bool
-leaf_clock_in_range(void)
+leaf_sf_clock_in_range(void)
 {
 	return leaf_sf_ms_in_range(leaf_sf_clock_ms(), leaf_sf_epoch_ms);
 }
@@ -304,7 +304,7 @@ leaf_clock_in_range(void)
  * that day.
  */
 static bool
-leaf_recyclable(LeafSfWorkerState *w)
+leaf_sf_recyclable(LeafSfWorkerState *w)
 {
 	return leaf_sf_worker_id == -1 &&
 		(w->zk_bounded || leaf_sf_reclaim_after_ms > 0);
@@ -315,7 +315,7 @@ leaf_recyclable(LeafSfWorkerState *w)
  * Returns false (after logging) on failure.
  */
 static bool
-leaf_cache_write(LeafSfWorkerState *w, int64 hwm_ms)
+leaf_sf_file_write(LeafSfWorkerState *w, int64 hwm_ms)
 {
 	LeafSfStateRecord rec;
 
@@ -324,25 +324,25 @@ leaf_cache_write(LeafSfWorkerState *w, int64 hwm_ms)
 	rec.hwm_ms = hwm_ms;
 	rec.zk_node = w->node_path;
 	rec.session_id = w->session_id;
-	rec.recyclable = leaf_recyclable(w);
+	rec.recyclable = leaf_sf_recyclable(w);
 	rec.claimed_in = w->claimed_in;
-	if (!leaf_sf_state_write(&w->cache, &w->node, &rec))
+	if (!leaf_sf_state_write(&w->file, &w->node, &rec))
 		return false;
 	w->file_hwm = hwm_ms;
 	/* the file now holds a registration ZooKeeper confirmed */
 	if (w->source != NULL && strcmp(w->source, "zookeeper") == 0)
-		w->cache_refuted = false;
+		w->file_refuted = false;
 	return true;
 }
 
-/* The cache file may stand in for ZooKeeper for this node. */
+/* The state file may stand in for ZooKeeper for this node. */
 static bool
-leaf_cache_usable(LeafSfWorkerState *w)
+leaf_sf_file_usable(LeafSfWorkerState *w)
 {
-	return w->cache.valid && !w->cache.foreign && !w->cache_refuted &&
-		strcmp(w->cache.source, "zookeeper") == 0 &&
-		strcmp(w->cache.node_address, w->node.addr) == 0 &&
-		strcmp(w->cache.zk_root, w->node.root) == 0;
+	return w->file.valid && !w->file.foreign && !w->file_refuted &&
+		strcmp(w->file.source, "zookeeper") == 0 &&
+		strcmp(w->file.node_address, w->node.addr) == 0 &&
+		strcmp(w->file.zk_root, w->node.root) == 0;
 }
 
 /*
@@ -352,20 +352,20 @@ leaf_cache_usable(LeafSfWorkerState *w)
  * older release does not say: as if it did.
  */
 static bool
-leaf_cache_declared_recyclable(LeafSfWorkerState *w)
+leaf_sf_file_declared_recyclable(LeafSfWorkerState *w)
 {
-	return w->cache.declared != 0;
+	return w->file.declared != 0;
 }
 
 /*
- * May the worker ID of the cache file be used while ZooKeeper is
+ * May the worker ID of the state file be used while ZooKeeper is
  * unreachable?  Only if nobody may have taken it over meanwhile.
  */
 static bool
-leaf_cache_stands_in(LeafSfWorkerState *w)
+leaf_sf_file_stands_in(LeafSfWorkerState *w)
 {
-	return leaf_cache_usable(w) && leaf_sf_reclaim_after_ms == 0 &&
-		!leaf_cache_declared_recyclable(w);
+	return leaf_sf_file_usable(w) && leaf_sf_reclaim_after_ms == 0 &&
+		!leaf_sf_file_declared_recyclable(w);
 }
 
 /* ---------------------------------------------------------------------
@@ -385,12 +385,15 @@ leaf_sf_connect(LeafSfWorkerState *w, int wait_ms)
 	if (leaf_zk_auth_failed(&w->zk))
 	{
 		leaf_sf_report_zk("authentication failed");
-		leaf_not_ready(w, "ZooKeeper refused the credentials of leaf.zk_auth");
+		leaf_sf_not_ready(w, "ZooKeeper refused the credentials of leaf.zk_auth");
 		leaf_zk_close(&w->zk);
 		return false;
 	}
 	if (!leaf_zk_open(&w->zk))
+	{
+		leaf_sf_report_zk("invalid hosts");
 		return false;
+	}
 
 	while (!leaf_zk_connected(&w->zk) && waited < wait_ms)
 	{
@@ -407,7 +410,7 @@ leaf_sf_connect(LeafSfWorkerState *w, int wait_ms)
  * finished makes its worker ID ours.  One that failed after it chose a
  * forever node (at the ephemeral node, say) leaves the worker as it was:
  * that worker ID has not waited out its earlier holders, and neither
- * leaf_try_serve nor the state file may take it for a registration.  The
+ * leaf_sf_try_serve nor the state file may take it for a registration.  The
  * next registration finds that node again, as new (leaf_zk_choose).
  */
 static LeafZkResult
@@ -416,13 +419,17 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 	LeafZkKnown known;
 
 	known.own_session = w->session_id;
-	known.file_session = w->cache.foreign ? 0 : w->cache.session_id;
-	known.moved_from = w->cache.moved_from;
+	known.file_session = w->file.foreign ? 0 : w->file.session_id;
+	known.moved_from = w->file.moved_from;
 	leaf_zk_register(&w->zk, &w->node, !w->peer_checked, &known, reg);
+	if (reg->peers_checked)
+		leaf_sf_report_peers(reg->npeers, reg->peer_offset_ms);
+	if (reg->result == LEAF_ZK_LOST)
+		leaf_sf_report_zk(leaf_zk_state_name(&w->zk));
 	if (reg->reason[0] != '\0')
-		leaf_not_ready(w, "%s", reg->reason);
+		leaf_sf_not_ready(w, "%s", reg->reason);
 	if (reg->result != LEAF_ZK_OK && reg->tree_read &&
-		leaf_cache_usable(w) && reg->found_seq != w->cache.worker_id)
+		leaf_sf_file_usable(w) && reg->found_seq != w->file.worker_id)
 	{
 		/*
 		 * ZooKeeper, reached, holds no forever node of ours with the
@@ -431,11 +438,11 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 		 * ZooKeeper be lost again before a registration finishes, the
 		 * file must not stand in; if it already does, stop using it.
 		 */
-		w->cache_refuted = true;
+		w->file_refuted = true;
 		if (w->wid >= 0 && w->source != NULL &&
 			strcmp(w->source, "cache file") == 0)
 		{
-			leaf_not_ready(w, "ZooKeeper holds no forever node of worker ID %d of \"%s\" (it lost its data, or the node was deleted), so that worker ID is no longer used from the file; waiting for a registration in ZooKeeper",
+			leaf_sf_not_ready(w, "ZooKeeper holds no forever node of worker ID %d of \"%s\" (it lost its data, or the node was deleted), so that worker ID is no longer used from the file; waiting for a registration in ZooKeeper",
 						   w->wid, LEAF_SF_STATE_FILE);
 			w->wid = -1;
 			w->have_floor = false;
@@ -446,7 +453,7 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 		else
 			ereport(LOG,
 					(errmsg("ZooKeeper holds no forever node of worker ID %d of \"%s\": that worker ID is no longer used from the file",
-							w->cache.worker_id, LEAF_SF_STATE_FILE)));
+							w->file.worker_id, LEAF_SF_STATE_FILE)));
 	}
 	if (reg->result != LEAF_ZK_OK)
 		return reg->result;
@@ -467,8 +474,10 @@ leaf_sf_claim(LeafSfWorkerState *w)
 	LeafZkResult r;
 
 	r = leaf_zk_claim(&w->zk, &w->node, w->wid, w->claimed_in, reason);
+	if (r == LEAF_ZK_LOST)
+		leaf_sf_report_zk(leaf_zk_state_name(&w->zk));
 	if (reason[0] != '\0')
-		leaf_not_ready(w, "%s", reason);
+		leaf_sf_not_ready(w, "%s", reason);
 	if (r == LEAF_ZK_OK)
 	{
 		strlcpy(w->claimed_in, w->node.root, sizeof(w->claimed_in));
@@ -489,7 +498,7 @@ leaf_sf_abandon(LeafSfWorkerState *w)
 	/* whatever this or an earlier run may have used with it */
 	hwm = Max(hwm, w->file_hwm);
 	hwm = Max(hwm, w->node_hwm);
-	hwm = Max(hwm, leaf_sf_state_mark(&w->cache, w->wid));
+	hwm = Max(hwm, leaf_sf_state_mark(&w->file, w->wid));
 	hwm = Max(hwm, leaf_sf_last_issued_ms() + 1);
 	return leaf_zk_abandon(&w->zk, &w->node, w->wid, w->node_path,
 						   w->node_version, hwm);
@@ -507,34 +516,32 @@ leaf_sf_abandon(LeafSfWorkerState *w)
 static bool
 leaf_sf_heartbeat(LeafSfWorkerState *w, int64 now, int64 hwm, bool bounded)
 {
-	char		data[LEAF_ZK_DATA_LEN];
-	int			len = leaf_zk_format(data, sizeof(data), &w->node, now, hwm,
-									 bounded);
+	LeafZkNodeData data;
 	struct Stat st;
 	int			rc;
 
-	rc = zoo_set2(w->zk.zh, w->node_path, data, len, w->node_version, &st);
+	leaf_zk_node_data_own(&data, &w->node);
+	data.ts = now;
+	data.hwm = hwm;
+	data.bounded = bounded;
+	rc = leaf_zk_node_write(&w->zk, w->node_path, &data, w->node_version, &st);
 	if (rc == ZBADVERSION)
 	{
-		char		cur[LEAF_ZK_DATA_LEN];
-		char		owner[LEAF_SF_ADDR_LEN];
-		char		id[LEAF_SF_ID_LEN];
+		LeafZkNodeData cur;
 
 		/* a write of ours whose answer was lost, or someone else's */
-		if (leaf_zk_get(&w->zk, w->node_path, cur, sizeof(cur), &st) == ZOK)
+		if (leaf_zk_node_read(&w->zk, w->node_path, &cur, &st) == ZOK)
 		{
-			leaf_zk_json_str(cur, "addr", owner, sizeof(owner));
-			leaf_zk_json_str(cur, "id", id, sizeof(id));
-			if (strcmp(owner, w->node.addr) == 0 &&
-				(id[0] == '\0' || strcmp(id, w->node.identity) == 0))
+			if (strcmp(cur.addr, w->node.addr) == 0 &&
+				(cur.id[0] == '\0' || strcmp(cur.id, w->node.identity) == 0))
 			{
 				w->node_version = st.version;
-				rc = zoo_set2(w->zk.zh, w->node_path, data, len,
-							  w->node_version, &st);
+				rc = leaf_zk_node_write(&w->zk, w->node_path, &data,
+										w->node_version, &st);
 			}
 			else
 			{
-				leaf_not_ready(w, "worker ID %d was taken over by %s", w->wid, owner);
+				leaf_sf_not_ready(w, "worker ID %d was taken over by %s", w->wid, cur.addr);
 				w->zk.registered = false;
 				w->wid = -1;
 				return false;
@@ -548,7 +555,7 @@ leaf_sf_heartbeat(LeafSfWorkerState *w, int64 now, int64 hwm, bool bounded)
 		 * Another node may be given our worker ID any moment, so stop at
 		 * once and register again.
 		 */
-		leaf_not_ready(w, "forever node %s is gone from ZooKeeper (deleted, or ZooKeeper lost its data), registering again",
+		leaf_sf_not_ready(w, "forever node %s is gone from ZooKeeper (deleted, or ZooKeeper lost its data), registering again",
 					   w->node_path);
 		w->zk.registered = false;
 		w->wid = -1;
@@ -573,7 +580,7 @@ leaf_sf_heartbeat(LeafSfWorkerState *w, int64 now, int64 hwm, bool bounded)
  * wait for the next heartbeat), and say when the lease is extended again.
  */
 static void
-leaf_lease_report(LeafSfWorkerState *w, int64 now, const char *why)
+leaf_sf_lease_report(LeafSfWorkerState *w, int64 now, const char *why)
 {
 	char		buf[LEAF_SF_REASON_LEN];
 
@@ -612,7 +619,7 @@ leaf_lease_report(LeafSfWorkerState *w, int64 now, const char *why)
  * ZooKeeper holds that, so nobody takes its worker ID over.
  */
 static void
-leaf_record(LeafSfWorkerState *w)
+leaf_sf_record(LeafSfWorkerState *w)
 {
 	int64		now = leaf_sf_clock_ms();
 	int64		hwm = now + leaf_sf_margin_ms();
@@ -625,10 +632,10 @@ leaf_record(LeafSfWorkerState *w)
 	hwm = Max(hwm, leaf_sf_get_lease());
 	hwm = Max(hwm, w->file_hwm);
 
-	if (!leaf_cache_write(w, hwm))
+	if (!leaf_sf_file_write(w, hwm))
 	{
 		if (leaf_sf_get_lease() <= now)
-			leaf_lease_report(w, now, "could not write \"" LEAF_SF_STATE_FILE "\", see the errors above");
+			leaf_sf_lease_report(w, now, "could not write \"" LEAF_SF_STATE_FILE "\", see the errors above");
 		return;
 	}
 
@@ -654,7 +661,7 @@ leaf_record(LeafSfWorkerState *w)
 		leaf_sf_report_heartbeat(now);
 
 	if (lease > now)
-		leaf_lease_report(w, now, NULL);
+		leaf_sf_lease_report(w, now, NULL);
 	else
 	{
 		char		why[LEAF_SF_REASON_LEN];
@@ -662,7 +669,7 @@ leaf_record(LeafSfWorkerState *w)
 		snprintf(why, sizeof(why),
 				 "ZooKeeper has not recorded a new high-water mark (ZooKeeper state: %s), and with worker-ID recycling (leaf.worker_id_reclaim_after) the lease may not pass the mark ZooKeeper holds",
 				 leaf_zk_state_name(&w->zk));
-		leaf_lease_report(w, now, why);
+		leaf_sf_lease_report(w, now, why);
 	}
 }
 
@@ -671,7 +678,7 @@ leaf_record(LeafSfWorkerState *w)
  * while still waiting.
  */
 static bool
-leaf_try_serve(LeafSfWorkerState *w)
+leaf_sf_try_serve(LeafSfWorkerState *w)
 {
 	int64		now = leaf_sf_clock_ms();
 	int64		floor_ms = w->floor_ms;
@@ -681,7 +688,7 @@ leaf_try_serve(LeafSfWorkerState *w)
 		char		range[64];
 
 		leaf_sf_layout_describe_range(range, sizeof(range));
-		leaf_not_ready(w, "the clock is outside the %s since leaf.snowflake_epoch",
+		leaf_sf_not_ready(w, "the clock is outside the %s since leaf.snowflake_epoch",
 					   range);
 		return false;
 	}
@@ -701,12 +708,12 @@ leaf_try_serve(LeafSfWorkerState *w)
 	if (now <= floor_ms)
 	{
 		leaf_sf_report_not_before(floor_ms);
-		leaf_not_ready(w, "clock is " INT64_FORMAT " ms behind the last time recorded for this node, waiting for it to pass",
+		leaf_sf_not_ready(w, "clock is " INT64_FORMAT " ms behind the last time recorded for this node, waiting for it to pass",
 					   floor_ms - now + 1);
 		return false;
 	}
 
-	leaf_record(w);
+	leaf_sf_record(w);
 
 	/* the first heartbeat may have found our worker ID taken over */
 	if (w->wid < 0)
@@ -724,13 +731,13 @@ leaf_try_serve(LeafSfWorkerState *w)
 	 */
 	if (w->use_zk && strcmp(w->source, "zookeeper") == 0 && !w->last_zk_ok)
 	{
-		leaf_not_ready(w, "worker ID %d is used once ZooKeeper confirms its registration (ZooKeeper state: %s)",
+		leaf_sf_not_ready(w, "worker ID %d is used once ZooKeeper confirms its registration (ZooKeeper state: %s)",
 					   w->wid, leaf_zk_state_name(&w->zk));
 		return false;
 	}
 	if (leaf_sf_get_lease() <= now)
 	{
-		leaf_not_ready(w, "could not record the high-water mark of issued timestamps");
+		leaf_sf_not_ready(w, "could not record the high-water mark of issued timestamps");
 		return false;
 	}
 	if (!leaf_sf_start_serving(w->wid, floor_ms, w->new_id))
@@ -747,7 +754,7 @@ leaf_try_serve(LeafSfWorkerState *w)
 
 /* On a clean shutdown, bring the recorded mark down to what was used. */
 static void
-leaf_shutdown(LeafSfWorkerState *w)
+leaf_sf_shutdown(LeafSfWorkerState *w)
 {
 	int64		t1;
 	int64		hwm;
@@ -768,7 +775,7 @@ leaf_shutdown(LeafSfWorkerState *w)
 	hwm = Max(leaf_sf_last_issued_ms(), t1 + 1);
 	if (hwm >= w->file_hwm)
 		return;
-	if (!leaf_cache_write(w, hwm))
+	if (!leaf_sf_file_write(w, hwm))
 		return;
 	if (w->use_zk && w->zk.registered && w->zk.zh != NULL)
 		(void) leaf_sf_heartbeat(w, leaf_sf_clock_ms(), hwm, w->zk_bounded);
@@ -788,24 +795,24 @@ leaf_shutdown(LeafSfWorkerState *w)
 static void
 leaf_sf_choose_root(LeafSfWorkerState *w)
 {
-	LeafSfCache *cache = &w->cache;
+	LeafSfStateFile *file = &w->file;
 
 	strlcpy(w->node.root, leaf_sf_zk_root ? leaf_sf_zk_root : "",
 			sizeof(w->node.root));
-	if (w->node.root[0] == '\0' && (w->use_zk || w->claim) && cache->valid &&
-		!cache->foreign && cache->zk_root[0] != '\0')
+	if (w->node.root[0] == '\0' && (w->use_zk || w->claim) && file->valid &&
+		!file->foreign && file->zk_root[0] != '\0')
 	{
-		strlcpy(w->node.root, cache->zk_root, sizeof(w->node.root));
+		strlcpy(w->node.root, file->zk_root, sizeof(w->node.root));
 		ereport(LOG,
-				(errmsg("leaf.zk_root is not set, using \"%s\", where this node registered before",
+				(errmsg("\"leaf.zk_root\" is not set, using \"%s\", where this node registered before",
 						w->node.root),
-				 errhint("Set leaf.zk_root = '%s' in the configuration of this node.",
+				 errhint("Set \"leaf.zk_root\" to '%s' in the configuration of this node.",
 						 w->node.root)));
 	}
-	if (w->claim && cache->valid && !cache->foreign &&
-		cache->worker_id == leaf_sf_worker_id &&
-		strcmp(cache->source, "setting") == 0 && w->node.root[0] != '\0' &&
-		strcmp(cache->claimed_in, w->node.root) == 0)
+	if (w->claim && file->valid && !file->foreign &&
+		file->worker_id == leaf_sf_worker_id &&
+		strcmp(file->source, "setting") == 0 && w->node.root[0] != '\0' &&
+		strcmp(file->claimed_in, w->node.root) == 0)
 		strlcpy(w->claimed_in, w->node.root, sizeof(w->claimed_in));
 }
 
@@ -813,12 +820,12 @@ leaf_sf_choose_root(LeafSfWorkerState *w)
 static void
 leaf_sf_take_setting(LeafSfWorkerState *w)
 {
-	LeafSfCache *cache = &w->cache;
+	LeafSfStateFile *file = &w->file;
 
 	if (leaf_sf_worker_id < 0 || leaf_sf_worker_id > leaf_sf_max_worker_id())
-		leaf_not_ready(w, "leaf.worker_id is %d, but must be between 0 and %d (or -1 to use ZooKeeper)",
+		leaf_sf_not_ready(w, "leaf.worker_id is %d, but must be between 0 and %d (or -1 to use ZooKeeper)",
 					   leaf_sf_worker_id, leaf_sf_max_worker_id());
-	else if (cache->damaged)
+	else if (file->damaged)
 	{
 		/*
 		 * Not the same as no file: the marks it held are lost, and the clock
@@ -826,38 +833,40 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 		 * ZooKeeper keeps marks of its own; a worker ID set by hand has only
 		 * this file.
 		 */
-		leaf_not_ready(w, "\"%s\" is damaged, so the last timestamp issued with worker ID %d is not known; once this node has been stopped for longer than %d ms and its clock is right (or leaf.worker_id is set to a worker ID no node ever used), move the file away and restart the snowflake worker",
+		leaf_sf_not_ready(w, "\"%s\" is damaged, so the last timestamp issued with worker ID %d is not known; once this node has been stopped for longer than %d ms and its clock is right (or leaf.worker_id is set to a worker ID no node ever used), move the file away and restart the snowflake worker",
 					   LEAF_SF_STATE_FILE, leaf_sf_worker_id,
 					   2 * leaf_sf_heartbeat_ms + 1000);
 	}
-	else if (cache->foreign && leaf_sf_state_mark(cache, leaf_sf_worker_id) > 0)
+	else if (file->foreign && leaf_sf_state_mark(file, leaf_sf_worker_id) > 0)
 	{
 		/* a copy must not serve with the original's worker ID */
-		leaf_not_ready(w, "worker ID %d belongs to another data directory: \"%s\" is a copy of the state of %s; set leaf.worker_id to a worker ID no other node uses, or, if the original data directory will never serve again, delete the line \"bound_to\" from \"%s\"",
+		leaf_sf_not_ready(w, "worker ID %d belongs to another data directory: \"%s\" is a copy of the state of %s; set leaf.worker_id to a worker ID no other node uses, or, if the original data directory will never serve again, delete the line \"bound_to\" from \"%s\"",
 					   leaf_sf_worker_id, LEAF_SF_STATE_FILE,
-					   cache->bound_to, LEAF_SF_STATE_FILE);
+					   file->bound_to, LEAF_SF_STATE_FILE);
 	}
 	else
 	{
 		/* a copy's other worker IDs are not ours: forget their marks */
-		if (cache->foreign)
-			leaf_sf_state_forget_marks(cache);
+		if (file->foreign)
+			leaf_sf_state_forget_marks(file);
 		w->wid = leaf_sf_worker_id;
-		w->floor_ms = Max(w->last_issued, leaf_sf_state_mark(cache, w->wid));
-		if (cache->epoch_changed && w->floor_ms > leaf_sf_clock_ms())
+		w->floor_ms = Max(w->last_issued, leaf_sf_state_mark(file, w->wid));
+		if (file->epoch_changed && w->floor_ms > leaf_sf_clock_ms())
 			ereport(LOG,
-					(errmsg("leaf.snowflake_epoch was moved later: worker ID %d waits until " INT64_FORMAT " so that its IDs stay above those it issued",
+					(errmsg("\"leaf.snowflake_epoch\" was moved later: worker ID %d waits until " INT64_FORMAT " so that its IDs stay above those it issued",
 							w->wid, w->floor_ms)));
 		w->file_hwm = 0;
 		w->have_floor = true;
 		leaf_sf_report_identity(w->wid, "setting", w->node.addr, NULL);
 		if (w->claim)
 		{
-			const char *bad = leaf_zk_config_problem(&w->zk, &w->node);
+			const char *zk_state;
+			const char *bad = leaf_zk_config_problem(&w->zk, &w->node,
+													 &zk_state);
 
 			if (bad != NULL)
 			{
-				leaf_not_ready(w, "leaf.worker_id is set with leaf.zk_hosts, so it is claimed in ZooKeeper before it is used, but %s", bad);
+				leaf_sf_not_ready(w, "leaf.worker_id is set with leaf.zk_hosts, so it is claimed in ZooKeeper before it is used, but %s", bad);
 				leaf_sf_report_zk("not used");
 				w->have_floor = false;
 				w->claim = false;
@@ -874,6 +883,7 @@ static void
 leaf_sf_start(LeafSfWorkerState *w)
 {
 	const char *problem;
+	const char *zk_state;
 	char		reason[LEAF_SF_REASON_LEN];
 
 	memset(w, 0, sizeof(*w));
@@ -884,44 +894,47 @@ leaf_sf_start(LeafSfWorkerState *w)
 
 	w->last_issued = leaf_sf_attach_worker();
 	leaf_sf_report(LEAF_SF_STARTING, NULL);
-	leaf_compute_address(&w->node);
-	leaf_compute_identity(&w->node);
-	leaf_sf_state_read(&w->cache, w->node.identity);
+	leaf_sf_compute_address(&w->node);
+	leaf_sf_compute_identity(&w->node);
+	leaf_sf_state_read(&w->file, w->node.identity);
 
 	w->use_zk = (leaf_sf_worker_id == -1);
 	w->claim = !w->use_zk && leaf_sf_zk_hosts[0] != '\0';
 	leaf_sf_choose_root(w);
 
-	if (w->cache.foreign)
+	if (w->file.foreign)
 		ereport(LOG,
 				(errmsg("\"%s\" was written by another data directory (%s), this one is %s",
-						LEAF_SF_STATE_FILE, w->cache.bound_to, w->node.identity),
+						LEAF_SF_STATE_FILE, w->file.bound_to, w->node.identity),
 				 errdetail("This data directory is a copy (a standby, a restored backup or a copied directory): the worker IDs recorded there belong to the original.")));
-	else if (w->cache.moved_from[0] != '\0')
+	else if (w->file.moved_from[0] != '\0')
 		ereport(LOG,
 				(errmsg("\"%s\" was written by data directory %s of another cluster, and is taken as the state of this one (%s)",
-						LEAF_SF_STATE_FILE, w->cache.moved_from, w->node.identity),
+						LEAF_SF_STATE_FILE, w->file.moved_from, w->node.identity),
 				 errdetail("A copy of a data directory keeps its system identifier; a state file of another one was brought here by hand, as after pg_upgrade.")));
 
-	if (leaf_sf_state_layout_differs(&w->cache, reason, sizeof(reason)))
+	if (leaf_sf_state_layout_differs(&w->file, reason, sizeof(reason)))
 	{
 		/* never mix layouts: serve nothing, register nowhere */
-		leaf_not_ready(w, "%s", reason);
+		leaf_sf_not_ready(w, "%s", reason);
 		w->use_zk = false;
 		w->claim = false;
 	}
 	else if (!w->use_zk)
 		leaf_sf_take_setting(w);
-	else if ((problem = leaf_zk_config_problem(&w->zk, &w->node)) != NULL)
+	else if ((problem = leaf_zk_config_problem(&w->zk, &w->node,
+												&zk_state)) != NULL)
 	{
-		leaf_not_ready(w, "%s", problem);
+		if (zk_state != NULL)
+			leaf_sf_report_zk(zk_state);
+		leaf_sf_not_ready(w, "%s", problem);
 		w->use_zk = false;
 	}
-	else if (w->cache.foreign)
+	else if (w->file.foreign)
 	{
 		/* ZooKeeper holds the marks that count; the copy's are not ours */
-		leaf_sf_state_forget_marks(&w->cache);
-		w->cache.session_id = 0;
+		leaf_sf_state_forget_marks(&w->file);
+		w->file.session_id = 0;
 	}
 }
 
@@ -976,7 +989,7 @@ leaf_sf_handle_new_id(LeafSfWorkerState *w)
 		return;
 	}
 
-	leaf_not_ready(w, "a new worker ID was requested, giving up worker ID %d",
+	leaf_sf_not_ready(w, "a new worker ID was requested, giving up worker ID %d",
 				   w->wid);
 	if (!leaf_sf_abandon(w))
 		return;
@@ -1020,7 +1033,7 @@ leaf_sf_claim_step(LeafSfWorkerState *w, long *delay)
 	}
 	else if (!connected && !w->serving &&
 			 strcmp(w->claimed_in, w->node.root) != 0)
-		leaf_not_ready(w, "leaf.worker_id %d is not used before it is claimed in ZooKeeper (leaf.zk_hosts is set), and ZooKeeper at \"%s\" is unreachable; once claimed, the worker ID is used from \"%s\" when ZooKeeper is down",
+		leaf_sf_not_ready(w, "leaf.worker_id %d is not used before it is claimed in ZooKeeper (leaf.zk_hosts is set), and ZooKeeper at \"%s\" is unreachable; once claimed, the worker ID is used from \"%s\" when ZooKeeper is down",
 					   w->wid, leaf_sf_zk_hosts, LEAF_SF_STATE_FILE);
 	return true;
 }
@@ -1036,12 +1049,12 @@ leaf_sf_registered(LeafSfWorkerState *w, const LeafZkRegistration *reg)
 	int64		f = Max(w->node_hwm, w->last_issued);
 	int64		mark;
 
-	f = Max(f, leaf_sf_state_mark(&w->cache, w->wid));
+	f = Max(f, leaf_sf_state_mark(&w->file, w->wid));
 	w->peer_checked = true;
 	if (w->serving && (w->wid != w->serving_wid || reg->fresh))
 	{
 		/* everything up to the lease may have been used */
-		leaf_not_ready(w, "ZooKeeper gave worker ID %d (a new registration) instead of %d, restarting the generator",
+		leaf_sf_not_ready(w, "ZooKeeper gave worker ID %d (a new registration) instead of %d, restarting the generator",
 					   w->wid, w->serving_wid);
 		f = Max(f, leaf_sf_get_lease());
 	}
@@ -1065,7 +1078,7 @@ leaf_sf_registered(LeafSfWorkerState *w, const LeafZkRegistration *reg)
 	leaf_sf_report_identity(w->wid, w->source, w->node.addr, w->node_path);
 	if (w->serving && leaf_sf_get_lease() > 0)
 	{
-		/* back in touch after serving from the cache file */
+		/* back in touch after serving from the state file */
 		ereport(LOG,
 				(errmsg("leaf snowflake worker registered in ZooKeeper as worker ID %d",
 						w->wid)));
@@ -1081,35 +1094,35 @@ leaf_sf_registered(LeafSfWorkerState *w, const LeafZkRegistration *reg)
 	 */
 	mark = Max(w->floor_ms, leaf_sf_get_lease());
 	mark = Max(mark, w->file_hwm);
-	mark = Max(mark, leaf_sf_state_mark(&w->cache, w->wid));
-	(void) leaf_cache_write(w, mark);
+	mark = Max(mark, leaf_sf_state_mark(&w->file, w->wid));
+	(void) leaf_sf_file_write(w, mark);
 }
 
 /*
  * ZooKeeper is unreachable and the worker has nothing to serve with: use
- * the worker ID of the cache file if it may stand in, else say why not.
+ * the worker ID of the state file if it may stand in, else say why not.
  */
 static void
 leaf_sf_fall_back(LeafSfWorkerState *w, long *delay)
 {
-	if (w->zk.zh != NULL && leaf_cache_stands_in(w) && !w->zk_retried)
+	if (w->zk.zh != NULL && leaf_sf_file_stands_in(w) && !w->zk_retried)
 	{
 		/*
 		 * A server that lost its data refuses a session it has never seen,
 		 * and the client then keeps "connecting" just as if ZooKeeper were
 		 * down.  Only a new session tells the two apart, so try one before
-		 * falling back on the cache file: a restored ZooKeeper may have
+		 * falling back on the state file: a restored ZooKeeper may have
 		 * given our worker ID to another node already.
 		 */
 		leaf_zk_close(&w->zk);
 		w->zk_retried = true;
 		*delay = 10;
 	}
-	else if (leaf_cache_stands_in(w))
+	else if (leaf_sf_file_stands_in(w))
 	{
-		w->wid = w->cache.worker_id;
-		strlcpy(w->node_path, w->cache.zk_node, sizeof(w->node_path));
-		w->floor_ms = Max(w->cache.hwm_ms, w->last_issued);
+		w->wid = w->file.worker_id;
+		strlcpy(w->node_path, w->file.zk_node, sizeof(w->node_path));
+		w->floor_ms = Max(w->file.hwm_ms, w->last_issued);
 		w->have_floor = true;
 		w->source = "cache file";
 		leaf_sf_report_identity(w->wid, w->source, w->node.addr, w->node_path);
@@ -1118,26 +1131,26 @@ leaf_sf_fall_back(LeafSfWorkerState *w, long *delay)
 						leaf_sf_zk_hosts, w->wid, LEAF_SF_STATE_FILE)));
 	}
 	else if (w->zk.zh == NULL)
-		leaf_not_ready(w, "could not start a ZooKeeper client for \"%s\": %m",
+		leaf_sf_not_ready(w, "could not start a ZooKeeper client for \"%s\": %m",
 					   leaf_sf_zk_hosts);
-	else if (w->cache_refuted)
-		leaf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and ZooKeeper, when last reached, held no forever node of worker ID %d of \"%s\"; the node waits for a registration in ZooKeeper",
-					   leaf_sf_zk_hosts, w->cache.worker_id, LEAF_SF_STATE_FILE);
-	else if (leaf_cache_usable(w) && leaf_sf_reclaim_after_ms > 0)
-		leaf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and leaf.worker_id_reclaim_after forbids using the cached worker ID",
+	else if (w->file_refuted)
+		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and ZooKeeper, when last reached, held no forever node of worker ID %d of \"%s\"; the node waits for a registration in ZooKeeper",
+					   leaf_sf_zk_hosts, w->file.worker_id, LEAF_SF_STATE_FILE);
+	else if (leaf_sf_file_usable(w) && leaf_sf_reclaim_after_ms > 0)
+		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and leaf.worker_id_reclaim_after forbids using the cached worker ID",
 					   leaf_sf_zk_hosts);
-	else if (leaf_cache_usable(w))
-		leaf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and worker ID %d in \"%s\" was last declared recyclable in ZooKeeper (leaf.worker_id_reclaim_after was set), so another node may have taken it over while this one was down; the worker ID is used again once ZooKeeper confirms it",
-					   leaf_sf_zk_hosts, w->cache.worker_id,
+	else if (leaf_sf_file_usable(w))
+		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and worker ID %d in \"%s\" was last declared recyclable in ZooKeeper (leaf.worker_id_reclaim_after was set), so another node may have taken it over while this one was down; the worker ID is used again once ZooKeeper confirms it",
+					   leaf_sf_zk_hosts, w->file.worker_id,
 					   LEAF_SF_STATE_FILE);
 	else
-		leaf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and \"%s\" holds no worker ID for this node",
+		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and \"%s\" holds no worker ID for this node",
 					   leaf_sf_zk_hosts, LEAF_SF_STATE_FILE);
 }
 
 /*
  * Not registered in ZooKeeper: register, or, with ZooKeeper unreachable
- * and nothing to serve with, fall back on the cache file.  Returns false
+ * and nothing to serve with, fall back on the state file.  Returns false
  * on a shutdown request.
  */
 static bool
@@ -1182,13 +1195,13 @@ leaf_sf_serve_step(LeafSfWorkerState *w, long *delay)
 {
 	if (w->have_floor && w->wid >= 0 && !w->serving && leaf_sf_claim_settled(w))
 	{
-		if (!leaf_try_serve(w))
+		if (!leaf_sf_try_serve(w))
 			*delay = Min(*delay, Max(w->floor_ms - leaf_sf_clock_ms() + 1, 10));
 		else
 			w->fresh_floor = false;
 	}
 	else if (w->serving)
-		leaf_record(w);
+		leaf_sf_record(w);
 }
 
 /* ---------------------------------------------------------------------
@@ -1225,14 +1238,14 @@ leaf_snowflake_worker_main(Datum main_arg)
 		 * A clock before the epoch (or past the layout's range) cannot serve:
 		 * do not register, which would use up a worker ID for nothing.
 		 */
-		if (!w.serving && (w.use_zk || w.claim) && !leaf_clock_in_range())
+		if (!w.serving && (w.use_zk || w.claim) && !leaf_sf_clock_in_range())
 		{
 			char		range[64];
 			char		span[32];
 
 			leaf_sf_layout_describe_range(range, sizeof(range));
 			leaf_sf_layout_describe_span(span, sizeof(span));
-			leaf_not_ready(&w, "the clock is outside the %s since leaf.snowflake_epoch (it is before the epoch, or more than %s after it): not registering until it is inside",
+			leaf_sf_not_ready(&w, "the clock is outside the %s since leaf.snowflake_epoch (it is before the epoch, or more than %s after it): not registering until it is inside",
 						   range, span);
 			if (!leaf_sf_wait(1000))
 				break;
@@ -1251,7 +1264,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 			break;
 	}
 
-	leaf_shutdown(&w);
+	leaf_sf_shutdown(&w);
 	leaf_zk_close(&w.zk);
 	leaf_sf_detach_worker();
 

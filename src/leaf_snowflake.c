@@ -192,7 +192,7 @@ leaf_sf_check_epoch(char **newval, void **extra, GucSource source)
 	if (errno != 0 || end == *newval || *end != '\0' ||
 		v < -(INT64CONST(1) << 42) || v > (INT64CONST(1) << 42))
 	{
-		GUC_check_errdetail("leaf.snowflake_epoch must be a whole number of milliseconds since 1970-01-01 00:00:00 UTC.");
+		GUC_check_errdetail("\"leaf.snowflake_epoch\" must be a whole number of milliseconds since 1970-01-01 00:00:00 UTC.");
 		return false;
 	}
 	return true;
@@ -238,7 +238,7 @@ leaf_sf_check_zk_auth(char **newval, void **extra, GucSource source)
 	if ((*newval)[0] != '\0' && (colon == NULL || colon == *newval))
 	{
 		/* never repeat the value: it holds a password */
-		GUC_check_errdetail("leaf.zk_auth must be user:password.");
+		GUC_check_errdetail("\"leaf.zk_auth\" must be user:password.");
 		return false;
 	}
 	return true;
@@ -800,14 +800,14 @@ leaf_sf_wait_or_fail(bool lease_expired, int *waited_ms)
 		ereport(ERROR,
 				(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
 				 errmsg("snowflake generator is not ready"),
-				 errdetail("The snowflake worker says: %s.  It did not start serving within leaf.wait_timeout (%d ms).",
+				 errdetail("The snowflake worker says: %s.  It did not start serving within \"leaf.wait_timeout\" (%d ms).",
 						   reason, leaf_wait_timeout_ms),
 				 errhint("See the server log and the view leaf_snowflake_status.")));
 	if (phase == LEAF_SF_STARTING)
 		ereport(ERROR,
 				(errcode(ERRCODE_LEAF_SNOWFLAKE_NOT_READY),
 				 errmsg("snowflake generator is not ready"),
-				 errdetail("The snowflake worker has not registered within leaf.wait_timeout (%d ms).",
+				 errdetail("The snowflake worker has not registered within \"leaf.wait_timeout\" (%d ms).",
 						   leaf_wait_timeout_ms),
 				 errhint("See the server log and the view leaf_snowflake_status.")));
 	if (phase == LEAF_SF_READY)
@@ -838,16 +838,16 @@ leaf_sf_range_error(int64 now_ms)
 	if (now_ms < leaf_sf_epoch_ms)
 		ereport(ERROR,
 				(errcode(ERRCODE_LEAF_TIMESTAMP_OVERFLOW),
-				 errmsg("snowflake timestamp out of range: the clock is before leaf.snowflake_epoch")));
+				 errmsg("snowflake timestamp out of range: the clock is before \"leaf.snowflake_epoch\"")));
 	leaf_sf_layout_describe_span(span, sizeof(span));
 	ereport(ERROR,
 			(errcode(ERRCODE_LEAF_TIMESTAMP_OVERFLOW),
-			 errmsg("snowflake timestamp out of range: more than %s since leaf.snowflake_epoch",
+			 errmsg("snowflake timestamp out of range: more than %s since \"leaf.snowflake_epoch\"",
 					span),
 			 errdetail("The %d-bit timestamp field ran out " INT64_FORMAT " ms after the epoch.",
 					   leaf_sf_layout.ts_bits,
 					   leaf_sf_ts_to_ms(leaf_sf_max_ts(), 0)),
-			 errhint("Use a later leaf.snowflake_epoch, or another ID scheme.")));
+			 errhint("Use a later \"leaf.snowflake_epoch\", or another ID scheme.")));
 }
 
 /* The timestamp of the clock reading now_ms; LF103 if it has none. */
@@ -913,7 +913,7 @@ leaf_sf_clock_behind(int64 offset, bool *backward_waited)
 					offset),
 			 *backward_waited ?
 			 errdetail("The clock was still behind the last ID after waiting.") :
-			 errdetail("leaf.max_backward_ms is %d ms.", leaf_sf_max_backward_ms),
+			 errdetail("\"leaf.max_backward_ms\" is %d ms.", leaf_sf_max_backward_ms),
 			 errhint("Calls succeed again once the clock is past the last ID issued.  If the clock was set back for good, leaf_snowflake_new_worker_id() makes a node with a worker ID from ZooKeeper serve at once with a new one.")));
 }
 
@@ -1386,9 +1386,9 @@ leaf_snowflake_new_worker_id(PG_FUNCTION_ARGS)
 	if (leaf_sf_worker_id != -1)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("leaf.worker_id is set by hand (%d): a new worker ID comes only from ZooKeeper",
+				 errmsg("\"leaf.worker_id\" is set by hand (%d): a new worker ID comes only from ZooKeeper",
 						leaf_sf_worker_id),
-				 errhint("Set leaf.worker_id to a worker ID that no node ever used, and restart the server.")));
+				 errhint("Set \"leaf.worker_id\" to a worker ID that no node ever used, and restart the server.")));
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),

@@ -93,20 +93,12 @@ leaf_zk_refuse(char *reason, LeafZkResult result, const char *fmt,...)
 	return result;
 }
 
-/* A request failed: report the session's state, and say why not. */
+/* A request failed: say why not (the worker reports the session's state). */
 static LeafZkResult
 leaf_zk_fail_rc(LeafZkSession *zk, char *reason, const char *what, int rc)
 {
-	leaf_sf_report_zk(leaf_zk_state_name(zk));
-	return leaf_zk_refuse(reason, LEAF_ZK_RETRY,
+	return leaf_zk_refuse(reason, LEAF_ZK_LOST,
 						  "ZooKeeper request failed (%s): %s", what, zerror(rc));
-}
-
-/* Path of the claim of a worker ID set by hand (leaf.worker_id). */
-static void
-leaf_claim_path(const LeafSfNode *node, char *buf, size_t size, int worker_id)
-{
-	snprintf(buf, size, "%s/claimed/%010d", node->root, worker_id);
 }
 
 /*
@@ -118,15 +110,13 @@ leaf_claim_owner(LeafZkSession *zk, const LeafSfNode *node, int wid,
 				 char *out, size_t size)
 {
 	char		path[LEAF_ZK_PATH_LEN];
-	char		data[LEAF_ZK_DATA_LEN];
-	char		addr[LEAF_SF_ADDR_LEN];
+	LeafZkNodeData claim;
 	struct Stat st;
 
-	leaf_claim_path(node, path, sizeof(path), wid);
-	if (leaf_zk_get(zk, path, data, sizeof(data), &st) != ZOK)
+	leaf_zk_claim_path(path, node->root, wid);
+	if (leaf_zk_node_read(zk, path, &claim, &st) != ZOK)
 		return false;
-	leaf_zk_json_str(data, "addr", addr, sizeof(addr));
-	snprintf(out, size, "%s", addr[0] ? addr : "an unknown node");
+	snprintf(out, size, "%s", claim.addr[0] ? claim.addr : "an unknown node");
 	return true;
 }
 
@@ -149,9 +139,9 @@ leaf_zk_probe_clock(LeafZkSession *zk, const LeafSfNode *node,
 	int64		after;
 	int			rc;
 
-	snprintf(path, sizeof(path), "%s/clock", node->root);
+	leaf_zk_path(path, node->root, LEAF_ZK_CLOCK, NULL);
 	before = leaf_sf_clock_ms();
-	rc = zoo_set2(zk->zh, path, node->addr, strlen(node->addr), -1, &st);
+	rc = leaf_zk_set(zk, path, node->addr, -1, &st);
 	after = leaf_sf_clock_ms();
 	if (rc != ZOK)
 		return rc;
@@ -163,13 +153,13 @@ leaf_zk_probe_clock(LeafZkSession *zk, const LeafSfNode *node,
 /* Does the folder hold any node?  false also when it is not there. */
 static bool
 leaf_zk_folder_used(LeafZkSession *zk, const LeafSfNode *node,
-					const char *folder)
+					LeafZkPlace folder)
 {
 	char		path[LEAF_ZK_PATH_LEN];
 	struct Stat st;
 
-	snprintf(path, sizeof(path), "%s/%s", node->root, folder);
-	return zoo_exists(zk->zh, path, 0, &st) == ZOK && st.numChildren > 0;
+	leaf_zk_path(path, node->root, folder, NULL);
+	return leaf_zk_exists(zk, path, &st) == ZOK && st.numChildren > 0;
 }
 
 /*
@@ -194,20 +184,19 @@ leaf_zk_check_layout(LeafZkSession *zk, const LeafSfNode *node,
 	int			rc;
 
 	leaf_sf_layout_format(&leaf_sf_layout, mine, sizeof(mine));
-	snprintf(path, sizeof(path), "%s/layout", node->root);
+	leaf_zk_path(path, node->root, LEAF_ZK_LAYOUT, NULL);
 	rc = leaf_zk_get(zk, path, data, sizeof(data), &st);
 	if (rc == ZNONODE)
 	{
 		if (!leaf_sf_layout_equal(&leaf_sf_layout, &dflt) &&
-			(leaf_zk_folder_used(zk, node, "forever") ||
-			 leaf_zk_folder_used(zk, node, "claimed")))
+			(leaf_zk_folder_used(zk, node, LEAF_ZK_FOREVER) ||
+			 leaf_zk_folder_used(zk, node, LEAF_ZK_CLAIMED)))
 			return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
 								  "ZooKeeper root %s holds nodes that registered before it recorded a layout, so its IDs have the default layout 41+10+12/1ms, but leaf.snowflake_layout is %s; give this node a root of its own layout (leaf.zk_root)",
 								  node->root, mine);
-		if ((rc = zoo_get_acl(zk->zh, node->root, &acl, &st)) != ZOK)
+		if ((rc = leaf_zk_get_acl(zk, node->root, &acl)) != ZOK)
 			return leaf_zk_fail_rc(zk, reason, "read the root's ACL", rc);
-		rc = zoo_create(zk->zh, path, mine, (int) strlen(mine), &acl,
-						ZOO_PERSISTENT, NULL, 0);
+		rc = leaf_zk_create(zk, path, mine, &acl, ZOO_PERSISTENT, NULL, 0);
 		deallocate_ACL_vector(&acl);
 		if (rc == ZOK)
 		{
@@ -252,18 +241,18 @@ leaf_zk_list_registry(LeafZkSession *zk, const LeafSfNode *node,
 	if ((rc = leaf_zk_probe_clock(zk, node, &reg->my_offset, &reg->zk_now)) != ZOK)
 		return leaf_zk_fail_rc(zk, reason, "clock probe", rc);
 
-	snprintf(path, sizeof(path), "%s/temporary", node->root);
-	if ((rc = zoo_get_children(zk->zh, path, 0, &reg->temp)) != ZOK)
+	leaf_zk_path(path, node->root, LEAF_ZK_TEMPORARY, NULL);
+	if ((rc = leaf_zk_children(zk, path, &reg->temp)) != ZOK)
 		return leaf_zk_fail_rc(zk, reason, "list running nodes", rc);
 
-	snprintf(path, sizeof(path), "%s/forever", node->root);
-	if ((rc = zoo_get_children(zk->zh, path, 0, &reg->children)) != ZOK)
+	leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, NULL);
+	if ((rc = leaf_zk_children(zk, path, &reg->children)) != ZOK)
 		return leaf_zk_fail_rc(zk, reason, "list registered nodes", rc);
 
 	/* worker IDs set by hand and claimed here (none in older trees) */
 	reg->claimed = palloc0(sizeof(bool) * (leaf_sf_max_worker_id() + 1));
-	snprintf(path, sizeof(path), "%s/claimed", node->root);
-	rc = zoo_get_children(zk->zh, path, 0, &reg->claims);
+	leaf_zk_path(path, node->root, LEAF_ZK_CLAIMED, NULL);
+	rc = leaf_zk_children(zk, path, &reg->claims);
 	if (rc != ZOK && rc != ZNONODE)
 		return leaf_zk_fail_rc(zk, reason, "list claimed worker IDs", rc);
 	for (i = 0; i < reg->claims.count; i++)
@@ -283,8 +272,7 @@ leaf_zk_list_registry(LeafZkSession *zk, const LeafSfNode *node,
 
 		if (ShutdownRequestPending)
 			return LEAF_ZK_RETRY;
-		snprintf(path, sizeof(path), "%s/temporary/%s", node->root,
-				 reg->temp.data[i]);
+		leaf_zk_path(path, node->root, LEAF_ZK_TEMPORARY, reg->temp.data[i]);
 		if (leaf_zk_get(zk, path, tdata, sizeof(tdata), &st) == ZOK)
 			reg->temp_names[i] = pstrdup(tdata);
 	}
@@ -303,15 +291,15 @@ leaf_zk_read_node(LeafZkSession *zk, const LeafSfNode *node,
 	const char *child = reg->children.data[i];
 	const char *dash = strrchr(child, '-');
 	char		path[LEAF_ZK_PATH_LEN];
-	char		data[LEAF_ZK_DATA_LEN];
+	LeafZkNodeData data;
 	struct Stat st;
 	int			rc;
 	int			j;
 
 	strlcpy(n->name, child, sizeof(n->name));
 	n->seq = dash ? strtol(dash + 1, NULL, 10) : -1;
-	snprintf(path, sizeof(path), "%s/forever/%s", node->root, n->name);
-	rc = leaf_zk_get(zk, path, data, sizeof(data), &st);
+	leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, n->name);
+	rc = leaf_zk_node_read(zk, path, &data, &st);
 	if (rc == ZNONODE)
 	{
 		n->seq = -1;
@@ -329,16 +317,17 @@ leaf_zk_read_node(LeafZkSession *zk, const LeafSfNode *node,
 	}
 	if (rc != ZOK)
 		return leaf_zk_fail_rc(zk, reason, "read registered node", rc);
-	leaf_zk_json_str(data, "addr", n->owner, sizeof(n->owner));
+	strlcpy(n->owner, data.addr, sizeof(n->owner));
 	if (n->owner[0] == '\0' && dash)
 		snprintf(n->owner, sizeof(n->owner), "%.*s", (int) (dash - child),
 				 child);
-	leaf_zk_json_str(data, "id", n->id, sizeof(n->id));
-	n->ts = leaf_zk_json_int(data, "ts");
-	n->hwm = Max(leaf_zk_json_int(data, "hwm"), n->ts);
-	if (strstr(data, "\"ep\":") != NULL && n->hwm > 0)
-		n->hwm += leaf_sf_epoch_ms - leaf_zk_json_int(data, "ep");
-	n->bounded = leaf_zk_json_int(data, "bounded") == 1;
+	strlcpy(n->id, data.id, sizeof(n->id));
+	n->ts = data.ts;
+	n->hwm = Max(data.hwm, data.ts);
+	/* a mark that does not name its epoch counts from ours */
+	if (data.has_ep && n->hwm > 0)
+		n->hwm += leaf_sf_epoch_ms - data.ep;
+	n->bounded = data.bounded;
 	n->mtime = st.mtime;
 	n->version = st.version;
 
@@ -373,15 +362,16 @@ leaf_zk_take_moved(LeafZkSession *zk, const LeafSfNode *node, LeafZkNode *n,
 				   char *reason)
 {
 	char		path[LEAF_ZK_PATH_LEN];
-	char		data[LEAF_ZK_DATA_LEN];
+	LeafZkNodeData data;
 	struct Stat st;
-	int			len;
 	int			rc;
 
-	snprintf(path, sizeof(path), "%s/forever/%s", node->root, n->name);
-	len = leaf_zk_format(data, sizeof(data), node, leaf_sf_clock_ms(),
-						 n->hwm, n->bounded);
-	rc = zoo_set2(zk->zh, path, data, len, n->version, &st);
+	leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, n->name);
+	leaf_zk_node_data_own(&data, node);
+	data.ts = leaf_sf_clock_ms();
+	data.hwm = n->hwm;
+	data.bounded = n->bounded;
+	rc = leaf_zk_node_write(zk, path, &data, n->version, &st);
 	if (rc != ZOK)
 		return leaf_zk_fail_rc(zk, reason, "take over the forever node of the state file", rc);
 	ereport(LOG,
@@ -491,21 +481,21 @@ leaf_zk_peer_offsets(LeafZkSession *zk, const LeafSfNode *node,
 	for (i = 0; i < temp->count; i++)
 	{
 		char		path[LEAF_ZK_PATH_LEN];
-		char		data[LEAF_ZK_DATA_LEN];
+		char		name[LEAF_ZK_DATA_LEN];
 		char		fpath[LEAF_ZK_PATH_LEN];
+		LeafZkNodeData data;
 		struct Stat st;
 		int64		ts;
 
 		if (strcmp(temp->data[i], node->addr) == 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/temporary/%s", node->root,
-				 temp->data[i]);
-		if (leaf_zk_get(zk, path, data, sizeof(data), &st) != ZOK || data[0] == '\0')
+		leaf_zk_path(path, node->root, LEAF_ZK_TEMPORARY, temp->data[i]);
+		if (leaf_zk_get(zk, path, name, sizeof(name), &st) != ZOK || name[0] == '\0')
 			continue;
-		snprintf(fpath, sizeof(fpath), "%s/forever/%s", node->root, data);
-		if (leaf_zk_get(zk, fpath, data, sizeof(data), &st) != ZOK)
+		leaf_zk_path(fpath, node->root, LEAF_ZK_FOREVER, name);
+		if (leaf_zk_node_read(zk, fpath, &data, &st) != ZOK)
 			continue;
-		ts = leaf_zk_json_int(data, "ts");
+		ts = data.ts;
 		if (ts <= 0)
 			continue;
 		offsets[npeers] = ts - st.mtime;
@@ -521,11 +511,13 @@ leaf_zk_peer_offsets(LeafZkSession *zk, const LeafSfNode *node,
  * node, whose last heartbeat gives the peer's offset from ZooKeeper.  The
  * yardstick is the median offset, so that one peer with a wrong clock
  * neither blocks correct nodes nor lets a wrong one in; peers far from the
- * median are named in the log.
+ * median are named in the log.  What was found goes to out, for the
+ * worker's status.
  */
 static LeafZkResult
 leaf_zk_check_peers(LeafZkSession *zk, const LeafSfNode *node,
-					int64 my_offset, struct String_vector *temp, char *reason)
+					int64 my_offset, struct String_vector *temp,
+					LeafZkRegistration *out)
 {
 	int64	   *offsets;
 	char	  **names;
@@ -541,11 +533,10 @@ leaf_zk_check_peers(LeafZkSession *zk, const LeafSfNode *node,
 	names = palloc(sizeof(char *) * Max(temp->count, 1));
 	npeers = leaf_zk_peer_offsets(zk, node, temp, offsets, names);
 
+	out->peers_checked = true;
+	out->npeers = npeers;
 	if (npeers == 0)
-	{
-		leaf_sf_report_peers(0, 0);
 		goto done;
-	}
 	memcpy(sorted, offsets, sizeof(int64) * npeers);
 	qsort(sorted, npeers, sizeof(int64), leaf_cmp_int64);
 	median = (npeers % 2 == 1) ? sorted[npeers / 2] :
@@ -559,18 +550,18 @@ leaf_zk_check_peers(LeafZkSession *zk, const LeafSfNode *node,
 
 			if (d >= leaf_sf_max_clock_drift_ms || -d >= leaf_sf_max_clock_drift_ms)
 				ereport(WARNING,
-						(errmsg("the clock of running peer %s differs from the median of %d running peers by " INT64_FORMAT " ms, more than leaf.max_clock_drift_ms (%d ms)",
+						(errmsg("the clock of running peer %s differs from the median of %d running peers by " INT64_FORMAT " ms, more than \"leaf.max_clock_drift_ms\" (%d ms)",
 								names[i], npeers, d, leaf_sf_max_clock_drift_ms),
 						 errhint("Check that node's clock; its IDs carry it.")));
 		}
 	}
 
 	diff = my_offset - median;
-	leaf_sf_report_peers(npeers, diff);
+	out->peer_offset_ms = diff;
 	if (leaf_sf_max_clock_drift_ms > 0 &&
 		(diff >= leaf_sf_max_clock_drift_ms || -diff >= leaf_sf_max_clock_drift_ms))
 	{
-		result = leaf_zk_refuse(reason, LEAF_ZK_RETRY,
+		result = leaf_zk_refuse(out->reason, LEAF_ZK_RETRY,
 								"clock differs from the median of %d running peers by " INT64_FORMAT " ms, leaf.max_clock_drift_ms is %d",
 								npeers, diff, leaf_sf_max_clock_drift_ms);
 		goto done;
@@ -601,13 +592,14 @@ leaf_zk_mine_claimed(LeafZkSession *zk, const LeafSfNode *node,
 {
 	LeafZkNode *mine = reg->mine;
 	char		path[LEAF_ZK_PATH_LEN];
+	char		cpath[LEAF_ZK_PATH_LEN];
 	char		claimer[LEAF_SF_ADDR_LEN];
 	int			rc;
 
+	leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, mine->name);
 	if (mine->ts == 0 && mine->hwm == 0)
 	{
-		snprintf(path, sizeof(path), "%s/forever/%s", node->root, mine->name);
-		rc = zoo_delete(zk->zh, path, mine->version);
+		rc = leaf_zk_delete(zk, path, mine->version);
 		if (rc != ZOK && rc != ZNONODE)
 			return leaf_zk_fail_rc(zk, reason, "give up a claimed worker ID", rc);
 		mine->seq = -1;
@@ -616,10 +608,11 @@ leaf_zk_mine_claimed(LeafZkSession *zk, const LeafSfNode *node,
 	}
 	if (!leaf_claim_owner(zk, node, (int) mine->seq, claimer, sizeof(claimer)))
 		strlcpy(claimer, "a node", sizeof(claimer));
+	leaf_zk_claim_path(cpath, node->root, (int) mine->seq);
 	return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-						  "worker ID %ld of %s (%s/forever/%s) is also claimed by %s, which has leaf.worker_id = %ld; two nodes must never serve with one worker ID: set leaf.worker_id there to an ID no node of %s uses, then delete %s/claimed/%010ld",
-						  mine->seq, node->addr, node->root, mine->name, claimer,
-						  mine->seq, node->root, node->root, mine->seq);
+						  "worker ID %ld of %s (%s) is also claimed by %s, which has leaf.worker_id = %ld; two nodes must never serve with one worker ID: set leaf.worker_id there to an ID no node of %s uses, then delete %s",
+						  mine->seq, node->addr, path, claimer, mine->seq,
+						  node->root, cpath);
 }
 
 /*
@@ -667,17 +660,18 @@ leaf_zk_take_over(LeafZkSession *zk, const LeafSfNode *node,
 {
 	LeafZkNode *best = leaf_zk_oldest_dead(node, reg);
 	char		path[LEAF_ZK_PATH_LEN];
-	char		data[LEAF_ZK_DATA_LEN];
+	LeafZkNodeData data;
 	struct Stat st;
-	int			len;
 	int			rc;
 
 	if (best == NULL)
 		return LEAF_ZK_OK;
-	snprintf(path, sizeof(path), "%s/forever/%s", node->root, best->name);
-	len = leaf_zk_format(data, sizeof(data), node, leaf_sf_clock_ms(),
-						 best->hwm, true);
-	rc = zoo_set2(zk->zh, path, data, len, best->version, &st);
+	leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, best->name);
+	leaf_zk_node_data_own(&data, node);
+	data.ts = leaf_sf_clock_ms();
+	data.hwm = best->hwm;
+	data.bounded = true;
+	rc = leaf_zk_node_write(zk, path, &data, best->version, &st);
 	if (rc != ZOK)
 		return leaf_zk_fail_rc(zk, reason, "take over worker ID", rc);
 	ereport(LOG,
@@ -696,8 +690,7 @@ leaf_zk_choose(const LeafSfNode *node, const LeafZkNode *mine,
 			   LeafZkRegistration *out)
 {
 	out->worker_id = (int) mine->seq;
-	snprintf(out->node_path, sizeof(out->node_path), "%s/forever/%s",
-			 node->root, mine->name);
+	leaf_zk_path(out->node_path, node->root, LEAF_ZK_FOREVER, mine->name);
 	out->node_version = mine->version;
 	out->node_hwm = mine->hwm;
 	out->bounded = mine->bounded;
@@ -722,25 +715,27 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 					LeafZkRegistration *out)
 {
 	char		path[LEAF_ZK_PATH_LEN];
-	char		data[LEAF_ZK_DATA_LEN];
+	LeafZkNodeData data;
 	char		created[LEAF_ZK_PATH_LEN];
 	char		claimer[LEAF_SF_ADDR_LEN];
 	const char *dash;
 	long		seq;
 	int			skipped;
-	int			len;
 	int			rc;
 
+	/* forever/<address>-: ZooKeeper appends the number */
+	leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, node->addr);
+	strlcat(path, "-", sizeof(path));
+	/* no heartbeat yet (see leaf_zk_choose) */
+	leaf_zk_node_data_own(&data, node);
+	data.bounded = leaf_sf_reclaim_after_ms > 0;
 	for (skipped = 0;; skipped++)
 	{
 		struct Stat st;
 		char		cpath[LEAF_ZK_PATH_LEN];
 
-		snprintf(path, sizeof(path), "%s/forever/%s-", node->root, node->addr);
-		len = leaf_zk_format(data, sizeof(data), node, 0, 0,
-							 leaf_sf_reclaim_after_ms > 0);
-		rc = zoo_create(zk->zh, path, data, len, leaf_zk_acl(zk),
-						ZOO_PERSISTENT_SEQUENTIAL, created, sizeof(created));
+		rc = leaf_zk_node_create(zk, path, &data, true, created,
+								 sizeof(created));
 		if (rc != ZOK)
 		{
 			/* after a connection loss the node may exist: list again first */
@@ -750,8 +745,8 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 		seq = dash ? strtol(dash + 1, NULL, 10) : -1;
 		if (seq < 0 || seq > leaf_sf_max_worker_id() || skipped > leaf_sf_max_worker_id())
 			break;
-		leaf_claim_path(node, cpath, sizeof(cpath), (int) seq);
-		rc = zoo_exists(zk->zh, cpath, 0, &st);
+		leaf_zk_claim_path(cpath, node->root, (int) seq);
+		rc = leaf_zk_exists(zk, cpath, &st);
 		if (rc == ZNONODE)
 			break;
 		if (rc != ZOK)
@@ -759,9 +754,9 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 		if (!leaf_claim_owner(zk, node, (int) seq, claimer, sizeof(claimer)))
 			strlcpy(claimer, "a node", sizeof(claimer));
 		ereport(LOG,
-				(errmsg("leaf snowflake worker skips worker ID %ld: %s claims it with leaf.worker_id",
+				(errmsg("leaf snowflake worker skips worker ID %ld: %s claims it with \"leaf.worker_id\"",
 						seq, claimer)));
-		rc = zoo_delete(zk->zh, created, 0);
+		rc = leaf_zk_delete(zk, created, 0);
 		if (rc != ZOK && rc != ZNONODE)
 			return leaf_zk_fail_rc(zk, out->reason, "give up a claimed worker ID", rc);
 		if (ShutdownRequestPending)
@@ -858,16 +853,15 @@ leaf_zk_claim_ephemeral(LeafZkSession *zk, const LeafSfNode *node,
 	char		path[LEAF_ZK_PATH_LEN];
 	const char *name = strrchr(out->node_path, '/') + 1;
 	struct Stat st;
-	int64		my_session = zoo_client_id(zk->zh)->client_id;
+	int64		my_session = leaf_zk_session_id(zk);
 	bool		made;
 	int			rc;
 
-	snprintf(path, sizeof(path), "%s/temporary/%s", node->root, node->addr);
-	rc = zoo_create(zk->zh, path, name, strlen(name), leaf_zk_acl(zk),
-					ZOO_EPHEMERAL, NULL, 0);
+	leaf_zk_path(path, node->root, LEAF_ZK_TEMPORARY, node->addr);
+	rc = leaf_zk_create(zk, path, name, NULL, ZOO_EPHEMERAL, NULL, 0);
 	made = (rc == ZOK);
 	if (rc == ZNODEEXISTS &&
-		(rc = zoo_exists(zk->zh, path, 0, &st)) == ZOK &&
+		(rc = leaf_zk_exists(zk, path, &st)) == ZOK &&
 		st.ephemeralOwner != my_session)
 	{
 		if (st.ephemeralOwner != 0 &&
@@ -879,10 +873,10 @@ leaf_zk_claim_ephemeral(LeafZkSession *zk, const LeafSfNode *node,
 			 * Left over by this node's earlier session, as recorded in the
 			 * state file: delete exactly that one.
 			 */
-			rc = zoo_delete(zk->zh, path, st.version);
+			rc = leaf_zk_delete(zk, path, st.version);
 			if (rc == ZOK || rc == ZNONODE)
-				rc = zoo_create(zk->zh, path, name, strlen(name),
-								leaf_zk_acl(zk), ZOO_EPHEMERAL, NULL, 0);
+				rc = leaf_zk_create(zk, path, name, NULL, ZOO_EPHEMERAL,
+									NULL, 0);
 		}
 		else
 		{
@@ -902,7 +896,7 @@ leaf_zk_claim_ephemeral(LeafZkSession *zk, const LeafSfNode *node,
 		rc = ZOK;
 	/* ours already (this session): make it name our node now */
 	if (rc == ZOK && !made)
-		rc = zoo_set(zk->zh, path, name, strlen(name), -1);
+		rc = leaf_zk_set(zk, path, name, -1, NULL);
 	if (rc != ZOK)
 		return leaf_zk_fail_rc(zk, out->reason, "create ephemeral node", rc);
 	return LEAF_ZK_OK;
@@ -938,15 +932,14 @@ leaf_zk_register(LeafZkSession *zk, const LeafSfNode *node, bool check_peers,
 			out->found_seq = reg.mine->seq;
 	}
 	if (r == LEAF_ZK_OK && check_peers)
-		r = leaf_zk_check_peers(zk, node, reg.my_offset, &reg.temp,
-								out->reason);
+		r = leaf_zk_check_peers(zk, node, reg.my_offset, &reg.temp, out);
 	if (r == LEAF_ZK_OK)
 		r = leaf_zk_find_node(zk, node, &reg, out);
 	if (r == LEAF_ZK_OK)
 		r = leaf_zk_claim_ephemeral(zk, node, &reg, known, out);
 	if (r == LEAF_ZK_OK)
 	{
-		out->session_id = zoo_client_id(zk->zh)->client_id;
+		out->session_id = leaf_zk_session_id(zk);
 		zk->registered = true;
 	}
 	out->result = r;
@@ -969,16 +962,18 @@ bool
 leaf_zk_abandon(LeafZkSession *zk, const LeafSfNode *node, int wid,
 				const char *node_path, int32 node_version, int64 hwm)
 {
-	char		data[LEAF_ZK_DATA_LEN];
+	LeafZkNodeData data;
 	struct Stat st;
-	int			len;
 	int			rc;
 
-	len = snprintf(data, sizeof(data),
-				   "{\"addr\":\"abandoned by %s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT
-				   ",\"ep\":" INT64_FORMAT ",\"id\":\"\",\"bounded\":1}",
-				   node->addr, leaf_sf_clock_ms(), hwm, leaf_sf_epoch_ms);
-	rc = zoo_set2(zk->zh, node_path, data, len, node_version, &st);
+	/* no data directory, and an address that is nobody's */
+	leaf_zk_node_data_own(&data, node);
+	snprintf(data.addr, sizeof(data.addr), "abandoned by %s", node->addr);
+	data.id[0] = '\0';
+	data.ts = leaf_sf_clock_ms();
+	data.hwm = hwm;
+	data.bounded = true;
+	rc = leaf_zk_node_write(zk, node_path, &data, node_version, &st);
 	if (rc != ZOK)
 	{
 		ereport(LOG,
@@ -1012,8 +1007,8 @@ leaf_zk_claim_numbered(LeafZkSession *zk, const LeafSfNode *node, int wid,
 	int			rc;
 	int			i;
 
-	snprintf(path, sizeof(path), "%s/forever", node->root);
-	if ((rc = zoo_get_children(zk->zh, path, 0, &children)) != ZOK)
+	leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, NULL);
+	if ((rc = leaf_zk_children(zk, path, &children)) != ZOK)
 		return leaf_zk_fail_rc(zk, reason, "list registered nodes", rc);
 	for (i = 0; i < children.count; i++)
 	{
@@ -1023,15 +1018,16 @@ leaf_zk_claim_numbered(LeafZkSession *zk, const LeafSfNode *node, int wid,
 			continue;
 		snprintf(owner, sizeof(owner), "%.*s",
 				 (int) (dash - children.data[i]), children.data[i]);
+		leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, children.data[i]);
 		(void) leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-							  "leaf.worker_id is %d, but ZooKeeper gave worker ID %d to %s (%s/forever/%s): two nodes must never serve with one worker ID; set leaf.worker_id to an ID that no node under %s uses",
-							  wid, wid, owner, node->root, children.data[i], node->root);
+							  "leaf.worker_id is %d, but ZooKeeper gave worker ID %d to %s (%s): two nodes must never serve with one worker ID; set leaf.worker_id to an ID that no node under %s uses",
+							  wid, wid, owner, path, node->root);
 		deallocate_String_vector(&children);
 		if (created)
 		{
 			/* we lost the race: give the claim up again */
-			leaf_claim_path(node, path, sizeof(path), wid);
-			(void) zoo_delete(zk->zh, path, -1);
+			leaf_zk_claim_path(path, node->root, wid);
+			(void) leaf_zk_delete(zk, path, -1);
 			return LEAF_ZK_RETRY;
 		}
 		return LEAF_ZK_FAIL;
@@ -1050,20 +1046,21 @@ leaf_zk_claim_node(LeafZkSession *zk, const LeafSfNode *node, int wid,
 				   const char *claimed_in, bool *created, char *reason)
 {
 	char		path[LEAF_ZK_PATH_LEN];
-	char		data[LEAF_ZK_DATA_LEN];
-	char		owner[LEAF_SF_ADDR_LEN];
-	char		id[LEAF_SF_ID_LEN];
+	LeafZkNodeData claim;
+	LeafZkNodeData data;
+	const char *owner = claim.addr;
+	const char *id = claim.id;
 	struct Stat st;
 	int			rc;
-	int			len;
 
-	leaf_claim_path(node, path, sizeof(path), wid);
-	rc = leaf_zk_get(zk, path, data, sizeof(data), &st);
+	/* a claim records who holds it and when, no mark */
+	leaf_zk_node_data_own(&data, node);
+	leaf_zk_claim_path(path, node->root, wid);
+	rc = leaf_zk_node_read(zk, path, &claim, &st);
 	if (rc == ZNONODE)
 	{
-		len = leaf_zk_format(data, sizeof(data), node, leaf_sf_clock_ms(), 0, false);
-		rc = zoo_create(zk->zh, path, data, len, leaf_zk_acl(zk),
-						ZOO_PERSISTENT, NULL, 0);
+		data.ts = leaf_sf_clock_ms();
+		rc = leaf_zk_node_create(zk, path, &data, false, NULL, 0);
 		if (rc == ZNODEEXISTS)
 			return LEAF_ZK_RETRY;	/* someone else at the same moment */
 		if (rc != ZOK)
@@ -1079,8 +1076,6 @@ leaf_zk_claim_node(LeafZkSession *zk, const LeafSfNode *node, int wid,
 	 * address wrote it and the state file says we claimed it (the data
 	 * directory of a node upgraded with pg_upgrade is a new one).
 	 */
-	leaf_zk_json_str(data, "addr", owner, sizeof(owner));
-	leaf_zk_json_str(data, "id", id, sizeof(id));
 	if (!(strcmp(id, node->identity) == 0 ||
 		  (strcmp(owner, node->addr) == 0 &&
 		   strcmp(claimed_in, node->root) == 0)))
@@ -1089,8 +1084,8 @@ leaf_zk_claim_node(LeafZkSession *zk, const LeafSfNode *node, int wid,
 							  wid, owner[0] ? owner : "another node", id[0] ? id : "unknown",
 							  wid, path, owner[0] ? owner : "that node", path);
 	/* ours: say which data directory holds it now */
-	len = leaf_zk_format(data, sizeof(data), node, leaf_sf_clock_ms(), 0, false);
-	rc = zoo_set(zk->zh, path, data, len, st.version);
+	data.ts = leaf_sf_clock_ms();
+	rc = leaf_zk_node_write(zk, path, &data, st.version, NULL);
 	if (rc != ZOK)
 		return leaf_zk_fail_rc(zk, reason, "claim worker ID", rc);
 	return LEAF_ZK_OK;
@@ -1130,8 +1125,13 @@ leaf_zk_claim(LeafZkSession *zk, const LeafSfNode *node, int wid,
 		return r;
 
 	if (strcmp(claimed_in, node->root) != 0 || created)
+	{
+		char		path[LEAF_ZK_PATH_LEN];
+
+		leaf_zk_claim_path(path, node->root, wid);
 		ereport(LOG,
-				(errmsg("leaf snowflake worker claimed worker ID %d (leaf.worker_id) in ZooKeeper as \"%s/claimed/%010d\"",
-						wid, node->root, wid)));
+				(errmsg("leaf snowflake worker claimed worker ID %d (\"leaf.worker_id\") in ZooKeeper as \"%s\"",
+						wid, path)));
+	}
 	return LEAF_ZK_OK;
 }

@@ -17,7 +17,9 @@
 typedef enum LeafZkResult
 {
 	LEAF_ZK_OK,
-	LEAF_ZK_RETRY,				/* transient (connection, clock): try again */
+	LEAF_ZK_RETRY,				/* transient (clock, a race): try again */
+	LEAF_ZK_LOST,				/* a request failed (connection, session):
+								 * try again; the session's state says why */
 	LEAF_ZK_FAIL				/* needs a fix by hand; still retried slowly */
 } LeafZkResult;
 
@@ -45,6 +47,11 @@ typedef struct LeafZkRegistration
 								 * registration failed after that */
 	long		found_seq;		/* then: the worker ID of the forever node
 								 * of this node the tree held, or -1 */
+	bool		peers_checked;	/* our clock was compared with the running
+								 * peers', even if it was refused */
+	int			npeers;			/* then: how many there were */
+	int64		peer_offset_ms; /* and our clock minus their median (0 if
+								 * none) */
 } LeafZkRegistration;
 
 /* What registration is told of this node's past. */

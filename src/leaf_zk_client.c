@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * leaf_zk_client.c
- *	  The snowflake worker's ZooKeeper client: the session, node helpers
- *	  and the data of leaf's nodes.
+ *	  The snowflake worker's ZooKeeper client: the session, the paths and
+ *	  the data of leaf's nodes, and every request made to ZooKeeper.
  *
  * The session: the settings it needs (leaf.zk_hosts, leaf.zk_root, the
  * credentials of leaf.zk_auth or leaf.zk_auth_file, a node address fit
@@ -10,11 +10,17 @@
  * nodes it creates.  Waiting for it to connect is the worker's part, since
  * the worker also handles its signals meanwhile.
  *
- * The nodes: creating leaf.zk_root with the nodes above it and its
- * folders (forever, temporary, claimed, clock), and reading a node's data
- * as a string.  The data of forever and claimed nodes is a small JSON
- * object that only leaf writes; leaf_zk_format writes it and
- * leaf_zk_json_int / leaf_zk_json_str read a field back.
+ * The nodes: leaf_zk_path names every node under leaf.zk_root.  The data
+ * of forever and claimed nodes is a small JSON object that only leaf
+ * writes, LeafZkNodeData: leaf_zk_node_format writes it and
+ * leaf_zk_node_parse reads it, here only, so that a field is added in one
+ * place, and nodes written by older releases keep being read as they
+ * were.
+ *
+ * The requests: creating leaf.zk_root with the nodes above it and its
+ * folders, and one thin function per kind of request, so that the callers
+ * (registration in leaf_zk_assign.c, the heartbeat in leaf_sf_worker.c)
+ * never call the client library themselves.
  *
  * The ZooKeeper C client runs its own threads.  Only its synchronous
  * calls are used, from this process's main thread, except zoo_add_auth,
@@ -168,21 +174,24 @@ leaf_zk_load_auth(LeafZkSession *zk)
 
 /*
  * What keeps this node from using ZooKeeper as configured, or NULL; loads
- * the credentials.  The node address goes into node names and into JSON:
- * it may not hold "/", a quote or a backslash.
+ * the credentials.  *zk_state is set to what the status should show of
+ * ZooKeeper because of that problem, or NULL.  The node address goes into
+ * node names and into JSON: it may not hold "/", a quote or a backslash.
  */
 const char *
-leaf_zk_config_problem(LeafZkSession *zk, const LeafSfNode *node)
+leaf_zk_config_problem(LeafZkSession *zk, const LeafSfNode *node,
+					   const char **zk_state)
 {
 	static char buf[LEAF_SF_REASON_LEN];
 
 	const char *auth_problem = leaf_zk_load_auth(zk);
 
+	*zk_state = NULL;
 	if (auth_problem != NULL)
 		return auth_problem;
 	if (!leaf_zk_hosts_valid(leaf_sf_zk_hosts))
 	{
-		leaf_sf_report_zk("invalid hosts");
+		*zk_state = "invalid hosts";
 		snprintf(buf, sizeof(buf), "leaf.zk_hosts is not a list of host:port: \"%s\"",
 				 leaf_sf_zk_hosts);
 	}
@@ -241,7 +250,8 @@ leaf_zk_state_name(const LeafZkSession *zk)
 
 /*
  * Open a session if there is none (or it expired); it connects in the
- * background.  Returns false if no client could be started.
+ * background.  Returns false if no client could be started (the hosts
+ * could not be resolved, say).
  */
 bool
 leaf_zk_open(LeafZkSession *zk)
@@ -267,10 +277,7 @@ leaf_zk_open(LeafZkSession *zk)
 								NULL, NULL, 0);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (zk->zh == NULL)
-		{
-			leaf_sf_report_zk("invalid hosts");
 			return false;
-		}
 		/* sent with every (re)connection of this session */
 		if (zk->auth[0] != '\0')
 			(void) zoo_add_auth(zk->zh, "digest", zk->auth,
@@ -293,7 +300,139 @@ leaf_zk_close(LeafZkSession *zk)
 }
 
 /* ---------------------------------------------------------------------
- * Nodes
+ * Paths
+ * ---------------------------------------------------------------------
+ */
+
+static const char *const leaf_zk_place_names[] = {
+	[LEAF_ZK_FOREVER] = "forever",
+	[LEAF_ZK_TEMPORARY] = "temporary",
+	[LEAF_ZK_CLAIMED] = "claimed",
+	[LEAF_ZK_CLOCK] = "clock",
+	[LEAF_ZK_LAYOUT] = "layout",
+};
+
+/*
+ * Path of place under root into buf (LEAF_ZK_PATH_LEN bytes): the folder
+ * or node itself if name is NULL, else the child name of the folder.
+ * leaf_zk_config_problem keeps the root to half of buf, and names are
+ * node addresses or worker IDs, so nothing is cut.
+ */
+void
+leaf_zk_path(char *buf, const char *root, LeafZkPlace place, const char *name)
+{
+	if (name == NULL)
+		snprintf(buf, LEAF_ZK_PATH_LEN, "%s/%s", root,
+				 leaf_zk_place_names[place]);
+	else
+		snprintf(buf, LEAF_ZK_PATH_LEN, "%s/%s/%s", root,
+				 leaf_zk_place_names[place], name);
+}
+
+/* Path of the claim of a worker ID set by hand (leaf.worker_id). */
+void
+leaf_zk_claim_path(char *buf, const char *root, int worker_id)
+{
+	char		name[16];
+
+	snprintf(name, sizeof(name), "%010d", worker_id);
+	leaf_zk_path(buf, root, LEAF_ZK_CLAIMED, name);
+}
+
+/* ---------------------------------------------------------------------
+ * The data of forever and claimed nodes
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * This node's data, as it writes it: its address, data directory and
+ * epoch.  The caller fills in the time, the mark and "bounded".
+ */
+void
+leaf_zk_node_data_own(LeafZkNodeData *data, const LeafSfNode *node)
+{
+	memset(data, 0, sizeof(*data));
+	strlcpy(data->addr, node->addr, sizeof(data->addr));
+	strlcpy(data->id, node->identity, sizeof(data->id));
+	data->ep = leaf_sf_epoch_ms;
+	data->has_ep = true;
+}
+
+/*
+ * The JSON of data into buf; returns its length, as snprintf.  These are
+ * the bytes every release has written since "ep", "id" and "bounded" were
+ * added; a new field goes at the end, since nodes of other releases share
+ * the tree.
+ */
+int
+leaf_zk_node_format(char *buf, size_t size, const LeafZkNodeData *data)
+{
+	return snprintf(buf, size,
+					"{\"addr\":\"%s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT
+					",\"ep\":" INT64_FORMAT ",\"id\":\"%s\",\"bounded\":%d}",
+					data->addr, data->ts, data->hwm, data->ep, data->id,
+					data->bounded ? 1 : 0);
+}
+
+/* Value of a numeric field of our JSON, or 0; *found says if it is there. */
+static int64
+leaf_zk_json_int(const char *json, const char *key, bool *found)
+{
+	char		pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(json, pat);
+	if (found != NULL)
+		*found = (p != NULL);
+	return p ? strtoll(p + strlen(pat), NULL, 10) : 0;
+}
+
+/* Value of a string field of our JSON into out, or "" (also if too long). */
+static void
+leaf_zk_json_str(const char *json, const char *key, char *out, size_t size)
+{
+	char		pat[64];
+	const char *p;
+	size_t		len;
+
+	out[0] = '\0';
+	snprintf(pat, sizeof(pat), "\"%s\":\"", key);
+	p = strstr(json, pat);
+	if (p == NULL)
+		return;
+	p += strlen(pat);
+	len = strcspn(p, "\"");
+	if (len >= size)
+		return;
+	memcpy(out, p, len);
+	out[len] = '\0';
+}
+
+/*
+ * Read the JSON of a forever node or a claim into data.  A missing field
+ * reads as 0, "" or false.  An address longer than a node address can be
+ * (a long one given up, "abandoned by <address>") reads as "", as it
+ * always has: readers then take the owner from the node's name.
+ */
+void
+leaf_zk_node_parse(const char *json, LeafZkNodeData *data)
+{
+	memset(data, 0, sizeof(*data));
+	leaf_zk_json_str(json, "addr", data->addr, LEAF_SF_ADDR_LEN);
+	leaf_zk_json_str(json, "id", data->id, sizeof(data->id));
+	data->ts = leaf_zk_json_int(json, "ts", NULL);
+	data->hwm = leaf_zk_json_int(json, "hwm", NULL);
+	data->ep = leaf_zk_json_int(json, "ep", &data->has_ep);
+	data->bounded = leaf_zk_json_int(json, "bounded", NULL) == 1;
+}
+
+/* ---------------------------------------------------------------------
+ * Requests
+ *
+ * Every request leaf makes goes through here, on the session's handle,
+ * with node data as strings (or as LeafZkNodeData).  Each returns
+ * ZooKeeper's result code (ZOK, ZNONODE, ...), which callers act on.
  * ---------------------------------------------------------------------
  */
 
@@ -323,7 +462,6 @@ leaf_zk_ensure(LeafZkSession *zk, const char *path, struct ACL_vector *acl)
 int
 leaf_zk_ensure_tree(LeafZkSession *zk, const char *root)
 {
-	static const char *const folders[] = {"forever", "temporary", "claimed", "clock"};
 	char		path[LEAF_ZK_PATH_LEN];
 	const char *p = root;
 	struct ACL_vector acl = {0, NULL};
@@ -339,9 +477,9 @@ leaf_zk_ensure_tree(LeafZkSession *zk, const char *root)
 	}
 	if ((rc = leaf_zk_ensure(zk, root, leaf_zk_acl(zk))) != ZOK)
 		return rc;
-	for (i = 0; i < lengthof(folders) && rc == ZOK; i++)
+	for (i = 0; i < LEAF_ZK_FOLDERS && rc == ZOK; i++)
 	{
-		snprintf(path, sizeof(path), "%s/%s", root, folders[i]);
+		leaf_zk_path(path, root, (LeafZkPlace) i, NULL);
 		if (zoo_exists(zk->zh, path, 0, &st) == ZOK)
 			continue;
 		if (acl.count == 0 &&
@@ -367,58 +505,113 @@ leaf_zk_get(LeafZkSession *zk, const char *path, char *buf, int size,
 	return rc;
 }
 
-/* ---------------------------------------------------------------------
- * The data of forever and claimed nodes
- * ---------------------------------------------------------------------
- */
-
 /*
- * Data of a forever node: owner address, time of the write, high-water
- * mark and the epoch it is counted from, the owner's data directory, and
- * whether the owner keeps its lease within the mark held here ("bounded",
- * which is what allows a take-over, see leaf_record in leaf_sf_worker.c).
- * A claim of a hand-set worker ID has the same fields.
+ * Set a node's data to a string, if its version is version (-1: any).
+ * stat, if not NULL, gets the node's new Stat (its mtime is ZooKeeper's
+ * clock at the write).
  */
 int
-leaf_zk_format(char *buf, size_t size, const LeafSfNode *node, int64 ts,
-			   int64 hwm, bool bounded)
+leaf_zk_set(LeafZkSession *zk, const char *path, const char *value,
+			int32 version, struct Stat *stat)
 {
-	return snprintf(buf, size,
-					"{\"addr\":\"%s\",\"ts\":" INT64_FORMAT ",\"hwm\":" INT64_FORMAT
-					",\"ep\":" INT64_FORMAT ",\"id\":\"%s\",\"bounded\":%d}",
-					node->addr, ts, hwm, leaf_sf_epoch_ms, node->identity,
-					bounded ? 1 : 0);
+	struct Stat st;
+
+	return zoo_set2(zk->zh, path, value, (int) strlen(value), version,
+					stat != NULL ? stat : &st);
 }
 
-/* Value of a numeric field of our JSON, or 0. */
+/*
+ * Create a node holding a string (or no data, for NULL), with acl or, if
+ * that is NULL, the ACL of our nodes.  mode is ZOO_PERSISTENT,
+ * ZOO_EPHEMERAL or ZOO_PERSISTENT_SEQUENTIAL; a sequential node's path
+ * goes to created.
+ */
+int
+leaf_zk_create(LeafZkSession *zk, const char *path, const char *value,
+			   struct ACL_vector *acl, int mode, char *created,
+			   int created_len)
+{
+	return zoo_create(zk->zh, path, value,
+					  value != NULL ? (int) strlen(value) : -1,
+					  acl != NULL ? acl : leaf_zk_acl(zk), mode,
+					  created, created_len);
+}
+
+int
+leaf_zk_exists(LeafZkSession *zk, const char *path, struct Stat *stat)
+{
+	return zoo_exists(zk->zh, path, 0, stat);
+}
+
+/* Delete a node if its version is version (-1: any). */
+int
+leaf_zk_delete(LeafZkSession *zk, const char *path, int32 version)
+{
+	return zoo_delete(zk->zh, path, version);
+}
+
+/* Names of a node's children; free them with deallocate_String_vector. */
+int
+leaf_zk_children(LeafZkSession *zk, const char *path,
+				 struct String_vector *children)
+{
+	return zoo_get_children(zk->zh, path, 0, children);
+}
+
+/* A node's ACL; free it with deallocate_ACL_vector. */
+int
+leaf_zk_get_acl(LeafZkSession *zk, const char *path, struct ACL_vector *acl)
+{
+	struct Stat st;
+
+	return zoo_get_acl(zk->zh, path, acl, &st);
+}
+
+/* The id of the session, which owns the ephemeral nodes it creates. */
 int64
-leaf_zk_json_int(const char *json, const char *key)
+leaf_zk_session_id(const LeafZkSession *zk)
 {
-	char		pat[64];
-	const char *p;
-
-	snprintf(pat, sizeof(pat), "\"%s\":", key);
-	p = strstr(json, pat);
-	return p ? strtoll(p + strlen(pat), NULL, 10) : 0;
+	return zoo_client_id(zk->zh)->client_id;
 }
 
-/* Value of a string field of our JSON into out, or "". */
-void
-leaf_zk_json_str(const char *json, const char *key, char *out, size_t size)
+/* Read a forever node or a claim into data. */
+int
+leaf_zk_node_read(LeafZkSession *zk, const char *path, LeafZkNodeData *data,
+				  struct Stat *stat)
 {
-	char		pat[64];
-	const char *p;
-	size_t		len;
+	char		buf[LEAF_ZK_DATA_LEN];
+	int			rc = leaf_zk_get(zk, path, buf, sizeof(buf), stat);
 
-	out[0] = '\0';
-	snprintf(pat, sizeof(pat), "\"%s\":\"", key);
-	p = strstr(json, pat);
-	if (p == NULL)
-		return;
-	p += strlen(pat);
-	len = strcspn(p, "\"");
-	if (len >= size)
-		return;
-	memcpy(out, p, len);
-	out[len] = '\0';
+	if (rc == ZOK)
+		leaf_zk_node_parse(buf, data);
+	return rc;
+}
+
+/* Write data into a forever node or a claim (see leaf_zk_set). */
+int
+leaf_zk_node_write(LeafZkSession *zk, const char *path,
+				   const LeafZkNodeData *data, int32 version,
+				   struct Stat *stat)
+{
+	char		buf[LEAF_ZK_DATA_LEN];
+
+	(void) leaf_zk_node_format(buf, sizeof(buf), data);
+	return leaf_zk_set(zk, path, buf, version, stat);
+}
+
+/*
+ * Create a claim, or, if sequential, a forever node (whose path goes to
+ * created), holding data.
+ */
+int
+leaf_zk_node_create(LeafZkSession *zk, const char *path,
+					const LeafZkNodeData *data, bool sequential,
+					char *created, int created_len)
+{
+	char		buf[LEAF_ZK_DATA_LEN];
+
+	(void) leaf_zk_node_format(buf, sizeof(buf), data);
+	return leaf_zk_create(zk, path, buf, NULL,
+						  sequential ? ZOO_PERSISTENT_SEQUENTIAL : ZOO_PERSISTENT,
+						  created, created_len);
 }

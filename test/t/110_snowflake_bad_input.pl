@@ -96,18 +96,18 @@ cmp_ok($elapsed, '>', 1, 'the first call waited for the worker to try ZooKeeper'
 # the 41-bit timestamp has run out: LF103, never a wrapped ID
 my $epoch = int(time() * 1000) - 2**41 - 60_000;
 check_case('timestamp overflow', "leaf.worker_id = 1\nleaf.snowflake_epoch = '$epoch'\n",
-	'LF103', qr/snowflake timestamp out of range: more than 2\^41 ms since leaf\.snowflake_epoch/);
+	'LF103', qr/snowflake timestamp out of range: more than 2\^41 ms since "leaf\.snowflake_epoch"/);
 
 # an epoch in the future: also LF103
 $epoch = int(time() * 1000) + 3_600_000;
 check_case('epoch in the future', "leaf.worker_id = 1\nleaf.snowflake_epoch = '$epoch'\n",
-	'LF103', qr/the clock is before leaf\.snowflake_epoch/);
+	'LF103', qr/the clock is before "leaf\.snowflake_epoch"/);
 
 # ... and with ZooKeeper, the node does not even register (which would use
 # up a worker ID for nothing)
 check_case('epoch in the future, ZooKeeper',
 	"leaf.zk_hosts = '127.0.0.1:$port'\nleaf.zk_root = '/leaf/x'\nleaf.snowflake_epoch = '$epoch'\n",
-	'LF103', qr/the clock is before leaf\.snowflake_epoch/);
+	'LF103', qr/the clock is before "leaf\.snowflake_epoch"/);
 like(slurp_file($node->logfile),
 	qr/the clock is outside the 41-bit range of timestamps since leaf\.snowflake_epoch \(it is before the epoch, or more than 2\^41 ms after it\): not registering/,
 	'the worker says it does not register with a clock before the epoch');

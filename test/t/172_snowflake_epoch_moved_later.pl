@@ -50,7 +50,7 @@ else
 	$first = $node->safe_psql('postgres', 'SELECT leaf_snowflake()');
 }
 cmp_ok($first, '>', $last, 'the first ID under the new epoch is above the last one issued');
-ok($node->log_contains(qr/leaf\.snowflake_epoch changed from $epoch to $later/),
+ok($node->log_contains(qr/"leaf\.snowflake_epoch" changed from $epoch to $later/),
 	'the log says the epoch changed');
 
 $node->stop;

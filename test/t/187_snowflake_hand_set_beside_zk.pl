@@ -53,14 +53,14 @@ like($zk->cli('ls', "$root/claimed"), qr/^\[\]$/m, 'and claims nothing');
 my $h1 = node('hs_h1', 'h1.example:1', "leaf.worker_id = 1\n");
 ok($h1->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'h1 (worker ID 1 by hand) is ready');
 like($zk->cli('ls', "$root/claimed"), qr/\[0000000001\]/, 'worker ID 1 is claimed in ZooKeeper');
-ok($h1->log_contains(qr/claimed worker ID 1 \(leaf\.worker_id\) in ZooKeeper/), 'h1 logs the claim');
+ok($h1->log_contains(qr/claimed worker ID 1 \("leaf\.worker_id"\) in ZooKeeper/), 'h1 logs the claim');
 
 # z2 registers next: ZooKeeper's next number is 1, which is skipped
 my $z2 = node('hs_z2', 'z2.example:1');
 ok($z2->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'z2 is ready');
 my $w2 = LeafZK::status($z2, 'worker_id');
 isnt($w2, '1', "z2 did not get the claimed worker ID 1 (it got $w2)");
-ok($z2->log_contains(qr/skips worker ID 1: h1\.example:1 claims it with leaf\.worker_id/),
+ok($z2->log_contains(qr/skips worker ID 1: h1\.example:1 claims it with "leaf\.worker_id"/),
 	'z2 logs that it skipped the claimed worker ID');
 
 # h1b sets worker ID 1 by hand as well: refused, naming h1

@@ -1,6 +1,6 @@
 # Snowflake mode: a registration that creates its forever node (a new
 # worker ID) and then fails at the ephemeral node has not registered.  Its
-# worker ID must not be used as if it had: not by leaf_try_serve, and not
+# worker ID must not be used as if it had: not by leaf_sf_try_serve, and not
 # by the state file, from which a node serves while ZooKeeper is down.
 # Such a worker ID is used only once a later registration finishes, after
 # the wait of a new worker ID (its earlier holder may still be running).
