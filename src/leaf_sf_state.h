@@ -15,6 +15,12 @@
 #define LEAF_SF_STATE_FILE		"leaf_snowflake.state"
 
 /*
+ * The source of a file whose worker ID a registration in ZooKeeper was
+ * about to replace: it keeps the marks but never stands in for ZooKeeper.
+ */
+#define LEAF_SF_SOURCE_SUPERSEDED	"superseded"
+
+/*
  * What the state file holds.  Besides the worker ID in use, it keeps a
  * high-water mark for every worker ID this data directory ever served
  * with, and the data directory it belongs to ("bound_to": the system
@@ -32,7 +38,8 @@ typedef struct LeafSfStateFile
 											 * from another cluster, taken
 											 * as this one's, or "" */
 	int			worker_id;
-	char		source[16];		/* "setting", "zookeeper" or "cache file" */
+	char		source[16];		/* "setting", "zookeeper", "cache file" or
+								 * LEAF_SF_SOURCE_SUPERSEDED */
 	char		node_address[LEAF_SF_ADDR_LEN];
 	char		zk_root[LEAF_ZK_PATH_LEN];
 	char		zk_node[LEAF_ZK_PATH_LEN];

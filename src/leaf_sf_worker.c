@@ -358,6 +358,31 @@ leaf_sf_file_declared_recyclable(LeafSfWorkerState *w)
 }
 
 /*
+ * Registration is about to take another worker ID than the one the state
+ * file may stand in with: first write the file so that it no longer does
+ * (source "superseded", its marks kept), should this node crash before it
+ * names the new one and start with ZooKeeper unreachable.  A file that
+ * cannot be written stops standing in for this run only, as before.
+ */
+static void
+leaf_sf_file_supersede(LeafSfWorkerState *w)
+{
+	LeafSfStateRecord rec;
+
+	rec.worker_id = w->file.worker_id;
+	rec.source = LEAF_SF_SOURCE_SUPERSEDED;
+	rec.hwm_ms = Max(leaf_sf_state_mark(&w->file, w->file.worker_id), 1);
+	rec.zk_node = "";
+	rec.session_id = 0;
+	rec.recyclable = leaf_sf_file_declared_recyclable(w);
+	rec.claimed_in = "";
+	if (leaf_sf_state_write(&w->file, &w->node, &rec))
+		strlcpy(w->file.source, LEAF_SF_SOURCE_SUPERSEDED,
+				sizeof(w->file.source));
+	w->file_refuted = true;
+}
+
+/*
  * May the worker ID of the state file be used while ZooKeeper is
  * unreachable?  Only if nobody may have taken it over meanwhile.
  */
@@ -421,6 +446,7 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 	known.own_session = w->session_id;
 	known.file_session = w->file.foreign ? 0 : w->file.session_id;
 	known.moved_from = w->file.moved_from;
+	known.file_worker_id = leaf_sf_file_usable(w) ? w->file.worker_id : -1;
 	leaf_zk_register(&w->zk, &w->node, !w->peer_checked, &known, reg);
 	if (reg->peers_checked)
 		leaf_sf_report_peers(reg->npeers, reg->peer_offset_ms);
@@ -455,6 +481,8 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 					(errmsg("ZooKeeper holds no forever node of worker ID %d of \"%s\": that worker ID is no longer used from the file",
 							w->file.worker_id, LEAF_SF_STATE_FILE)));
 	}
+	if (reg->file_superseded)
+		leaf_sf_file_supersede(w);
 	if (reg->result != LEAF_ZK_OK)
 		return reg->result;
 	w->wid = reg->worker_id;
@@ -1143,6 +1171,10 @@ leaf_sf_fall_back(LeafSfWorkerState *w, long *delay)
 		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and worker ID %d in \"%s\" was last declared recyclable in ZooKeeper (leaf.worker_id_reclaim_after was set), so another node may have taken it over while this one was down; the worker ID is used again once ZooKeeper confirms it",
 					   leaf_sf_zk_hosts, w->file.worker_id,
 					   LEAF_SF_STATE_FILE);
+	else if (w->file.valid && !w->file.foreign &&
+			 strcmp(w->file.source, LEAF_SF_SOURCE_SUPERSEDED) == 0)
+		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and worker ID %d of \"%s\" was superseded by a registration in ZooKeeper that did not finish; the node waits for a registration in ZooKeeper",
+					   leaf_sf_zk_hosts, w->file.worker_id, LEAF_SF_STATE_FILE);
 	else
 		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and \"%s\" holds no worker ID for this node",
 					   leaf_sf_zk_hosts, LEAF_SF_STATE_FILE);

@@ -93,14 +93,17 @@ static char *leaf_sf_layout_string = NULL;
 
 /*
  * Test hooks: a build for the test suite (make LEAF_TEST_HOOKS=1, which
- * ./install.sh test and test/majors.sh use) has three leaf.test_* settings
- * that shift the clocks and stall a call.  The default build has none of
- * them: there the hooks are constants, and the settings do not exist.
+ * ./install.sh test and test/majors.sh use) has four leaf.test_* settings
+ * that shift the clocks, stall a call and stall a registration.  The
+ * default build has none of them: there the hooks are constants, and the
+ * settings do not exist.
  */
 #ifdef LEAF_TEST_HOOKS
 static int	leaf_sf_test_clock_offset_ms = 0;	/* this session's clock */
 static int	leaf_sf_test_reserve_pause_ms = 0;	/* stall before the CAS */
 static int	leaf_sf_test_node_clock_offset_ms = 0;	/* every process's clock */
+int			leaf_sf_test_register_pause_ms = 0; /* stall after a new forever
+												 * node (leaf_zk_assign.c) */
 #else
 #define leaf_sf_test_clock_offset_ms 0
 #define leaf_sf_test_reserve_pause_ms 0
@@ -393,6 +396,15 @@ leaf_sf_define_test_settings(void)
 							&leaf_sf_test_node_clock_offset_ms,
 							0, -60000, 60000,
 							PGC_POSTMASTER,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.test_register_pause_ms",
+							"Pauses the snowflake worker after it created a forever node in ZooKeeper, before the registration goes on (for tests only).",
+							NULL,
+							&leaf_sf_test_register_pause_ms,
+							0, 0, 60000,
+							PGC_SIGHUP,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 }

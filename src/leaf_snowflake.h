@@ -34,6 +34,9 @@ extern int	leaf_sf_heartbeat_ms;
 extern int	leaf_sf_max_backward_ms;
 extern int	leaf_sf_max_clock_drift_ms;
 extern int	leaf_sf_reclaim_after_ms;
+#ifdef LEAF_TEST_HOOKS
+extern int	leaf_sf_test_register_pause_ms;
+#endif
 
 pg_noreturn extern PGDLLEXPORT void leaf_snowflake_worker_main(Datum main_arg);
 extern int64 leaf_sf_clock_ms(void);

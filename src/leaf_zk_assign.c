@@ -765,6 +765,11 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 	ereport(LOG,
 			(errmsg("leaf snowflake worker registered %s as \"%s\"",
 					node->addr, created)));
+#ifdef LEAF_TEST_HOOKS
+	/* a crash between the new node and the state file that names it */
+	if (leaf_sf_test_register_pause_ms > 0)
+		pg_usleep(leaf_sf_test_register_pause_ms * 1000L);
+#endif
 	if (seq < 0 || seq > leaf_sf_max_worker_id())
 		return leaf_zk_refuse(out->reason, LEAF_ZK_FAIL,
 							  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
@@ -785,13 +790,29 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
  */
 static LeafZkResult
 leaf_zk_find_node(LeafZkSession *zk, const LeafSfNode *node,
-				  LeafZkRegistry *reg, LeafZkRegistration *out)
+				  LeafZkRegistry *reg, const LeafZkKnown *known,
+				  LeafZkRegistration *out)
 {
 	LeafZkResult r;
 
 	if (reg->mine != NULL && reg->claimed[reg->mine->seq] &&
 		(r = leaf_zk_mine_claimed(zk, node, reg, out->reason)) != LEAF_ZK_OK)
 		return r;
+
+	/*
+	 * About to take another worker ID than the one the state file may
+	 * stand in with (that one's node is gone, or is no longer ours): stop,
+	 * so that the file stops naming it before ZooKeeper gives us another.
+	 * Otherwise a crash before the file names the new one, and a start
+	 * with ZooKeeper unreachable, would serve with the old worker ID,
+	 * which ZooKeeper may give to another node.
+	 */
+	if (known->file_worker_id >= 0 &&
+		(reg->mine == NULL || reg->mine->seq != known->file_worker_id))
+	{
+		out->file_superseded = true;
+		return LEAF_ZK_RETRY;
+	}
 	if (reg->mine == NULL && leaf_sf_reclaim_after_ms > 0 &&
 		(r = leaf_zk_take_over(zk, node, reg, out->reason)) != LEAF_ZK_OK)
 		return r;
@@ -934,7 +955,7 @@ leaf_zk_register(LeafZkSession *zk, const LeafSfNode *node, bool check_peers,
 	if (r == LEAF_ZK_OK && check_peers)
 		r = leaf_zk_check_peers(zk, node, reg.my_offset, &reg.temp, out);
 	if (r == LEAF_ZK_OK)
-		r = leaf_zk_find_node(zk, node, &reg, out);
+		r = leaf_zk_find_node(zk, node, &reg, known, out);
 	if (r == LEAF_ZK_OK)
 		r = leaf_zk_claim_ephemeral(zk, node, &reg, known, out);
 	if (r == LEAF_ZK_OK)

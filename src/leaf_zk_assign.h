@@ -47,6 +47,10 @@ typedef struct LeafZkRegistration
 								 * registration failed after that */
 	long		found_seq;		/* then: the worker ID of the forever node
 								 * of this node the tree held, or -1 */
+	bool		file_superseded;	/* stopped (LEAF_ZK_RETRY) before taking
+									 * another worker ID than the state
+									 * file's: the file must stop naming
+									 * its worker ID first */
 	bool		peers_checked;	/* our clock was compared with the running
 								 * peers', even if it was refused */
 	int			npeers;			/* then: how many there were */
@@ -63,6 +67,10 @@ typedef struct LeafZkKnown
 								 * file is ours, or 0 */
 	const char *moved_from;		/* data directory whose state file this one
 								 * took over (from another cluster), or "" */
+	int			file_worker_id; /* worker ID the state file may stand in
+								 * with, or -1: a registration that would
+								 * take another one stops first, with
+								 * file_superseded */
 } LeafZkKnown;
 
 extern void leaf_zk_register(LeafZkSession *zk, const LeafSfNode *node,
