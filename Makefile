@@ -35,6 +35,18 @@ TAP_TESTS = 1
 PROVE_TESTS = $(sort $(filter-out $(if $(LEAF_UPGRADE_FROM),,test/t/036_pg_upgrade_majors.pl), \
 	$(wildcard test/t/*.pl)))
 
+# make installcheck LEAF_INSTALLCHECK=package: pg_regress alone, against
+# an installed default build such as a Debian package's
+# (debian/tests/installcheck).  It leaves out the sql/ files that set
+# leaf.test_* settings, which only the test build has, the FF1 program,
+# which tests the sources rather than what is installed, and the TAP
+# files.  Without it, installcheck runs everything and refuses an
+# installed leaf that is not a test build.
+ifeq ($(LEAF_INSTALLCHECK),package)
+REGRESS := $(filter-out $(patsubst sql/%.sql,%,$(shell grep -l 'leaf\.test_' sql/*.sql)),$(REGRESS))
+TAP_TESTS =
+endif
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 
@@ -104,6 +116,9 @@ test-build-check:
 	  echo "the installed leaf$(DLSUFFIX) is not a test build: make clean && make LEAF_TEST_HOOKS=1 && make install" >&2; \
 	  exit 1; }
 
+ifneq ($(LEAF_INSTALLCHECK),package)
 installcheck: test-build-check ff1check
+endif
 .PHONY: ff1check test-build-check
+
 EXTRA_CLEAN += test/ff1_vectors test/ff1_vectors.out
