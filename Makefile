@@ -7,6 +7,7 @@
 #                                 expected/) on a temporary instance, then
 #                                 the TAP tests (test/t/); run as a
 #                                 non-root user
+#   make dist                     leaf-VERSION.zip for PGXN (META.json)
 #
 EXTENSION = leaf
 MODULE_big = leaf
@@ -121,4 +122,12 @@ installcheck: test-build-check ff1check
 endif
 .PHONY: ff1check test-build-check
 
+# make dist: the archive of the committed tree (HEAD) that PGXN takes,
+# leaf-VERSION.zip with every file under leaf-VERSION/, VERSION being
+# leaf.control's default_version (META.json has the same, which
+# test/t/031_versions_agree.pl checks).
+LEAF_VERSION = $(shell sed -n "s/^default_version = '\(.*\)'$$/\1/p" $(srcdir)/leaf.control)
+dist:
+	git archive --format=zip --prefix=leaf-$(LEAF_VERSION)/ -o leaf-$(LEAF_VERSION).zip HEAD
+.PHONY: dist
 EXTRA_CLEAN += test/ff1_vectors test/ff1_vectors.out
