@@ -275,7 +275,8 @@ EOF
 	local pkgs="build-essential postgresql-$major postgresql-server-dev-$major
 		libzookeeper-mt-dev libpq-dev libssl-dev
 		libipc-run-perl libdbd-pg-perl zookeeper default-jre-headless faketime
-		patroni python3-kazoo"
+		patroni python3-kazoo
+		$("$here/test/package.sh" build-deps)"
 	mount_chroot "$root"
 	# shellcheck disable=SC2064
 	trap "umount_chroot '$root'" EXIT
