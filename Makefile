@@ -7,6 +7,7 @@
 #                                 expected/) on a temporary instance, then
 #                                 the TAP tests (test/t/); run as a
 #                                 non-root user
+#   make dist                     leaf-VERSION.zip for PGXN (META.json)
 #
 EXTENSION = leaf
 MODULE_big = leaf
@@ -34,6 +35,18 @@ TAP_TESTS = 1
 # one); without it the file is left out here, and fails if named.
 PROVE_TESTS = $(sort $(filter-out $(if $(LEAF_UPGRADE_FROM),,test/t/036_pg_upgrade_majors.pl), \
 	$(wildcard test/t/*.pl)))
+
+# make installcheck LEAF_INSTALLCHECK=package: pg_regress alone, against
+# an installed default build such as a Debian package's
+# (debian/tests/installcheck).  It leaves out the sql/ files that set
+# leaf.test_* settings, which only the test build has, the FF1 program,
+# which tests the sources rather than what is installed, and the TAP
+# files.  Without it, installcheck runs everything and refuses an
+# installed leaf that is not a test build.
+ifeq ($(LEAF_INSTALLCHECK),package)
+REGRESS := $(filter-out $(patsubst sql/%.sql,%,$(shell grep -l 'leaf\.test_' sql/*.sql)),$(REGRESS))
+TAP_TESTS =
+endif
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -104,6 +117,17 @@ test-build-check:
 	  echo "the installed leaf$(DLSUFFIX) is not a test build: make clean && make LEAF_TEST_HOOKS=1 && make install" >&2; \
 	  exit 1; }
 
+ifneq ($(LEAF_INSTALLCHECK),package)
 installcheck: test-build-check ff1check
+endif
 .PHONY: ff1check test-build-check
+
+# make dist: the archive of the committed tree (HEAD) that PGXN takes,
+# leaf-VERSION.zip with every file under leaf-VERSION/, VERSION being
+# leaf.control's default_version (META.json has the same, which
+# test/t/031_versions_agree.pl checks).
+LEAF_VERSION = $(shell sed -n "s/^default_version = '\(.*\)'$$/\1/p" $(srcdir)/leaf.control)
+dist:
+	git archive --format=zip --prefix=leaf-$(LEAF_VERSION)/ -o leaf-$(LEAF_VERSION).zip HEAD
+.PHONY: dist
 EXTRA_CLEAN += test/ff1_vectors test/ff1_vectors.out

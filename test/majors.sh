@@ -5,7 +5,9 @@
 # Debian machine that reaches Debian's archive.
 #
 #   test/majors.sh [MAJOR...]          prepare the chroots, then build and
-#                                      test in each (the default)
+#                                      test in each (the default), then
+#                                      build and test its Debian package
+#                                      (test/package.sh)
 #   test/majors.sh prepare [MAJOR...]  only create the chroots and install
 #                                      the packages into them
 #   test/majors.sh build [MAJOR...]    only build with -Werror (after prepare)
@@ -63,6 +65,9 @@
 #   BENCH_*, N, REPS, PGBENCH_REPS, T
 #                      passed to leaf_bench.sh by "bench"; BENCH_SECTIONS
 #                      is "1 2" there unless set (one session and pgbench)
+#   LEAF_MAJORS_PACKAGE  "no" to leave out the Debian package of each
+#                      major (test/package.sh), built and tested after
+#                      the major's tests passed (default "yes")
 #   LEAF_MAJORS_HOST   "no" to test the host's own major in a chroot as
 #                      well, which leaves the host's PostgreSQL installation
 #                      as it is (default "yes": on the host)
@@ -275,7 +280,8 @@ EOF
 	local pkgs="build-essential postgresql-$major postgresql-server-dev-$major
 		libzookeeper-mt-dev libpq-dev libssl-dev
 		libipc-run-perl libdbd-pg-perl zookeeper default-jre-headless faketime
-		patroni python3-kazoo"
+		patroni python3-kazoo
+		$("$here/test/package.sh" build-deps)"
 	mount_chroot "$root"
 	# shellcheck disable=SC2064
 	trap "umount_chroot '$root'" EXIT
@@ -430,6 +436,20 @@ bench_major() {
 	return $rc
 }
 
+# package_major MAJOR: after MAJOR's tests passed, its Debian package
+# built, installed into a clean root and tested (test/package.sh: overlays
+# over the chroot, which stays as it was; 15's is bookworm's, prepared
+# there if missing).  LEAF_MAJORS_PACKAGE=no leaves it out.
+package_major() {
+	local t0=$SECONDS rc=0
+	[ "${LEAF_MAJORS_PACKAGE:-yes}" = no ] && return 0
+	say "$1: the Debian package (test/package.sh $1)"
+	LEAF_PACKAGE_OUT=$logs/package "$here/test/package.sh" "$1" || rc=$?
+	[ $rc = 0 ] || echo "== $1: package failed: test/package.sh $1 (log $logs/package/$1.log)"
+	say "$1: package took $((SECONDS - t0)) s, exit $rc"
+	return $rc
+}
+
 # failed_files MAJOR LOG: the pg_regress and TAP files that failed
 failed_files() {
 	local log=$1
@@ -444,6 +464,7 @@ failed_files() {
 		# what test/failed_tests.sh found (test_major and ./install.sh say so)
 		sed -n 's/^== .*failed: \(.*\)/\1/p' "$log" | tr ' ' '\n' | grep -E '^(sql|test/t)/' || true
 		if grep -q 'BUILD FAILED' "$log"; then echo build; fi
+		if grep -q '^== .*: package failed' "$log"; then echo package; fi
 		if grep -q '^majors.sh: ' "$log"; then echo prepare; fi
 	} | sort -u | tr '\n' ' '
 	return 0
@@ -571,6 +592,7 @@ one_major() {
 		fi
 		[ "$rc" = 0 ] && { (test_major "$m") || rc=$?; }
 	fi
+	[ "$rc" = 0 ] && [ "$cmd" = all ] && { package_major "$m" || rc=$?; }
 	say "$m: done in $((SECONDS - t0)) s, exit $rc"
 	return "$rc"
 }
