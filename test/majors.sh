@@ -550,9 +550,14 @@ t_all=$SECONDS
 # and the first majors would wait longer): downloading and unpacking
 # overlaps with the tests that run meanwhile.
 prepare_all() {
-	local m started=() p n
-	for m in $majors; do
-		is_host "$m" && continue
+	local m started=() p n todo=
+	# the chroots the tests need first, then the host major's, which only
+	# its Debian package needs, once its tests have passed
+	for m in $majors; do is_host "$m" || todo="$todo $m"; done
+	if [ "${LEAF_MAJORS_PACKAGE:-yes}" != no ]; then
+		for m in $majors; do is_host "$m" && todo="$todo $m"; done
+	fi
+	for m in $todo; do
 		while :; do
 			n=0
 			for p in "${started[@]}"; do
@@ -592,7 +597,15 @@ one_major() {
 		fi
 		[ "$rc" = 0 ] && { (test_major "$m") || rc=$?; }
 	fi
-	[ "$rc" = 0 ] && [ "$cmd" = all ] && { package_major "$m" || rc=$?; }
+	if [ "$rc" = 0 ] && [ "$cmd" = all ] && [ "${LEAF_MAJORS_PACKAGE:-yes}" != no ]; then
+		# the host major's chroot, prepared meanwhile
+		if is_host "$m"; then
+			while [ ! -f "$logs/$m.prepare.rc" ]; do sleep 2; done
+			cat "$logs/$m.prepare.log"
+			rc=$(cat "$logs/$m.prepare.rc")
+		fi
+		[ "$rc" = 0 ] && { package_major "$m" || rc=$?; }
+	fi
 	say "$m: done in $((SECONDS - t0)) s, exit $rc"
 	return "$rc"
 }
