@@ -95,9 +95,10 @@ leaf_check_drop_relation(Oid relid)
 	ereport(ERROR,
 			(errcode(ERRCODE_LEAF_DROP_WITH_COUNTERS),
 			 errmsg("cannot drop extension leaf while leaf_alloc holds counters"),
-			 errdetail("Dropping the extension drops leaf_alloc (" INT64_FORMAT " rows) and leaf_alloc_retired (" INT64_FORMAT " rows), and a biz_tag created again afterwards would hand out its IDs again.",
+			 errdetail("Dropping the extension drops leaf_alloc and leaf_alloc_retired (biz_tags: " INT64_FORMAT ", retired biz_tags: " INT64_FORMAT "), and a biz_tag created again afterwards would hand out its IDs again.",
 					   tags, marks),
-			 errhint("To drop it anyway, save the counters in the same transaction as the drop, after LOCK TABLE %s.leaf_alloc, %s.leaf_alloc_retired, and turn \"leaf.allow_drop_with_counters\" (a superuser setting) on with SET LOCAL.",
+			 errhint("To drop it anyway, save the counters in the same transaction as the drop, after LOCK TABLE %s.leaf_alloc, %s.leaf_alloc_retired, %s.leaf_alloc_source IN EXCLUSIVE MODE, and turn \"leaf.allow_drop_with_counters\" (a superuser setting) on with SET LOCAL.",
+					 quote_identifier(get_namespace_name(nsp)),
 					 quote_identifier(get_namespace_name(nsp)),
 					 quote_identifier(get_namespace_name(nsp)))));
 }
