@@ -670,7 +670,13 @@ do_status() {
 		printf '%-14s %-16s %s\n' "shard$i" "127.0.0.1:$p" "segments from ${state:-?}"
 		printf '%-14s %-16s %s\n' "" "" "segment IDs:   $ids"
 		if [ "$(psql_at "$p" "SELECT to_regprocedure('leaf_snowflake()') IS NOT NULL" 2>/dev/null)" = t ]; then
-			sf=$(psql_at "$p" "SELECT string_agg(leaf_snowflake()::text, ' ') FROM generate_series(1, 3)" 2>&1 | tail -n 1) || true
+			# a node not ready yet (in the wait of a new registration, say)
+			# shows what it waits for, not the hint of the failed call
+			if [ "$(psql_at "$p" "SELECT ready FROM leaf_snowflake_status" 2>/dev/null)" = t ]; then
+				sf=$(psql_at "$p" "SELECT string_agg(leaf_snowflake()::text, ' ') FROM generate_series(1, 3)" 2>&1 | tail -n 1) || true
+			else
+				sf="not ready yet: $(psql_at "$p" "SELECT coalesce(not_ready_reason, 'starting') FROM leaf_snowflake_status" 2>&1 | tail -n 1)"
+			fi
 			printf '%-14s %-16s %s\n' "" "" "snowflake IDs: $sf"
 		fi
 	done
