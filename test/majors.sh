@@ -641,6 +641,9 @@ for m in $majors; do
 done
 for m in $majors; do
 	grep -h -E '^== .*(took|done in)' "$logs/$m.log" 2>/dev/null || true
+	# the TAP files over their budget (test/t/budgets), which do not fail
+	# a run but show where its time goes
+	sed -n "/^== over budget/,/^[^ ]/s/^  \(test\/t\/.*\)/== $m: over budget: \1/p" "$logs/$m.log" 2>/dev/null || true
 done
 say "the whole run took $((SECONDS - t_all)) s"
 nmajors=$(echo $majors | wc -w)
