@@ -4,9 +4,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use IPC::Run;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
