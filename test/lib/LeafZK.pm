@@ -629,6 +629,21 @@ sub stop_load
 		interleaved => $interleaved, probes => \@probes };
 }
 
+# The checks of a result of stop_load that hold in every test: IDs were
+# generated, no two nodes issued IDs with one worker ID in the same
+# millisecond or in turn, and no ID is repeated.
+sub check_load
+{
+	my ($r) = @_;
+	Test::More::cmp_ok($r->{ids}, '>', 0, "IDs were generated ($r->{ids})");
+	Test::More::is($r->{shared_ms}, 0,
+		'no two nodes issued IDs with the same worker ID in the same millisecond');
+	Test::More::is($r->{interleaved}, 0,
+		'no worker ID was used by two nodes in turn');
+	Test::More::is($r->{repeats}, 0, 'no ID is repeated');
+	return;
+}
+
 END
 {
 	local $?;

@@ -108,11 +108,7 @@ for my $i (0 .. $#nodes)
 	my $lies = grep { $_->[1] eq 't' && $_->[2] ne 'ok' } @{ $load_result->{probes}[$i] };
 	is($lies, 0, $nodes[$i]->name . ': no probe found ready = t and then a failing call');
 }
-cmp_ok($load_result->{ids}, '>', 0, "IDs were generated ($load_result->{ids})");
-is($load_result->{shared_ms}, 0,
-	'no two nodes issued IDs with the same worker ID in the same millisecond');
-is($load_result->{interleaved}, 0, 'no worker ID was used by two nodes in turn');
-is($load_result->{repeats}, 0, 'no ID is repeated');
+LeafZK::check_load($load_result);
 
 $_->stop for @nodes;
 $zk->stop;
