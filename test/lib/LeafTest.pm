@@ -43,6 +43,7 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes ();
 
 =pod
 
@@ -344,22 +345,26 @@ sub finish_id_stream
 
 =pod
 
-=item wait_until($code, $what)
+=item wait_until($code, $what [, $seconds])
 
 Calls $code every 50ms until it returns true; gives up (returning false)
-after the default test timeout.  $what names the condition for the log.
+after $seconds, the default test timeout unless given, with one last call
+at or after that time.  $what names the condition for the log.
 
 =cut
 
 sub wait_until
 {
-	my ($code, $what) = @_;
+	my ($code, $what, $seconds) = @_;
 
-	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
-	while (time < $deadline)
+	my $deadline = Time::HiRes::time()
+	  + ($seconds // $PostgreSQL::Test::Utils::timeout_default);
+	for (;;)
 	{
+		my $last = Time::HiRes::time() >= $deadline;
 		return 1 if $code->();
-		select(undef, undef, undef, 0.05);
+		last if $last;
+		Time::HiRes::sleep(0.05);
 	}
 	diag "timed out waiting for $what";
 	return 0;
