@@ -629,6 +629,21 @@ sub stop_load
 		interleaved => $interleaved, probes => \@probes };
 }
 
+# One check per node (in the order of @nodes) that wait_registered_again
+# found it registered again and serving; returns the seconds the slowest
+# took (999 when one did not).
+sub check_healed
+{
+	my ($healed, @nodes) = @_;
+	for my $i (0 .. $#nodes)
+	{
+		Test::More::ok(defined $healed->{$i},
+			sprintf('%s registered again and serves, %.1f s after ZooKeeper was back',
+				$nodes[$i]->name, $healed->{$i} // -1));
+	}
+	return LeafTest::max_of(map { $_ // 999 } @{$healed}{ 0 .. $#nodes });
+}
+
 # The checks of a result of stop_load that hold in every test: IDs were
 # generated, no two nodes issued IDs with one worker ID in the same
 # millisecond or in turn, and no ID is repeated.

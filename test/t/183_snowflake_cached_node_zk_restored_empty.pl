@@ -67,13 +67,7 @@ note 'ZooKeeper is back, empty';
 my %healed = %{ LeafZK::wait_registered_again($root, \@nodes, \@offsets, $t_up, 90) };
 my $load_result = LeafZK::stop_load($load, @nodes);
 
-for my $i (0 .. $#nodes)
-{
-	ok(defined $healed{$i},
-		sprintf('%s registered again and serves, %.1f s after ZooKeeper was back',
-			$nodes[$i]->name, $healed{$i} // -1));
-}
-my $worst = LeafTest::max_of(map { $_ // 999 } @healed{ 0 .. $#nodes });
+my $worst = LeafZK::check_healed(\%healed, @nodes);
 note sprintf('slowest node serving again %.1f s after ZooKeeper was back', $worst);
 
 my @wids = map { LeafZK::status($_, 'worker_id') } @nodes;

@@ -99,13 +99,7 @@ my %healed = %{ LeafZK::wait_registered_again($root, \@nodes, \@offsets, $t_up, 
 sleep 2;
 my $load_result = LeafZK::stop_load($load, @nodes);
 
-for my $i (0 .. $#nodes)
-{
-	ok(defined $healed{$i},
-		sprintf('%s registered again and serves, %.1f s after ZooKeeper was back',
-			$nodes[$i]->name, $healed{$i} // -1));
-}
-my $worst = LeafTest::max_of(map { $_ // 999 } @healed{ 0 .. $#nodes });
+my $worst = LeafZK::check_healed(\%healed, @nodes);
 # the bound: a session the restored server refuses is given up once it has
 # not connected for its timeout (6 s, counted from the start of the
 # outage), a few heartbeats late at most; a new session connects and
