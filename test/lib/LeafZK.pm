@@ -272,6 +272,17 @@ sub pg_node
 	return $node;
 }
 
+# A node of pg_node, started, with the extension created in database
+# postgres.
+sub start_pg_node
+{
+	my ($self, $name, %opts) = @_;
+	my $node = $self->pg_node($name, %opts);
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+	return $node;
+}
+
 # Wait until the snowflake worker of a node has decided: ready, or not
 # ready with a reason other than still starting.
 sub wait_decided

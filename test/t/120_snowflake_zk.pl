@@ -14,9 +14,7 @@ my $zk = LeafZK->new(nodes => 1);
 sub new_node
 {
 	my ($name, $extra) = @_;
-	my $node = $zk->pg_node($name, root => '/leaf/zktest', extra => $extra);
-	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+	my $node = $zk->start_pg_node($name, root => '/leaf/zktest', extra => $extra);
 	return $node;
 }
 

@@ -16,10 +16,8 @@ use Test::More;
 
 my $zk = LeafZK->new(nodes => 1);
 my $root = '/leaf/newreg';
-my $node = $zk->pg_node('sf_newreg', root => $root, wait_timeout => '2s',
+my $node = $zk->start_pg_node('sf_newreg', root => $root, wait_timeout => '2s',
 	extra => "leaf.node_address = 'nr.example:1'\nrestart_after_crash = on\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'ready');
 my $old = LeafZK::status($node, 'worker_id');
 my $path = LeafZK::status($node, 'zk_node');
