@@ -12,6 +12,39 @@ RESET client_min_messages;
 \pset tuples_only on
 \pset pager off
 
+-- Waiting for a state, not for a fixed time.  await_next_segment(tag):
+-- until the next segment of the tag is loaded (no load under way), 10 s at
+-- most.  await_setting: the session takes a reloaded setting only between
+-- two statements, so the wait is a series of calls (\gexec); each returns
+-- at once when the session has the value and sleeps 20 ms when it has not,
+-- and the last one (after 5 s) fails.  The allocator worker was signalled
+-- with this session and takes the value before its next load.
+CREATE FUNCTION pg_temp.await_next_segment(tag text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	deadline timestamptz := clock_timestamp() + interval '10 s';
+BEGIN
+	WHILE NOT coalesce((SELECT next_ready FROM leaf_segments
+						 WHERE biz_tag = tag AND database = current_database()), false) LOOP
+		IF clock_timestamp() > deadline THEN
+			RAISE EXCEPTION 'the next segment of "%" not loaded after 10 s', tag;
+		END IF;
+		PERFORM pg_sleep(0.01);
+	END LOOP;
+END
+$$;
+CREATE PROCEDURE pg_temp.await_setting(setting text, want text, last boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF current_setting(setting) = want THEN
+		RETURN;
+	ELSIF last THEN
+		RAISE EXCEPTION '% is still %, not %', setting, current_setting(setting), want;
+	END IF;
+	PERFORM pg_sleep(0.02);
+END
+$$;
+
 SELECT plan(13);
 
 -- the SQL surface
@@ -45,7 +78,7 @@ SELECT is((SELECT count(*) FROM leaf_segments), (SELECT n FROM slots_before),
 -- a changed step applies from the next refill
 SELECT leaf_segment_create('tap step', 10);
 SELECT leaf_segment_nextval('tap step');
-SELECT pg_sleep(0.3);
+SELECT pg_temp.await_next_segment('tap step');
 UPDATE leaf_alloc SET step = 100 WHERE biz_tag = 'tap step';
 SELECT count(leaf_segment_nextval('tap step')) FROM generate_series(1, 20);
 SELECT is((SELECT segment_end - segment_start + 1 FROM leaf_segments
@@ -55,10 +88,15 @@ SELECT is((SELECT segment_end - segment_start + 1 FROM leaf_segments
 -- dynamic step: segments used up quickly double the step...
 ALTER SYSTEM SET leaf.segment_duration = '1h';
 SELECT pg_reload_conf();
-SELECT pg_sleep(0.3);
+\set ECHO none
+\set QUIET on
+SELECT format('CALL pg_temp.await_setting(%L, %L, %L)', 'leaf.segment_duration', '1h', i = 250)
+  FROM generate_series(1, 250) AS i \gexec
+\set QUIET off
+\set ECHO all
 SELECT leaf_segment_create('tap dyn', 10);
 SELECT count(leaf_segment_nextval('tap dyn')) FROM generate_series(1, 400);
-SELECT pg_sleep(0.3);
+SELECT pg_temp.await_next_segment('tap dyn');
 CREATE TEMP TABLE dyn AS
 	SELECT step FROM leaf_segments WHERE biz_tag = 'tap dyn' AND database = current_database();
 SELECT cmp_ok((SELECT step FROM dyn), '>', 10::bigint, 'fast use doubles the step');
@@ -67,7 +105,12 @@ SELECT cmp_ok((SELECT step FROM dyn), '<=', 1000000::bigint, 'never above 1,000,
 -- ... and slowly used ones halve it, never below leaf_alloc.step
 ALTER SYSTEM SET leaf.segment_duration = '1ms';
 SELECT pg_reload_conf();
-SELECT pg_sleep(0.3);
+\set ECHO none
+\set QUIET on
+SELECT format('CALL pg_temp.await_setting(%L, %L, %L)', 'leaf.segment_duration', '1ms', i = 250)
+  FROM generate_series(1, 250) AS i \gexec
+\set QUIET off
+\set ECHO all
 DO $$
 DECLARE
 	first_step bigint;

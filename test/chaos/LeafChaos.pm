@@ -40,7 +40,6 @@ use Carp;
 use File::Basename;
 use File::Copy;
 use File::Path qw(make_path);
-use FindBin;
 use POSIX ();
 use Time::HiRes qw(time usleep sleep);
 use IPC::Run ();

@@ -17,7 +17,6 @@ use warnings;
 
 use FindBin;
 use lib "$FindBin::RealBin";
-use lib "$FindBin::RealBin/../lib";
 
 use Test::More;
 use LeafChaos;

@@ -28,8 +28,12 @@ use strict;
 use warnings;
 
 use DBI;
+use File::Basename;
 use Getopt::Long;
 use Time::HiRes qw(time usleep);
+
+use lib dirname(__FILE__) . '/../lib';
+use LeafCallLog qw(now_ms);
 
 my %o;
 GetOptions(\%o, 'host=s', 'port=i', 'shard=i', 'client=i', 'seed=i',
@@ -45,20 +49,14 @@ my $dbh;
 my $t_call;
 my $reconnect = 0;
 
-sub now_ms { return int(time() * 1000); }
-
 sub record_error
 {
 	my ($h) = @_;
-	my $state = $h ? ($h->state // '') : '';
-	my $msg = $h ? ($h->errstr // '') : ($DBI::errstr // '');
-	$msg =~ s/\s+/ /g;
 	# DBD::Pg reports a lost or refused connection with a state of its own
 	# (08006 / S8006 / 08001) or none at all
-	$state = 'conn'
-	  if $state eq '' || $state =~ /^S8/
-	  || $msg =~ /server closed the connection|no connection to the server|could not connect|terminating connection|connection to server .* failed|the database system is (starting up|shutting down|in recovery)/;
-	print $out "$t_call ", now_ms(), " ERR $state $msg\n";
+	my $state = LeafCallLog::record_error($out, $t_call, $h,
+		conn_state => qr/^S8/,
+		conn_msg => qr/connection to server .* failed|the database system is (starting up|shutting down|in recovery)/);
 	# the session is gone: open a new one before the next call
 	$reconnect = 1 if $state eq 'conn' || $state =~ /^57P0/;
 	return;

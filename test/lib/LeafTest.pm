@@ -5,7 +5,7 @@
 
 =head1 NAME
 
-LeafTest - shared helpers for leaf's segment-mode TAP tests
+LeafTest - shared helpers for leaf's TAP tests
 
 =head1 SYNOPSIS
 
@@ -13,6 +13,8 @@ LeafTest - shared helpers for leaf's segment-mode TAP tests
   use LeafTest;
 
   my $node = LeafTest::new_node('main', 'leaf.wait_timeout = 2s');
+  my $sf = LeafTest::new_node('sf', { worker_id => 3, max_worker_processes => undef },
+      "leaf.heartbeat_interval = '500ms'");
   my ($state, $err) = LeafTest::sqlstate($node, 'postgres',
       "SELECT leaf_segment_nextval('nope')");
 
@@ -25,7 +27,7 @@ LeafTest - shared helpers for leaf's segment-mode TAP tests
 
 =head1 DESCRIPTION
 
-Small wrappers around PostgreSQL::Test::Cluster for the segment tests:
+Small wrappers around PostgreSQL::Test::Cluster for the TAP tests:
 making a node with leaf preloaded, reading the SQLSTATE of a failing
 statement, and running pgbench or a stream of leaf_segment_nextval() calls
 in the background while the test does something else.
@@ -41,6 +43,7 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes ();
 
 =pod
 
@@ -48,29 +51,89 @@ use Test::More;
 
 =over
 
-=item new_node($name, @conf_lines)
+=item new_node($name, [\%options,] @conf_lines)
 
 A started node with leaf in shared_preload_libraries, room for allocator
 workers, the given extra postgresql.conf lines, and the extension created
-in database postgres.
+in database postgres.  The options change that:
+
+=over
+
+=item worker_id => N
+
+adds leaf.worker_id = N (after the lines above, before @conf_lines);
+
+=item max_worker_processes => N
+
+the room for workers (16 unless given; undef leaves the line out);
+
+=item init => [ @args ]
+
+arguments of init, such as allows_streaming => 1;
+
+=item start => 0
+
+returns the node configured but not started (nor the extension created);
+
+=item extension => 0
+
+starts it without creating the extension.
+
+=back
 
 =cut
 
 sub new_node
 {
 	my ($name, @conf) = @_;
+	my %opt = ref $conf[0] eq 'HASH' ? %{ shift @conf } : ();
+	my %known = map { $_ => 1 }
+	  qw(worker_id max_worker_processes init start extension);
+	for (keys %opt)
+	{
+		die "new_node: unknown option $_" unless $known{$_};
+	}
+	my $workers =
+	  exists $opt{max_worker_processes} ? $opt{max_worker_processes} : 16;
 
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$node->init(@{ $opt{init} // [] });
 	$node->append_conf('postgresql.conf',
 		join("\n",
 			"shared_preload_libraries = 'leaf'",
-			"max_worker_processes = 16",
+			(defined $workers ? ("max_worker_processes = $workers") : ()),
+			(defined $opt{worker_id} ? ("leaf.worker_id = $opt{worker_id}") : ()),
 			@conf)
 		  . "\n");
+	return $node if defined $opt{start} && !$opt{start};
 	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+	$node->safe_psql('postgres', 'CREATE EXTENSION leaf')
+	  unless defined $opt{extension} && !$opt{extension};
 	return $node;
+}
+
+=pod
+
+=item make_synchronous($primary, $standby)
+
+Names the standby in the primary's synchronous_standby_names, reloads the
+primary and waits until the standby replicates synchronously (dies if it
+does not within the default test timeout).
+
+=cut
+
+sub make_synchronous
+{
+	my ($p, $s) = @_;
+
+	$p->append_conf('postgresql.conf',
+		"synchronous_standby_names = '" . $s->name . "'\n");
+	$p->reload;
+	$p->poll_query_until('postgres',
+		"SELECT sync_state FROM pg_stat_replication WHERE application_name = '"
+		  . $s->name . "'", 'sync')
+	  or die 'the standby did not become synchronous';
+	return;
 }
 
 =pod
@@ -282,22 +345,26 @@ sub finish_id_stream
 
 =pod
 
-=item wait_until($code, $what)
+=item wait_until($code, $what [, $seconds])
 
 Calls $code every 50ms until it returns true; gives up (returning false)
-after the default test timeout.  $what names the condition for the log.
+after $seconds, the default test timeout unless given, with one last call
+at or after that time.  $what names the condition for the log.
 
 =cut
 
 sub wait_until
 {
-	my ($code, $what) = @_;
+	my ($code, $what, $seconds) = @_;
 
-	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
-	while (time < $deadline)
+	my $deadline = Time::HiRes::time()
+	  + ($seconds // $PostgreSQL::Test::Utils::timeout_default);
+	for (;;)
 	{
+		my $last = Time::HiRes::time() >= $deadline;
 		return 1 if $code->();
-		select(undef, undef, undef, 0.05);
+		last if $last;
+		Time::HiRes::sleep(0.05);
 	}
 	diag "timed out waiting for $what";
 	return 0;

@@ -272,6 +272,17 @@ sub pg_node
 	return $node;
 }
 
+# A node of pg_node, started, with the extension created in database
+# postgres.
+sub start_pg_node
+{
+	my ($self, $name, %opts) = @_;
+	my $node = $self->pg_node($name, %opts);
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+	return $node;
+}
+
 # Wait until the snowflake worker of a node has decided: ready, or not
 # ready with a reason other than still starting.
 sub wait_decided
@@ -627,6 +638,36 @@ sub stop_load
 		  . ", worker IDs used by two nodes in turn: $interleaved");
 	return { ids => scalar(@ids), repeats => $repeats, shared_ms => $shared,
 		interleaved => $interleaved, probes => \@probes };
+}
+
+# One check per node (in the order of @nodes) that wait_registered_again
+# found it registered again and serving; returns the seconds the slowest
+# took (999 when one did not).
+sub check_healed
+{
+	my ($healed, @nodes) = @_;
+	for my $i (0 .. $#nodes)
+	{
+		Test::More::ok(defined $healed->{$i},
+			sprintf('%s registered again and serves, %.1f s after ZooKeeper was back',
+				$nodes[$i]->name, $healed->{$i} // -1));
+	}
+	return LeafTest::max_of(map { $_ // 999 } @{$healed}{ 0 .. $#nodes });
+}
+
+# The checks of a result of stop_load that hold in every test: IDs were
+# generated, no two nodes issued IDs with one worker ID in the same
+# millisecond or in turn, and no ID is repeated.
+sub check_load
+{
+	my ($r) = @_;
+	Test::More::cmp_ok($r->{ids}, '>', 0, "IDs were generated ($r->{ids})");
+	Test::More::is($r->{shared_ms}, 0,
+		'no two nodes issued IDs with the same worker ID in the same millisecond');
+	Test::More::is($r->{interleaved}, 0,
+		'no worker ID was used by two nodes in turn');
+	Test::More::is($r->{repeats}, 0, 'no ID is repeated');
+	return;
 }
 
 END

@@ -31,9 +31,13 @@ use strict;
 use warnings;
 
 use DBI;
+use File::Basename;
 use Getopt::Long;
 use IO::Handle;
 use Time::HiRes qw(time usleep);
+
+use lib dirname(__FILE__);
+use LeafCallLog qw(now_ms);
 
 my %o = ('pause-ms' => 5, tag => 'order');
 GetOptions(\%o, 'conninfo=s', 'mode=s', 'tag=s', 'until=f', 'out=s', 'pause-ms=i')
@@ -47,19 +51,12 @@ $out->autoflush(1);
 my ($dbh, $sth);
 my $t_call;
 
-sub now_ms { return int(time() * 1000); }
-
 sub record_error
 {
 	my ($h) = @_;
-	my $state = $h ? ($h->state // '') : '';
-	my $msg = $h ? ($h->errstr // '') : ($DBI::errstr // '');
-	$msg =~ s/\s+/ /g;
-	my $lost = !$dbh || !$dbh->ping;
-	$state = 'conn'
-	  if $state eq '' || $state =~ /^(S8|08)/ || $lost
-	  || $msg =~ /server closed the connection|no connection to the server|could not connect|terminating connection/;
-	print $out "$t_call ", now_ms(), " ERR $state $msg\n";
+	my $state = LeafCallLog::record_error($out, $t_call, $h,
+		conn_state => qr/^(S8|08)/,
+		lost => sub { return !$dbh || !$dbh->ping; });
 	if ($state eq 'conn' || $state =~ /^57P0/ || $state eq '25006')
 	{
 		$dbh->disconnect if $dbh;

@@ -14,8 +14,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
 # A 1ms segment duration keeps the dynamic step near leaf_alloc.step, so

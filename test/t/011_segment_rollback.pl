@@ -14,8 +14,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
 my $node = LeafTest::new_node('rollback');

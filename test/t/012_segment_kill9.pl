@@ -12,8 +12,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
 my $node = LeafTest::new_node('kill9',

@@ -11,19 +11,10 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'leaf'\nmax_worker_processes = 16\n");
-$primary->start;
-$primary->safe_psql(
-	'postgres', q{
-CREATE EXTENSION leaf;
-SELECT leaf_segment_create('order', step => 10);});
+my $primary = LeafTest::new_node('primary', { init => [ allows_streaming => 1 ] });
+$primary->safe_psql('postgres', "SELECT leaf_segment_create('order', step => 10)");
 is( $primary->safe_psql(
 		'postgres', "SELECT leaf_segment_nextval('order') FROM generate_series(1, 3)"),
 	"1\n2\n3",

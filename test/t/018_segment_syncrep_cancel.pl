@@ -14,18 +14,11 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'leaf'\nmax_worker_processes = 16\n"
-	  . "leaf.segment_duration = '1h'\n");
-$primary->start;
-$primary->safe_psql('postgres',
-	"CREATE EXTENSION leaf; SELECT leaf_segment_create('o', step => 100)");
+my $primary = LeafTest::new_node('primary', { init => [ allows_streaming => 1 ] },
+	"leaf.segment_duration = '1h'");
+$primary->safe_psql('postgres', "SELECT leaf_segment_create('o', step => 100)");
 
 $primary->backup('bkp');
 my $standby = PostgreSQL::Test::Cluster->new('sb');

@@ -13,8 +13,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
 my $node = LeafTest::new_node('dropdb', 'leaf.max_tags = 16', 'leaf.max_tags_per_database = 0');

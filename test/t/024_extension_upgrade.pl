@@ -8,23 +8,13 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Digest::MD5;
 
-my $node = PostgreSQL::Test::Cluster->new('upgrade');
-$node->init;
-$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-max_worker_processes = 16
-leaf.worker_id = 3
-]);
-$node->start;
+my $node = LeafTest::new_node('upgrade', { worker_id => 3, extension => 0 });
 
 my $current = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'leaf'");

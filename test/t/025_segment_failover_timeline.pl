@@ -32,38 +32,23 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
 sub pair
 {
 	my ($name, $sync, @conf) = @_;
-	my $p = PostgreSQL::Test::Cluster->new("${name}_primary");
-	$p->init(allows_streaming => 1);
-	$p->append_conf('postgresql.conf', join("\n",
-			"shared_preload_libraries = 'leaf'",
-			"max_worker_processes = 16",
-			"leaf.segment_duration = '1ms'",
-			"leaf.wait_timeout = '3s'",
-			@conf) . "\n");
-	$p->start;
+	my $p = LeafTest::new_node("${name}_primary", { init => [ allows_streaming => 1 ] },
+		"leaf.segment_duration = '1ms'",
+		"leaf.wait_timeout = '3s'",
+		@conf);
 	$p->safe_psql('postgres', q[
-CREATE EXTENSION leaf;
 SELECT leaf_segment_create('order', step => 10);
 SELECT leaf_segment_create('other', step => 10);]);
 	$p->backup('base');
 	my $s = PostgreSQL::Test::Cluster->new("${name}_standby");
 	$s->init_from_backup($p, 'base', has_streaming => 1);
 	$s->start;
-	if ($sync)
-	{
-		$p->append_conf('postgresql.conf', "synchronous_standby_names = '" . $s->name . "'\n");
-		$p->reload;
-		$p->poll_query_until('postgres',
-			"SELECT sync_state FROM pg_stat_replication WHERE application_name = '" . $s->name . "'", 'sync')
-		  or die 'the standby did not become synchronous';
-	}
+	LeafTest::make_synchronous($p, $s) if $sync;
 	$p->wait_for_catchup($s);
 	return ($p, $s);
 }
@@ -152,14 +137,11 @@ $s1->stop;
 
 # ---------- (4) a backup restored with archive recovery ----------
 
-my $q = PostgreSQL::Test::Cluster->new('archived');
-$q->init(allows_streaming => 1, has_archiving => 1);
-$q->append_conf('postgresql.conf', "shared_preload_libraries = 'leaf'\nmax_worker_processes = 16\n"
-	  . "leaf.segment_duration = '1ms'\nleaf.wait_timeout = '3s'\n");
-$q->start;
-$q->safe_psql('postgres', q[
-CREATE EXTENSION leaf;
-SELECT leaf_segment_create('order', step => 10);]);
+my $q = LeafTest::new_node('archived',
+	{ init => [ allows_streaming => 1, has_archiving => 1 ] },
+	"leaf.segment_duration = '1ms'",
+	"leaf.wait_timeout = '3s'");
+$q->safe_psql('postgres', "SELECT leaf_segment_create('order', step => 10)");
 my @qids = LeafTest::take_ids($q, 'order', 25);
 $q->backup('qbase');
 push @qids, LeafTest::burst_ids($q, 'order', 200);

@@ -4,18 +4,12 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('settings');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'leaf'\n");
-$node->start;
+my $node = LeafTest::new_node('settings', { max_worker_processes => undef, extension => 0 });
 $node->stop;
 
 my @bad = (

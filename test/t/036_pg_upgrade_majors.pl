@@ -36,8 +36,6 @@ use warnings;
 
 use Cwd;
 use File::Copy;
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use Time::HiRes qw(time);
 
 use LeafTest;

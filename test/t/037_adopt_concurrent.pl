@@ -19,8 +19,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
 # a short segment duration keeps the dynamic step near the tags' step, so

@@ -25,8 +25,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
 my $run_seconds = 20;

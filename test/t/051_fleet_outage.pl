@@ -23,8 +23,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
 my $secret = 's3cretpw';
@@ -168,8 +166,10 @@ like($err, qr/DETAIL:\s+The last allocation failed: allocation database did not 
 diag sprintf('(b2) LF003 after %.2fs; leaf.alloc_timeout = 1s, leaf.wait_timeout = 4s', $secs);
 # the worker is not stuck in the hanging COMMIT: it keeps retrying
 my ($fail1) = seg_row($s1, 'hang', 'last_failure');
-sleep 3;
-my ($fail2) = seg_row($s1, 'hang', 'last_failure');
+my $fail2;
+LeafTest::wait_until(
+	sub { ($fail2) = seg_row($s1, 'hang', 'last_failure'); $fail2 gt $fail1 },
+	'another failed load', 3);
 ok($fail2 gt $fail1, "(b2) the allocator keeps retrying ($fail1, then $fail2)");
 
 $alloc->safe_psql('postgres', 'ALTER SYSTEM RESET synchronous_standby_names');

@@ -19,8 +19,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
 my @alloc;

@@ -19,8 +19,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
 my $stopped_pid;

@@ -20,8 +20,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
 my $s = LeafTest::new_node('shard', "leaf.wait_timeout = '1s'");

@@ -26,8 +26,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 
 sub seg
@@ -51,14 +49,7 @@ SELECT leaf_segment_create('order', 10);]);
 	my $s = PostgreSQL::Test::Cluster->new("${name}_alloc2");
 	$s->init_from_backup($p, 'base', has_streaming => 1);
 	$s->start;
-	if ($sync)
-	{
-		$p->append_conf('postgresql.conf', "synchronous_standby_names = '" . $s->name . "'\n");
-		$p->reload;
-		$p->poll_query_until('postgres',
-			"SELECT sync_state FROM pg_stat_replication WHERE application_name = '" . $s->name . "'", 'sync')
-		  or die 'the standby did not become synchronous';
-	}
+	LeafTest::make_synchronous($p, $s) if $sync;
 	$p->wait_for_catchup($s);
 	my $user = $p->safe_psql('postgres', 'SELECT current_user');
 	my $conninfo = sprintf(

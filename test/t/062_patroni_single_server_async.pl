@@ -35,8 +35,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 use LeafTest;
 use LeafZK;
 use LeafPatroni;

@@ -3,24 +3,16 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
+use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('sf_conc');
-$node->init;
-$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.worker_id = 7
-leaf.heartbeat_interval = '500ms'
-max_connections = 40
-]);
-$node->start;
+my $node = LeafTest::new_node('sf_conc', { worker_id => 7, max_worker_processes => undef },
+	"leaf.heartbeat_interval = '500ms'",
+	"max_connections = 40");
 $node->safe_psql('postgres', q[
-CREATE EXTENSION leaf;
 CREATE UNLOGGED TABLE ids (client int, ord bigserial, id bigint);
 CREATE UNLOGGED TABLE bulk (client int, ord bigserial, id bigint);
 ]);

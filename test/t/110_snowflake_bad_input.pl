@@ -8,14 +8,11 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
+use LeafTest;
 
-my $node = PostgreSQL::Test::Cluster->new('sf_bad');
-$node->init;
-$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.wait_timeout = '8s'
-include_if_exists = 'leaf_case.conf'
-]);
+my $node = LeafTest::new_node('sf_bad', { max_worker_processes => undef, start => 0 },
+	"leaf.wait_timeout = '8s'",
+	"include_if_exists = 'leaf_case.conf'");
 
 # Start with the given leaf settings; check the error of leaf_snowflake()
 # and that segment mode still works.

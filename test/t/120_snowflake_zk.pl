@@ -3,9 +3,7 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
+use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -16,9 +14,7 @@ my $zk = LeafZK->new(nodes => 1);
 sub new_node
 {
 	my ($name, $extra) = @_;
-	my $node = $zk->pg_node($name, root => '/leaf/zktest', extra => $extra);
-	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+	my $node = $zk->start_pg_node($name, root => '/leaf/zktest', extra => $extra);
 	return $node;
 }
 
@@ -46,10 +42,12 @@ for my $i (0 .. 2)
 		qr{^/leaf/zktest/forever/[^/]+:\d+-\d{10}$}, "node $i: forever node path");
 }
 
-# heartbeats go on
+# heartbeats go on: a new one within a second
 my $hb1 = LeafZK::status($nodes[0], 'last_heartbeat');
-sleep 1;
-my $hb2 = LeafZK::status($nodes[0], 'last_heartbeat');
+my $hb2;
+LeafTest::wait_until(
+	sub { ($hb2 = LeafZK::status($nodes[0], 'last_heartbeat')) ne $hb1 },
+	'a new heartbeat', 1);
 isnt($hb2, $hb1, 'heartbeat advances');
 
 # restarts keep the worker ID

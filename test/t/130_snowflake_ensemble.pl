@@ -3,9 +3,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafZK;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -13,9 +10,7 @@ use Test::More;
 
 my $zk = LeafZK->new(nodes => 3);
 
-my $node = $zk->pg_node('sf_ens');
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $node = $zk->start_pg_node('sf_ens');
 my $wid = $node->safe_psql('postgres', 'SELECT (leaf_snowflake_decode(leaf_snowflake())).worker_id');
 is($node->safe_psql('postgres', 'SELECT worker_id_source, ready, zk_state FROM leaf_snowflake_status'),
 	'zookeeper|t|connected', 'registered through the ensemble');

@@ -6,8 +6,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
 
 use LeafZK;
 use PostgreSQL::Test::Cluster;

@@ -7,9 +7,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -22,10 +19,8 @@ my $root = '/leaf/outlier';
 sub node
 {
 	my ($name, $extra) = @_;
-	my $node = $zk->pg_node($name, root => $root,
+	my $node = $zk->start_pg_node($name, root => $root,
 		extra => "leaf.node_address = '$name.example:1'\nleaf.max_clock_drift_ms = '2s'\n" . ($extra // ''));
-	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 	ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), "$name is ready");
 	return $node;
 }
@@ -47,10 +42,8 @@ ok($c[2]->log_contains(qr/the clock of running peer w\.example:1 differs from th
 	'and the log names the peer with the wrong clock');
 
 # a new node with a wrong clock is refused
-my $w2 = $zk->pg_node('w2', root => $root,
+my $w2 = $zk->start_pg_node('w2', root => $root,
 	extra => "leaf.node_address = 'w2.example:1'\nleaf.max_clock_drift_ms = '2s'\nleaf.test_node_clock_offset_ms = '-20000'\n");
-$w2->start;
-$w2->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($w2->poll_query_until('postgres',
 	q[SELECT not_ready_reason LIKE 'clock differs from the median of 4 running peers by %' FROM leaf_snowflake_status]),
 	'a node 20 s behind is refused');

@@ -9,9 +9,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -67,10 +64,8 @@ is(LeafZK::status($a, 'worker_id'), $new, 'with the new worker ID');
 
 # a recycling node does not take the given-up worker ID, whose mark is
 # still ahead of the clock
-my $r = $zk->pg_node('sf_far_r', root => $root,
+my $r = $zk->start_pg_node('sf_far_r', root => $root,
 	extra => "leaf.node_address = 'r.example:1'\nleaf.worker_id_reclaim_after = '1s'\n");
-$r->start;
-$r->safe_psql('postgres', 'CREATE EXTENSION leaf');
 $t0 = time();
 ok($r->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'a recycling node r is ready');
 cmp_ok(time() - $t0, '<', 20, 'soon');

@@ -4,9 +4,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use IPC::Run;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -35,9 +32,7 @@ IPC::Run::run(
 	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 like($out, qr/10\.0\.0\.9:5432-0000001023/, 'ZooKeeper holds forever nodes 0..1023 of another address');
 
-my $node = $zk->pg_node('sf_limit', root => $root, wait_timeout => '3s');
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $node = $zk->start_pg_node('sf_limit', root => $root, wait_timeout => '3s');
 LeafZK::wait_decided($node);
 
 like(

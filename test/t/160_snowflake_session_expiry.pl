@@ -5,9 +5,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafZK;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -15,9 +12,7 @@ use Test::More;
 
 my $zk = LeafZK->new(nodes => 1);
 
-my $node = $zk->pg_node('sf_expiry', root => '/leaf/expiry');
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $node = $zk->start_pg_node('sf_expiry', root => '/leaf/expiry');
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
 	'registered with ZooKeeper');
 my $wid = $node->safe_psql('postgres', 'SELECT worker_id FROM leaf_snowflake_status');

@@ -10,9 +10,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -23,11 +20,12 @@ my $zk = LeafZK->new(nodes => 1);
 my $root = '/leaf/newreg';
 # leaf.test_register_pause_ms holds the worker for 6 s after it made a
 # new forever node, before the state file names its worker ID
-my $node = $zk->pg_node('sf_newreg', root => $root, wait_timeout => '2s',
-	extra => "leaf.node_address = 'nr.example:1'\nrestart_after_crash = on\n"
-	  . "leaf.test_register_pause_ms = 6000\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $node = $zk->start_pg_node('sf_newreg', root => $root, wait_timeout => '2s',
+	extra => "leaf.node_address = 'nr.example:1'
+restart_after_crash = on
+"
+	  . "leaf.test_register_pause_ms = 6000
+");
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'ready');
 my $old = LeafZK::status($node, 'worker_id');
 my $path = LeafZK::status($node, 'zk_node');

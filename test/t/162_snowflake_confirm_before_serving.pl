@@ -16,9 +16,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -32,10 +29,8 @@ my $root = '/leaf/confirm';
 # leaf.max_clock_drift_ms = 6s makes the wait of a new registration
 # 6.5 s (session timeout and a heartbeat) + 6 s: the session, unconnected
 # from the moment ZooKeeper stops, is given up 6 s later, inside the wait.
-my $node = $zk->pg_node('sf_confirm', root => $root, wait_timeout => '1s',
+my $node = $zk->start_pg_node('sf_confirm', root => $root, wait_timeout => '1s',
 	extra => "leaf.node_address = 'cf.example:1'\nleaf.max_clock_drift_ms = '6s'\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 
 # Wait until the node waits with a new worker ID; return that worker ID
 # and the end of its wait (epoch seconds).

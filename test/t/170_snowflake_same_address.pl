@@ -6,9 +6,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -18,16 +15,12 @@ use Test::More;
 my $zk = LeafZK->new(nodes => 1);
 my $same = "leaf.node_address = 'db.example:5432'\n";
 
-my $n1 = $zk->pg_node('sf_same1', root => '/leaf/same', extra => $same);
-$n1->start;
-$n1->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $n1 = $zk->start_pg_node('sf_same1', root => '/leaf/same', extra => $same);
 ok($n1->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
 	'first node is ready');
 my $wid1 = $n1->safe_psql('postgres', 'SELECT worker_id FROM leaf_snowflake_status');
 
-my $n2 = $zk->pg_node('sf_same2', root => '/leaf/same', extra => $same);
-$n2->start;
-$n2->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $n2 = $zk->start_pg_node('sf_same2', root => '/leaf/same', extra => $same);
 # until it serves, or refuses for the address (not while it waits for a clock)
 $n2->poll_query_until('postgres',
 	q[SELECT ready OR not_ready_reason LIKE 'node address%' FROM leaf_snowflake_status]);
@@ -53,10 +46,8 @@ like($zk->cli('stat', '/leaf/same/temporary/db.example:5432'),
 	qr/ephemeralOwner = 0x[0-9a-f]*[1-9a-f]/, "the first node's ephemeral node is still there");
 
 # a loopback listen address is not an identity
-my $n3 = $zk->pg_node('sf_same3', root => '/leaf/same',
+my $n3 = $zk->start_pg_node('sf_same3', root => '/leaf/same',
 	extra => "listen_addresses = '127.0.0.1'\n");
-$n3->start;
-$n3->safe_psql('postgres', 'CREATE EXTENSION leaf');
 LeafZK::wait_decided($n3);
 my $addr3 = $n3->safe_psql('postgres', 'SELECT coalesce(node_address, \'\') FROM leaf_snowflake_status');
 unlike($addr3, qr/^(127\.|localhost)/, "a loopback listen address is not used as the node address ($addr3)");

@@ -5,24 +5,17 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $primary = PostgreSQL::Test::Cluster->new('sf_orig');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.heartbeat_interval = '500ms'
-leaf.wait_timeout = '3s'
-]);
-$primary->start;
-$primary->safe_psql('postgres', 'CREATE EXTENSION leaf; ALTER SYSTEM SET leaf.worker_id = 5');
+my $primary = LeafTest::new_node('sf_orig',
+	{ init => [ allows_streaming => 1 ], max_worker_processes => undef },
+	"leaf.heartbeat_interval = '500ms'",
+	"leaf.wait_timeout = '3s'");
+$primary->safe_psql('postgres', 'ALTER SYSTEM SET leaf.worker_id = 5');
 $primary->restart;
 $primary->safe_psql('postgres', 'SELECT count(leaf_snowflake()) FROM generate_series(1, 1000)');
 $primary->backup('b');

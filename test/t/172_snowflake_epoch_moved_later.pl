@@ -4,25 +4,15 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('sf_epoch');
-$node->init;
-$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.worker_id = 3
-leaf.heartbeat_interval = '500ms'
-leaf.wait_timeout = '1s'
-]);
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $node = LeafTest::new_node('sf_epoch', { worker_id => 3, max_worker_processes => undef },
+	"leaf.heartbeat_interval = '500ms'",
+	"leaf.wait_timeout = '1s'");
 my $last = $node->safe_psql('postgres', 'SELECT max(id) FROM leaf_snowflake_nextvals(200000) AS id');
 my $epoch = $node->safe_psql('postgres', 'SELECT epoch_ms FROM leaf_snowflake_status');
 $node->stop;

@@ -5,25 +5,16 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
+use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('sf_switch');
-$node->init;
 # a long heartbeat: the mark lies 2 x 4 s + 1 s ahead of the clock
-$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.worker_id = 2
-leaf.heartbeat_interval = '4s'
-leaf.wait_timeout = '1s'
-]);
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $node = LeafTest::new_node('sf_switch', { worker_id => 2, max_worker_processes => undef },
+	"leaf.heartbeat_interval = '4s'",
+	"leaf.wait_timeout = '1s'");
 $node->safe_psql('postgres', 'SELECT count(leaf_snowflake()) FROM generate_series(1, 1000)');
 my ($mark2) = slurp_file($node->data_dir . '/leaf_snowflake.state') =~ /^high_water_ms (\d+)$/m;
 $node->stop('immediate');

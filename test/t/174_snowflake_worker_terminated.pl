@@ -4,24 +4,14 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('sf_term');
-$node->init;
-$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.worker_id = 4
-leaf.heartbeat_interval = '500ms'
-leaf.wait_timeout = '10s'
-]);
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $node = LeafTest::new_node('sf_term', { worker_id => 4, max_worker_processes => undef },
+	"leaf.heartbeat_interval = '500ms'",
+	"leaf.wait_timeout = '10s'");
 my $before = $node->safe_psql('postgres', 'SELECT leaf_snowflake()');
 
 my $q = q[SELECT pid FROM pg_stat_activity WHERE backend_type = 'leaf snowflake worker'];

@@ -5,9 +5,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -17,10 +14,8 @@ use Time::HiRes ();
 
 my $zk = LeafZK->new(nodes => 1);
 # a long heartbeat: after a crash the node waits up to 2 x 3 s + 1 s
-my $node = $zk->pg_node('sf_early', root => '/leaf/early',
+my $node = $zk->start_pg_node('sf_early', root => '/leaf/early',
 	extra => "leaf.node_address = 'early.example:1'\nleaf.heartbeat_interval = '3s'\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'ready');
 my ($wid, $path) = split /\|/,
   $node->safe_psql('postgres', 'SELECT worker_id, zk_node FROM leaf_snowflake_status');

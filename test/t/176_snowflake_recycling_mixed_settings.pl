@@ -6,9 +6,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -19,10 +16,8 @@ use Time::HiRes qw(time usleep);
 my $zk = LeafZK->new(nodes => 1);
 my $proxy = $zk->proxy;
 
-my $n1 = $zk->pg_node('sf_mixed1', root => '/leaf/mixed', hosts => $proxy->{hosts},
+my $n1 = $zk->start_pg_node('sf_mixed1', root => '/leaf/mixed', hosts => $proxy->{hosts},
 	extra => "leaf.node_address = 'n1.example:1'\nleaf.heartbeat_interval = '2s'\n");
-$n1->start;
-$n1->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($n1->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
 	'n1 (recycling off) is ready');
 my $wid1 = $n1->safe_psql('postgres', 'SELECT worker_id FROM leaf_snowflake_status');
@@ -42,10 +37,8 @@ sleep 3;
 is($n1->safe_psql('postgres', 'SELECT ready FROM leaf_snowflake_status'), 't',
 	'n1 keeps serving from its local lease while cut off');
 
-my $n2 = $zk->pg_node('sf_mixed2', root => '/leaf/mixed',
+my $n2 = $zk->start_pg_node('sf_mixed2', root => '/leaf/mixed',
 	extra => "leaf.node_address = 'n2.example:1'\nleaf.worker_id_reclaim_after = '3s'\n");
-$n2->start;
-$n2->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($n2->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'n2 is ready');
 my $wid2 = $n2->safe_psql('postgres', 'SELECT worker_id FROM leaf_snowflake_status');
 isnt($wid2, $wid1, "n2 did not take over n1's worker ID ($wid1)");

@@ -6,9 +6,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -16,16 +13,10 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes ();
 
-my $node = PostgreSQL::Test::Cluster->new('sf_status');
-$node->init;
-$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.worker_id = 9
-leaf.heartbeat_interval = '500ms'
-leaf.wait_timeout = '1s'
-]);
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf; CREATE ROLE app LOGIN;
+my $node = LeafTest::new_node('sf_status', { worker_id => 9, max_worker_processes => undef },
+	"leaf.heartbeat_interval = '500ms'",
+	"leaf.wait_timeout = '1s'");
+$node->safe_psql('postgres', 'CREATE ROLE app LOGIN;
 	GRANT EXECUTE ON FUNCTION leaf_snowflake() TO app');
 
 my ($state, $err) = LeafTest::sqlstate($node, 'postgres',

@@ -5,9 +5,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -48,9 +45,7 @@ $node->stop;
 # credentials still register next to it (before 1.3 they could no longer
 # read the tree), and nobody repeats an ID.
 my $root = '/rollout/leaf';
-my $o1 = $zk->pg_node('sf_open1', root => $root, extra => "leaf.node_address = 'o1.example:1'\n");
-$o1->start;
-$o1->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $o1 = $zk->start_pg_node('sf_open1', root => $root, extra => "leaf.node_address = 'o1.example:1'\n");
 ok($o1->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'o1 (no credentials) is ready');
 # a tree made by an older release has no claimed/: the node with
 # credentials that makes it gives it the root's (open) ACL
@@ -62,10 +57,8 @@ open my $af, '>', $authfile or die $!;
 print $af "leaf:r0ll0ut-pw\n";
 close $af;
 chmod 0644, $authfile;
-my $a1 = $zk->pg_node('sf_auth1', root => $root,
+my $a1 = $zk->start_pg_node('sf_auth1', root => $root,
 	extra => "leaf.node_address = 'a1.example:1'\nleaf.zk_auth_file = '$authfile'\n");
-$a1->start;
-$a1->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok(LeafZK::wait_decided($a1), 'a1 has decided');
 like(LeafZK::status($a1, 'ready, not_ready_reason'),
 	qr/^f\|leaf\.zk_auth_file "[^"]+" has group or world access/,
@@ -79,9 +72,7 @@ is($a1->safe_psql('postgres', q[SELECT count(*) FROM pg_file_settings WHERE sett
 	'pg_file_settings does not show the password');
 ok(!$a1->log_contains(qr/r0ll0ut-pw/), 'nor does the log');
 
-my $o2 = $zk->pg_node('sf_open2', root => $root, extra => "leaf.node_address = 'o2.example:1'\n");
-$o2->start;
-$o2->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $o2 = $zk->start_pg_node('sf_open2', root => $root, extra => "leaf.node_address = 'o2.example:1'\n");
 ok($o2->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
 	'o2 (no credentials) registers beside a node with credentials');
 like($zk->cli('getAcl', "$root/claimed"), qr/world/, 'claimed/ has the open ACL of the root');

@@ -5,9 +5,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -16,17 +13,13 @@ use Test::More;
 
 my $zk = LeafZK->new(nodes => 1);
 
-my $n1 = $zk->pg_node('sf_del1', root => '/leaf/del');
-$n1->start;
-$n1->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $n1 = $zk->start_pg_node('sf_del1', root => '/leaf/del');
 ok($n1->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'n1 is ready');
 my $wid1 = $n1->safe_psql('postgres', 'SELECT worker_id FROM leaf_snowflake_status');
 
 note $zk->cli('deleteall', '/leaf/del/forever');
 
-my $n2 = $zk->pg_node('sf_del2', root => '/leaf/del');
-$n2->start;
-$n2->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $n2 = $zk->start_pg_node('sf_del2', root => '/leaf/del');
 ok($n2->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'n2 is ready');
 
 ok($n1->log_contains(qr/forever node \S+ is gone from ZooKeeper/),

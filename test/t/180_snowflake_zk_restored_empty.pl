@@ -7,9 +7,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -18,9 +15,7 @@ use Test::More;
 
 my $zk = LeafZK->new(nodes => 1);
 
-my $n1 = $zk->pg_node('sf_wiped1', root => '/leaf/wiped');
-$n1->start;
-$n1->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $n1 = $zk->start_pg_node('sf_wiped1', root => '/leaf/wiped');
 ok($n1->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'n1 is ready');
 my $wid1 = $n1->safe_psql('postgres', 'SELECT worker_id FROM leaf_snowflake_status');
 
@@ -32,9 +27,7 @@ $zk->stop_node(1);
 $zk->wipe_node(1);
 $zk->start_node(1);
 
-my $n2 = $zk->pg_node('sf_wiped2', root => '/leaf/wiped');
-$n2->start;
-$n2->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $n2 = $zk->start_pg_node('sf_wiped2', root => '/leaf/wiped');
 ok($n2->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'n2 is ready');
 
 # both at once: count repeated IDs

@@ -5,9 +5,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -16,10 +13,8 @@ use Test::More;
 use Time::HiRes ();
 
 my $zk = LeafZK->new(nodes => 1);
-my $node = $zk->pg_node('sf_stall', root => '/leaf/stall',
+my $node = $zk->start_pg_node('sf_stall', root => '/leaf/stall',
 	extra => "leaf.node_address = 'stall.example:1'\nleaf.heartbeat_interval = '3s'\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'ready');
 my ($wid, $path) = split /\|/,
   $node->safe_psql('postgres', 'SELECT worker_id, zk_node FROM leaf_snowflake_status');

@@ -14,9 +14,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -70,13 +67,7 @@ note 'ZooKeeper is back, empty';
 my %healed = %{ LeafZK::wait_registered_again($root, \@nodes, \@offsets, $t_up, 90) };
 my $load_result = LeafZK::stop_load($load, @nodes);
 
-for my $i (0 .. $#nodes)
-{
-	ok(defined $healed{$i},
-		sprintf('%s registered again and serves, %.1f s after ZooKeeper was back',
-			$nodes[$i]->name, $healed{$i} // -1));
-}
-my $worst = LeafTest::max_of(map { $_ // 999 } @healed{ 0 .. $#nodes });
+my $worst = LeafZK::check_healed(\%healed, @nodes);
 note sprintf('slowest node serving again %.1f s after ZooKeeper was back', $worst);
 
 my @wids = map { LeafZK::status($_, 'worker_id') } @nodes;
@@ -114,11 +105,7 @@ for my $i (0 .. $#nodes)
 	my $lies = grep { $_->[1] eq 't' && $_->[2] ne 'ok' } @{ $load_result->{probes}[$i] };
 	is($lies, 0, $nodes[$i]->name . ': no probe found ready = t and then a failing call');
 }
-cmp_ok($load_result->{ids}, '>', 0, "IDs were generated ($load_result->{ids})");
-is($load_result->{shared_ms}, 0,
-	'no two nodes issued IDs with the same worker ID in the same millisecond');
-is($load_result->{interleaved}, 0, 'no worker ID was used by two nodes in turn');
-is($load_result->{repeats}, 0, 'no ID is repeated');
+LeafZK::check_load($load_result);
 
 $_->stop for @nodes;
 $zk->stop;

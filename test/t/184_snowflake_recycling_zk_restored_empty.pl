@@ -11,9 +11,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -102,13 +99,7 @@ my %healed = %{ LeafZK::wait_registered_again($root, \@nodes, \@offsets, $t_up, 
 sleep 2;
 my $load_result = LeafZK::stop_load($load, @nodes);
 
-for my $i (0 .. $#nodes)
-{
-	ok(defined $healed{$i},
-		sprintf('%s registered again and serves, %.1f s after ZooKeeper was back',
-			$nodes[$i]->name, $healed{$i} // -1));
-}
-my $worst = LeafTest::max_of(map { $_ // 999 } @healed{ 0 .. $#nodes });
+my $worst = LeafZK::check_healed(\%healed, @nodes);
 # the bound: a session the restored server refuses is given up once it has
 # not connected for its timeout (6 s, counted from the start of the
 # outage), a few heartbeats late at most; a new session connects and
@@ -144,11 +135,7 @@ for my $i (0 .. $#nodes)
 	is($other, 0, $nodes[$i]->name . ': no probe failed with another error');
 }
 
-cmp_ok($load_result->{ids}, '>', 0, "IDs were generated ($load_result->{ids})");
-is($load_result->{shared_ms}, 0,
-	'no two nodes issued IDs with the same worker ID in the same millisecond');
-is($load_result->{interleaved}, 0, 'no worker ID was used by two nodes in turn');
-is($load_result->{repeats}, 0, 'no ID is repeated');
+LeafZK::check_load($load_result);
 
 $_->stop for @nodes;
 $zk->stop;

@@ -8,24 +8,14 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('sf_damaged');
-$node->init;
-$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.worker_id = 7
-leaf.heartbeat_interval = '500ms'
-leaf.wait_timeout = '2s'
-]);
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $node = LeafTest::new_node('sf_damaged', { worker_id => 7, max_worker_processes => undef },
+	"leaf.heartbeat_interval = '500ms'",
+	"leaf.wait_timeout = '2s'");
 my $state_file = $node->data_dir . '/leaf_snowflake.state';
 
 my @all;

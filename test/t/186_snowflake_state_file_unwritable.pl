@@ -7,24 +7,14 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('sf_unwritable');
-$node->init;
-$node->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-leaf.worker_id = 3
-leaf.heartbeat_interval = '100ms'
-leaf.wait_timeout = '200ms'
-]);
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $node = LeafTest::new_node('sf_unwritable', { worker_id => 3, max_worker_processes => undef },
+	"leaf.heartbeat_interval = '100ms'",
+	"leaf.wait_timeout = '200ms'");
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'ready');
 
 my $tmp = $node->data_dir . '/leaf_snowflake.state.tmp';

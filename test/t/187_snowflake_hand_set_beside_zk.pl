@@ -12,9 +12,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -27,10 +24,8 @@ my $root = '/leaf/hand';
 sub node
 {
 	my ($name, $addr, $extra) = @_;
-	my $node = $zk->pg_node($name, root => $root, wait_timeout => '3s',
+	my $node = $zk->start_pg_node($name, root => $root, wait_timeout => '3s',
 		extra => "leaf.node_address = '$addr'\n" . ($extra // ''));
-	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 	return $node;
 }
 

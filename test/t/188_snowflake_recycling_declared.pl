@@ -7,9 +7,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -19,10 +16,8 @@ use Test::More;
 my $zk = LeafZK->new(nodes => 1);
 my $root = '/leaf/declared';
 
-my $n1 = $zk->pg_node('sf_decl1', root => $root, wait_timeout => '2s',
+my $n1 = $zk->start_pg_node('sf_decl1', root => $root, wait_timeout => '2s',
 	extra => "leaf.node_address = 'n1.example:1'\nleaf.worker_id_reclaim_after = '2s'\n");
-$n1->start;
-$n1->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($n1->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'n1 (recycling on) is ready');
 my $wid1 = LeafZK::status($n1, 'worker_id');
 my @before = split /\n/, $n1->safe_psql('postgres', 'SELECT leaf_snowflake_nextvals(20000)');
@@ -32,10 +27,8 @@ $n1->stop;
 
 # n1's node goes without heartbeat for longer than 2 s: n2 takes it over
 sleep 3;
-my $n2 = $zk->pg_node('sf_decl2', root => $root,
+my $n2 = $zk->start_pg_node('sf_decl2', root => $root,
 	extra => "leaf.node_address = 'n2.example:1'\nleaf.worker_id_reclaim_after = '2s'\n");
-$n2->start;
-$n2->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($n2->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'n2 is ready');
 is(LeafZK::status($n2, 'worker_id'), $wid1, "n2 took n1's worker ID $wid1 over");
 push @before, split /\n/, $n2->safe_psql('postgres', 'SELECT leaf_snowflake_nextvals(20000)');

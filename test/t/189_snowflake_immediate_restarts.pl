@@ -7,9 +7,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -18,10 +15,8 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 my $zk = LeafZK->new(nodes => 1);
-my $node = $zk->pg_node('sf_immed', root => '/leaf/immediate',
+my $node = $zk->start_pg_node('sf_immed', root => '/leaf/immediate',
 	extra => "leaf.node_address = 'imm.example:1'\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'ready');
 my $wid = LeafZK::status($node, 'worker_id');
 my @ids = split /\n/, $node->safe_psql('postgres', 'SELECT leaf_snowflake_nextvals(20000)');

@@ -15,9 +15,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -31,10 +28,8 @@ my $root = '/leaf/failedreg';
 # leaf.max_clock_drift_ms = 40s makes the wait of a new registration
 # 6.5 s (session timeout and a heartbeat) + 40 s; the state file names its
 # worker ID at once, with the end of that wait as its mark
-my $node = $zk->pg_node('sf_failed_reg', root => $root, wait_timeout => '1s',
+my $node = $zk->start_pg_node('sf_failed_reg', root => $root, wait_timeout => '1s',
 	extra => "leaf.node_address = 'fr.example:1'\nleaf.max_clock_drift_ms = '40s'\n");
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($node->poll_query_until('postgres',
 	q[SELECT not_ready_reason LIKE '%new worker ID % is used only from%' FROM leaf_snowflake_status]),
 	'the node waits before it serves with a new worker ID');

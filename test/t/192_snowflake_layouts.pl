@@ -13,9 +13,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -151,10 +148,9 @@ foreach my $bad (
 	[ '41+10+12/2h', qr/unit of time after "\/" must be from 1ms to 1s/ ],
 	[ 'js64',     qr/must be "default", "js53", or timestamp\+worker\+sequence bits/ ])
 {
-	my $b = PostgreSQL::Test::Cluster->new('sf_layout_bad' . ++$i);
-	$b->init;
-	$b->append_conf('postgresql.conf',
-		"shared_preload_libraries = 'leaf'\nleaf.worker_id = 1\nleaf.snowflake_layout = '$bad->[0]'\n");
+	my $b = LeafTest::new_node('sf_layout_bad' . ++$i,
+		{ worker_id => 1, max_worker_processes => undef, start => 0 },
+		"leaf.snowflake_layout = '$bad->[0]'");
 	ok(!$b->start(fail_ok => 1), "layout '$bad->[0]' stops the server from starting");
 	like(slurp_file($b->logfile), $bad->[1], '... saying why');
 }

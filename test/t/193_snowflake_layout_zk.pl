@@ -13,9 +13,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use LeafZK;
 use PostgreSQL::Test::Cluster;
@@ -25,10 +22,8 @@ use Test::More;
 my $zk = LeafZK->new(nodes => 1);
 
 # the first node of a root records its layout
-my $a = $zk->pg_node('sf_lz_a', root => '/leaf/js53',
+my $a = $zk->start_pg_node('sf_lz_a', root => '/leaf/js53',
 	extra => "leaf.snowflake_layout = 'js53'\nleaf.node_address = 'a.example:1'\n");
-$a->start;
-$a->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($a->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
 	'a js53 node registers under a new root');
 like($zk->cli('get', '/leaf/js53/layout'), qr/^41\+6\+6\/1ms$/m,
@@ -39,10 +34,8 @@ is($a->safe_psql('postgres', 'SELECT (leaf_snowflake_decode(leaf_snowflake())).w
 	LeafZK::status($a, 'worker_id'), 'and carry its worker ID');
 
 # a node of the default layout under that root: refused
-my $b = $zk->pg_node('sf_lz_b', root => '/leaf/js53', wait_timeout => '2s',
+my $b = $zk->start_pg_node('sf_lz_b', root => '/leaf/js53', wait_timeout => '2s',
 	extra => "leaf.node_address = 'b.example:1'\n");
-$b->start;
-$b->safe_psql('postgres', 'CREATE EXTENSION leaf');
 LeafZK::wait_decided($b);
 my ($state, $err) = LeafTest::sqlstate($b, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF102', 'a default node under the js53 root: LF102');
@@ -52,10 +45,8 @@ unlike($zk->cli('ls', '/leaf/js53/forever'), qr/b\.example/,
 	'it made no forever node there');
 
 # a hand-set worker ID of the default layout, claimed there: refused too
-my $c = $zk->pg_node('sf_lz_c', root => '/leaf/js53', wait_timeout => '2s',
+my $c = $zk->start_pg_node('sf_lz_c', root => '/leaf/js53', wait_timeout => '2s',
 	extra => "leaf.worker_id = 5\nleaf.node_address = 'c.example:1'\n");
-$c->start;
-$c->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($c->poll_query_until('postgres',
 	q[SELECT not_ready_reason LIKE '%records layout 41+6+6/1ms, but leaf.snowflake_layout is 41+10+12/1ms%' FROM leaf_snowflake_status]),
 	'a hand-set node of another layout does not claim its worker ID there');
@@ -69,19 +60,15 @@ my $out = $zk->cli_script(
 	"create /leaf/old\ncreate /leaf/old/forever\ncreate /leaf/old/temporary\n"
 	  . qq[create -s /leaf/old/forever/10.0.0.8:5432- {"addr":"10.0.0.8:5432","ts":1,"hwm":1}\n]);
 unlike($out, qr/KeeperErrorCode/, 'a root with a forever node and no layout node');
-my $d = $zk->pg_node('sf_lz_d', root => '/leaf/old', wait_timeout => '2s',
+my $d = $zk->start_pg_node('sf_lz_d', root => '/leaf/old', wait_timeout => '2s',
 	extra => "leaf.snowflake_layout = 'js53'\nleaf.node_address = 'd.example:1'\n");
-$d->start;
-$d->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($d->poll_query_until('postgres',
 	q[SELECT not_ready_reason LIKE '%ZooKeeper root /leaf/old holds nodes that registered before it recorded a layout, so its IDs have the default layout 41+10+12/1ms, but leaf.snowflake_layout is 41+6+6/1ms%' FROM leaf_snowflake_status]),
 	'a js53 node is refused under a root older releases numbered');
 unlike($zk->cli('ls', '/leaf/old'), qr/\blayout\b/, 'and records no layout there');
 $d->stop;
-my $e = $zk->pg_node('sf_lz_e', root => '/leaf/old',
+my $e = $zk->start_pg_node('sf_lz_e', root => '/leaf/old',
 	extra => "leaf.node_address = 'e.example:1'\n");
-$e->start;
-$e->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($e->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
 	'a default node registers there');
 like($zk->cli('get', '/leaf/old/layout'), qr/^41\+10\+12\/1ms$/m,
@@ -97,10 +84,8 @@ $cmds .= qq[create -s /leaf/wide/forever/10.0.0.9:5432- {"addr":"10.0.0.9:5432",
   for 1 .. 1100;
 $out = $zk->cli_script($cmds . "ls /leaf/wide/forever\n");
 like($out, qr/10\.0\.0\.9:5432-0000001099/, 'ZooKeeper holds forever nodes 0..1099 of another address');
-my $f = $zk->pg_node('sf_lz_f', root => '/leaf/wide',
+my $f = $zk->start_pg_node('sf_lz_f', root => '/leaf/wide',
 	extra => "leaf.snowflake_layout = '41+13+9'\nleaf.node_address = 'f.example:1'\n");
-$f->start;
-$f->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok($f->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
 	'a node with 13 worker bits registers');
 is(LeafZK::status($f, 'worker_id'), '1100', 'with worker ID 1100');

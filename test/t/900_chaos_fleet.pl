@@ -10,7 +10,6 @@ use warnings;
 
 use FindBin;
 use lib "$FindBin::RealBin/../chaos";
-use lib "$FindBin::RealBin/../lib";
 
 use Test::More;
 use LeafChaos;
