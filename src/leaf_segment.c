@@ -966,6 +966,9 @@ leaf_count_wait(LeafTagSlot *slot, uint64 generation, TimestampTz wait_start)
 	SpinLockRelease(&slot->mutex);
 }
 
+/* the wait event of a caller waiting for a segment, once named */
+static uint32 leaf_segment_wait_event = 0;
+
 /*
  * Wait, after finding both buffers of a slot empty, until something
  * changes: a load ends, the worker reports a failure that callers should
@@ -1053,8 +1056,11 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 
 	/* start a worker if there is none (it may have exited or been killed) */
 	leaf_wake_worker(MyDatabaseId);
+	/* named once per process: the name is looked up under a lock */
+	if (leaf_segment_wait_event == 0)
+		leaf_segment_wait_event = WaitEventExtensionNew("LeafSegment");
 	(void) ConditionVariableTimedSleep(&slot->cv, Min(remaining, 1000),
-									   PG_WAIT_EXTENSION);
+									   leaf_segment_wait_event);
 }
 
 /*
