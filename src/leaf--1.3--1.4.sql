@@ -995,7 +995,8 @@ COMMENT ON FUNCTION @extschema@.leaf_adopted_forget(regclass, name) IS
 -- Built over leaf_segments, leaf_snowflake_status and
 -- leaf_snowflake_layout(); leaf_segment_errors() adds what leaf_segments
 -- does not show: the SQLSTATE of a tag's last failed load and how many
--- failed.  Readable by pg_monitor, as the views below them (a view's
+-- failed; leaf_snowflake_units_exhausted() the units of time whose
+-- sequence ran out.  Readable by pg_monitor, as the views below them (a view's
 -- functions run with the privileges of its reader, who needs EXECUTE on
 -- them too).  Built-ins are named with their schema: the views run for
 -- superusers as well.  docs/monitoring.md describes every column.
@@ -1060,6 +1061,17 @@ COMMENT ON VIEW @extschema@.leaf_tag_metrics IS
 REVOKE ALL ON @extschema@.leaf_tag_metrics FROM PUBLIC;
 GRANT SELECT ON @extschema@.leaf_tag_metrics TO pg_monitor;
 
+CREATE FUNCTION @extschema@.leaf_snowflake_units_exhausted()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'leaf_snowflake_units_exhausted'
+LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.leaf_snowflake_units_exhausted() IS
+'leaf snowflake mode: units of time whose sequence ran out since the server started (callers waited for the next unit)';
+
+REVOKE ALL ON FUNCTION @extschema@.leaf_snowflake_units_exhausted() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.leaf_snowflake_units_exhausted() TO pg_monitor;
+
 CREATE VIEW @extschema@.leaf_node_metrics AS
 SELECT CASE WHEN st.ready THEN 1 ELSE 0 END AS snowflake_ready,
 	   st.not_ready_reason,
@@ -1068,6 +1080,7 @@ SELECT CASE WHEN st.ready THEN 1 ELSE 0 END AS snowflake_ready,
 	   st.ids_issued AS snowflake_ids_issued_total,
 	   st.backward_waits AS backward_waits_total,
 	   st.backward_errors AS backward_errors_total,
+	   @extschema@.leaf_snowflake_units_exhausted() AS sequence_exhausted_total,
 	   pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) st.last_heartbeat)
 		 AS heartbeat_age_seconds,
 	   pg_catalog.date_part('epoch', st.recorded_until OPERATOR(pg_catalog.-) pg_catalog.now())

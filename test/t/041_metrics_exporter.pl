@@ -6,7 +6,8 @@
 # sessions take IDs: leaf's metrics are there, and the IDs handed out
 # grow.  The views give the runway and the range as leaf_segments shows
 # them, a refused load as refusing with its SQLSTATE (LF005) while the
-# buffers still serve, and the node's layout (js53) with its horizon.
+# buffers still serve, and the node's layout (js53) with its horizon and
+# the units of time whose sequence ran out.
 # promtool checks the alert rules of contrib/monitoring/leaf.rules.yml,
 # and runs their unit tests.
 #
@@ -85,6 +86,14 @@ is( $node->safe_psql(
 	  FROM leaf_node_metrics}),
 	'1|3|41+6+6/1ms|1|t|t|t|2|0',
 	'leaf_node_metrics: ready, worker ID 3, js53 below 2^53 with its horizon, two tags');
+
+# a bulk call takes 64 IDs per ms under js53: the units of time whose
+# sequence ran out are counted, each once
+$node->safe_psql('postgres', 'SELECT count(*) FROM leaf_snowflake_nextvals(20000)');
+my ($exhausted, $units) = split /\|/, $node->safe_psql('postgres', $watch . q{
+	SELECT sequence_exhausted_total, snowflake_ids_issued_total / 64 FROM leaf_node_metrics});
+ok($exhausted >= 100 && $exhausted <= $units,
+	"units whose sequence ran out counted once each ($exhausted, at most $units)");
 
 # A refused load while the buffers still serve: max_id lowered behind
 # the guards, so the next load finds it below the segments held (LF005).
@@ -205,7 +214,7 @@ is(sample($s2, 'leaf_node_snowflake_ready', qr/layout="41\+6\+6\/1ms"/),
 for my $m (
 	qw(leaf_node_worker_id leaf_node_snowflake_ids_issued_total
 	leaf_node_backward_waits_total leaf_node_backward_errors_total
-	leaf_node_heartbeat_age_seconds leaf_node_lease_left_seconds
+	leaf_node_sequence_exhausted_total leaf_node_heartbeat_age_seconds leaf_node_lease_left_seconds
 	leaf_node_timestamp_left_seconds leaf_node_layout_max_id
 	leaf_node_segment_tags leaf_node_segment_tags_refusing))
 {
