@@ -126,6 +126,10 @@ SELECT count(*) FROM leaf_segments;
 SELECT count(*) FROM leaf_segments();
 SELECT count(*) FROM leaf_snowflake_status;
 SELECT count(*) FROM leaf_snowflake_status();
+SELECT count(*) FROM leaf_tag_metrics;
+SELECT count(*) FROM leaf_node_metrics;
+SELECT count(*) FROM leaf_segment_errors();
+SELECT leaf_snowflake_units_exhausted();
 -- what stays open to everyone: it reads nothing and takes nothing
 SELECT worker_id, sequence FROM leaf_snowflake_decode((1::bigint << 22) | (5 << 12) | 7);
 SELECT layout FROM leaf_snowflake_layout();
@@ -252,10 +256,10 @@ DROP OWNED BY leaf_sec_super;
 SELECT extname FROM pg_extension WHERE extname = 'leaf';
 
 --
--- 7. Monitoring: a member of pg_monitor reads both views, leaf_segments
--- and leaf_snowflake_status, and the functions behind them, through SET
--- ROLE and through a login of its own (section 2 shows a plain role
--- refused all four).
+-- 7. Monitoring: a member of pg_monitor reads the views, leaf_segments,
+-- leaf_snowflake_status and the metrics over them (1.4), and the
+-- functions behind them, through SET ROLE and through a login of its own
+-- (section 2 shows a plain role refused all of them).
 --
 \c leaf_sec :superuser
 CREATE ROLE leaf_sec_watcher LOGIN;
@@ -270,6 +274,12 @@ SELECT worker_id, ready FROM leaf_snowflake_status;
 SELECT count(*) FROM leaf_segments()
  WHERE database = current_database() AND biz_tag = 'watched';
 SELECT count(*) FROM leaf_snowflake_status();
+SELECT biz_tag, ready, refusing, ids_issued_total FROM leaf_tag_metrics
+ WHERE database = current_database() AND biz_tag = 'watched';
+SELECT snowflake_ready, segment_tags_refusing FROM leaf_node_metrics;
+SELECT leaf_snowflake_units_exhausted() >= 0 AS reads_units_exhausted;
+SELECT failed_loads FROM leaf_segment_errors()
+ WHERE database = current_database() AND biz_tag = 'watched';
 -- pg_monitor includes pg_read_all_settings: its members read the
 -- settings that are otherwise for superusers only (docs/privileges.md)
 SELECT current_setting('leaf.alloc_conninfo') IS NOT NULL AS reads_alloc_conninfo;
@@ -277,6 +287,7 @@ SELECT current_setting('leaf.public_id_key_file') AS reads_key_file_path;
 RESET ROLE;
 \c leaf_sec leaf_sec_watcher
 SELECT count(*) FROM leaf_snowflake_status;
+SELECT count(*) FROM leaf_node_metrics;
 
 --
 -- 8. leaf_adopted, the record of adopted columns: written only by leaf's

@@ -987,3 +987,122 @@ $$;
 
 COMMENT ON FUNCTION @extschema@.leaf_adopted_forget(regclass, name) IS
 'leaf: forgets the adoption of a column that takes its values from leaf no more';
+
+--
+-- Metrics: the facts an operator alerts on, one number per column, named
+-- as Prometheus names them (_total for counters, the unit last), so that
+-- a collector maps a column to a metric without arithmetic of its own.
+-- Built over leaf_segments, leaf_snowflake_status and
+-- leaf_snowflake_layout(); leaf_segment_errors() adds what leaf_segments
+-- does not show: the SQLSTATE of a tag's last failed load and how many
+-- failed; leaf_snowflake_units_exhausted() the units of time whose
+-- sequence ran out.  Readable by pg_monitor, as the views below them (a view's
+-- functions run with the privileges of its reader, who needs EXECUTE on
+-- them too).  Built-ins are named with their schema: the views run for
+-- superusers as well.  docs/monitoring.md describes every column.
+--
+CREATE FUNCTION @extschema@.leaf_segment_errors(
+	OUT database name,
+	OUT biz_tag text,
+	OUT failed_loads bigint,
+	OUT last_error_code text,
+	OUT error_current boolean,
+	OUT error_final boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'leaf_segment_errors'
+LANGUAGE C STRICT VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.leaf_segment_errors() IS
+'leaf segment mode: failed loads of every biz_tag held in shared memory, with the SQLSTATE of the last one';
+
+REVOKE ALL ON FUNCTION @extschema@.leaf_segment_errors() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.leaf_segment_errors() TO pg_monitor;
+
+CREATE VIEW @extschema@.leaf_tag_metrics AS
+SELECT s.database,
+	   s.biz_tag,
+	   s.state,
+	   -- a call made now returns an ID at once
+	   CASE WHEN s.state OPERATOR(pg_catalog.=) 'ok' THEN 1 ELSE 0 END AS ready,
+	   -- the last load was refused and only a person can mend it
+	   -- (docs/errors.md); the buffers may still serve
+	   CASE WHEN e.error_current
+				 AND e.last_error_code OPERATOR(pg_catalog.=) ANY
+					 (ARRAY['LF005', 'LF006', 'LF007', 'LF012']::pg_catalog.text[])
+			THEN 1 ELSE 0 END AS refusing,
+	   CASE WHEN e.error_current THEN e.last_error_code END AS error_code,
+	   s.ids_issued AS ids_issued_total,
+	   s.refills AS refills_total,
+	   COALESCE(e.failed_loads, 0) AS failed_refills_total,
+	   s.waits AS waits_total,
+	   s.max_wait_ms OPERATOR(pg_catalog./) 1000.0::pg_catalog.float8 AS wait_max_seconds,
+	   -- IDs left in both buffers
+	   COALESCE(s.segment_end OPERATOR(pg_catalog.-) s.next_id
+				OPERATOR(pg_catalog.+) 1, 0)
+	   OPERATOR(pg_catalog.+)
+	   CASE WHEN s.next_ready
+			THEN s.next_segment_end OPERATOR(pg_catalog.-) s.next_segment_start
+				 OPERATOR(pg_catalog.+) 1
+			ELSE 0 END AS runway_ids,
+	   s.step AS step_ids,
+	   -- IDs above the highest one loaded, up to the end of bigint
+	   9223372036854775807::pg_catalog.numeric OPERATOR(pg_catalog.-)
+	   GREATEST(s.segment_end, s.next_segment_end)::pg_catalog.numeric AS range_left_ids,
+	   pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) s.last_refill)
+		 AS last_refill_age_seconds
+  FROM @extschema@.leaf_segments() s
+  LEFT JOIN @extschema@.leaf_segment_errors() e
+	ON e.database OPERATOR(pg_catalog.=) s.database
+   AND e.biz_tag OPERATOR(pg_catalog.=) s.biz_tag;
+
+COMMENT ON VIEW @extschema@.leaf_tag_metrics IS
+'leaf segment mode: metrics of every biz_tag held in shared memory, one row per tag (docs/monitoring.md)';
+
+REVOKE ALL ON @extschema@.leaf_tag_metrics FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaf_tag_metrics TO pg_monitor;
+
+CREATE FUNCTION @extschema@.leaf_snowflake_units_exhausted()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'leaf_snowflake_units_exhausted'
+LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.leaf_snowflake_units_exhausted() IS
+'leaf snowflake mode: units of time whose sequence ran out since the server started (callers waited for the next unit)';
+
+REVOKE ALL ON FUNCTION @extschema@.leaf_snowflake_units_exhausted() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.leaf_snowflake_units_exhausted() TO pg_monitor;
+
+CREATE VIEW @extschema@.leaf_node_metrics AS
+SELECT CASE WHEN st.ready THEN 1 ELSE 0 END AS snowflake_ready,
+	   st.not_ready_reason,
+	   st.worker_id,
+	   l.layout,
+	   st.ids_issued AS snowflake_ids_issued_total,
+	   st.backward_waits AS backward_waits_total,
+	   st.backward_errors AS backward_errors_total,
+	   @extschema@.leaf_snowflake_units_exhausted() AS sequence_exhausted_total,
+	   pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) st.last_heartbeat)
+		 AS heartbeat_age_seconds,
+	   pg_catalog.date_part('epoch', st.recorded_until OPERATOR(pg_catalog.-) pg_catalog.now())
+		 AS lease_left_seconds,
+	   st.peer_clock_offset_ms OPERATOR(pg_catalog./) 1000.0::pg_catalog.float8
+		 AS peer_clock_offset_seconds,
+	   -- until the layout's timestamps run out (js53: its IDs reach 2^53)
+	   pg_catalog.date_part('epoch', l.ends_at OPERATOR(pg_catalog.-) pg_catalog.now())
+		 AS timestamp_left_seconds,
+	   l.max_id AS layout_max_id,
+	   t.tags AS segment_tags,
+	   t.not_ready AS segment_tags_not_ready,
+	   t.refusing AS segment_tags_refusing
+  FROM @extschema@.leaf_snowflake_status() st,
+	   @extschema@.leaf_snowflake_layout() l,
+	   (SELECT pg_catalog.count(*) AS tags,
+			   pg_catalog.count(*) FILTER (WHERE m.ready OPERATOR(pg_catalog.=) 0) AS not_ready,
+			   pg_catalog.count(*) FILTER (WHERE m.refusing OPERATOR(pg_catalog.=) 1) AS refusing
+		  FROM @extschema@.leaf_tag_metrics m) t;
+
+COMMENT ON VIEW @extschema@.leaf_node_metrics IS
+'leaf: metrics of this server, one row: the snowflake generator and a summary of the segment tags (docs/monitoring.md)';
+
+REVOKE ALL ON @extschema@.leaf_node_metrics FROM PUBLIC;
+GRANT SELECT ON @extschema@.leaf_node_metrics TO pg_monitor;

@@ -554,6 +554,7 @@ void
 leaf_alloc_worker_main(Datum main_arg)
 {
 	TimestampTz next_refresh;
+	uint32		wait_event;
 
 	leaf_worker_dboid = DatumGetObjectId(main_arg);
 
@@ -584,6 +585,9 @@ leaf_alloc_worker_main(Datum main_arg)
 					leaf_worker_dbname)));
 	leaf_report_source();
 
+	/* what pg_stat_activity shows while the allocator waits for work */
+	wait_event = WaitEventExtensionNew("LeafAllocatorMain");
+
 	next_refresh = 0;
 	leaf_last_busy = GetCurrentTimestamp();
 	for (;;)
@@ -611,6 +615,6 @@ leaf_alloc_worker_main(Datum main_arg)
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 timeout, PG_WAIT_EXTENSION);
+						 timeout, wait_event);
 	}
 }

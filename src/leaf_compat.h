@@ -60,6 +60,13 @@
  */
 #define GetNumberFromPGProc(proc) ((proc)->pgprocno)
 
+/*
+ * 17: an extension names its wait events (utils/wait_event.h), which
+ * pg_stat_activity.wait_event shows; before, every wait of an extension
+ * is the one event "Extension".
+ */
+#define WaitEventExtensionNew(wait_event_name) PG_WAIT_EXTENSION
+
 #endif							/* PG_VERSION_NUM < 170000 */
 
 #if PG_VERSION_NUM < 190000

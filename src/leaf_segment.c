@@ -61,6 +61,7 @@
 PG_FUNCTION_INFO_V1(leaf_segment_nextval);
 PG_FUNCTION_INFO_V1(leaf_segment_nextvals);
 PG_FUNCTION_INFO_V1(leaf_segments);
+PG_FUNCTION_INFO_V1(leaf_segment_errors);
 PG_FUNCTION_INFO_V1(leaf_segment_discard);
 PG_FUNCTION_INFO_V1(leaf_alloc_local);
 
@@ -966,6 +967,9 @@ leaf_count_wait(LeafTagSlot *slot, uint64 generation, TimestampTz wait_start)
 	SpinLockRelease(&slot->mutex);
 }
 
+/* the wait event of a caller waiting for a segment, once named */
+static uint32 leaf_segment_wait_event = 0;
+
 /*
  * Wait, after finding both buffers of a slot empty, until something
  * changes: a load ends, the worker reports a failure that callers should
@@ -1053,8 +1057,11 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 
 	/* start a worker if there is none (it may have exited or been killed) */
 	leaf_wake_worker(MyDatabaseId);
+	/* named once per process: the name is looked up under a lock */
+	if (leaf_segment_wait_event == 0)
+		leaf_segment_wait_event = WaitEventExtensionNew("LeafSegment");
 	(void) ConditionVariableTimedSleep(&slot->cv, Min(remaining, 1000),
-									   PG_WAIT_EXTENSION);
+									   leaf_segment_wait_event);
 }
 
 /*
@@ -1447,6 +1454,78 @@ leaf_segments(PG_FUNCTION_ARGS)
 		if (rsinfo->setDesc->natts > j)
 			elog(ERROR, "leaf_segments() returns %d columns, but %d were expected",
 				 j, rsinfo->setDesc->natts);
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+							 values, nulls);
+	}
+
+	return (Datum) 0;
+}
+
+/*
+ * leaf_segment_errors(): one row per tag slot in use, as leaf_segments,
+ * with what leaf_segments does not show and leaf_tag_metrics needs:
+ * failed_loads (loads that failed since the slot was taken),
+ * last_error_code (SQLSTATE of the last failed load, NULL if none
+ * failed), error_current (no load worked since it) and error_final
+ * (retrying cannot mend it: waiting callers get it at once).  So a
+ * refusal that only a person can mend (LF005, LF006, LF007, LF012) is
+ * seen, and told from a failure the allocator retries, while the buffers
+ * still serve.
+ */
+Datum
+leaf_segment_errors(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			i;
+
+	leaf_segment_check_ready();
+	InitMaterializedSRF(fcinfo, 0);
+
+	for (i = 0; i < leaf_slots_in_use(); i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+		Oid			dboid;
+		char		tag[LEAF_TAG_MAXLEN + 1];
+		uint64		fail_count;
+		int			sqlstate;
+		bool		current;
+		bool		final;
+		char	   *dbname;
+		NameData	dbnamedata;
+		Datum		values[6];
+		bool		nulls[6];
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->generation == 0)
+		{
+			SpinLockRelease(&slot->mutex);
+			continue;
+		}
+		dboid = slot->dboid;
+		memcpy(tag, slot->tag, sizeof(tag));
+		fail_count = slot->fail_count;
+		sqlstate = slot->fail_sqlstate;
+		current = slot->fail_current;
+		final = slot->fail_final;
+		SpinLockRelease(&slot->mutex);
+
+		/* slots of a dropped database wait for a worker to free them */
+		dbname = get_database_name(dboid);
+		if (dbname == NULL)
+			continue;
+		namestrcpy(&dbnamedata, dbname);
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = NameGetDatum(&dbnamedata);
+		values[1] = CStringGetTextDatum(tag);
+		values[2] = Int64GetDatum((int64) fail_count);
+		if (fail_count > 0 && sqlstate != 0)
+			values[3] = CStringGetTextDatum(unpack_sql_state(sqlstate));
+		else
+			nulls[3] = true;
+		values[4] = BoolGetDatum(fail_count > 0 && current);
+		values[5] = BoolGetDatum(fail_count > 0 && current && final);
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
 							 values, nulls);

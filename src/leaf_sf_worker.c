@@ -55,6 +55,7 @@
 #include "utils/wait_event.h"
 
 #include "leaf.h"
+#include "leaf_compat.h"
 #include "leaf_snowflake.h"
 #include "leaf_sf_state.h"
 #include "leaf_zk_assign.h"
@@ -190,12 +191,17 @@ leaf_sf_not_ready(LeafSfWorkerState *w, const char *fmt,...)
 	leaf_sf_report(LEAF_SF_NOT_READY, buf);
 }
 
+/* the wait event of the worker between its steps, once named */
+static uint32 leaf_sf_wait_event = 0;
+
 /* Wait on our latch; false if shutdown was requested. */
 static bool
 leaf_sf_wait(long ms)
 {
+	if (leaf_sf_wait_event == 0)
+		leaf_sf_wait_event = WaitEventExtensionNew("LeafSnowflakeMain");
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 Max(ms, 1), PG_WAIT_EXTENSION);
+					 Max(ms, 1), leaf_sf_wait_event);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 	if (ConfigReloadPending)

@@ -122,6 +122,9 @@ typedef struct LeafSfShared
 										 * went back a little */
 	pg_atomic_uint64 backward_errors;	/* atomic: errors for a clock that
 										 * went back */
+	pg_atomic_uint64 units_exhausted;	/* atomic: units of time whose
+										 * sequence ran out */
+	pg_atomic_uint64 last_exhausted;	/* atomic: the last such unit */
 
 	slock_t		mutex;			/* protects all fields below */
 	LeafSfPhase phase;			/* where the worker stands */
@@ -502,6 +505,8 @@ leaf_snowflake_shmem_startup(void)
 	pg_atomic_init_u32(&leaf_sf->serving, 0);
 	pg_atomic_init_u64(&leaf_sf->backward_waits, 0);
 	pg_atomic_init_u64(&leaf_sf->backward_errors, 0);
+	pg_atomic_init_u64(&leaf_sf->units_exhausted, 0);
+	pg_atomic_init_u64(&leaf_sf->last_exhausted, 0);
 	SpinLockInit(&leaf_sf->mutex);
 	leaf_sf->worker_id = -1;
 	strlcpy(leaf_sf->zk_state, "not used", sizeof(leaf_sf->zk_state));
@@ -885,6 +890,27 @@ leaf_sf_random_start(void)
 }
 
 /*
+ * Count the unit of time ts as one whose sequence ran out, once however
+ * many callers find it so: each of them spins until the next unit, and
+ * only the first moves last_exhausted on to ts.
+ */
+static inline void
+leaf_sf_count_exhausted(int64 ts)
+{
+	uint64		seen = pg_atomic_read_u64(&leaf_sf->last_exhausted);
+
+	while (seen < (uint64) ts)
+	{
+		if (pg_atomic_compare_exchange_u64(&leaf_sf->last_exhausted, &seen,
+										   (uint64) ts))
+		{
+			pg_atomic_fetch_add_u64(&leaf_sf->units_exhausted, 1);
+			break;
+		}
+	}
+}
+
+/*
  * The unit of time ts is used up: wait for the next one.  A unit longer
  * than 1 ms is slept through up to its last ms; the rest is spun, as a
  * unit of 1 ms is.
@@ -1015,6 +1041,7 @@ leaf_sf_reserve(int want, int *count)
 			seq = (int64) (old & leaf_sf_seq_mask()) + 1;
 			if ((uint64) seq > leaf_sf_seq_mask())
 			{
+				leaf_sf_count_exhausted(ts);
 				leaf_sf_wait_next_unit(ts, now, &spins);
 				continue;
 			}
@@ -1057,6 +1084,19 @@ PG_FUNCTION_INFO_V1(leaf_snowflake_decode);
 PG_FUNCTION_INFO_V1(leaf_snowflake_status);
 PG_FUNCTION_INFO_V1(leaf_snowflake_new_worker_id);
 PG_FUNCTION_INFO_V1(leaf_snowflake_layout);
+PG_FUNCTION_INFO_V1(leaf_snowflake_units_exhausted);
+
+/*
+ * leaf_snowflake_units_exhausted() returns bigint: the units of time whose
+ * sequence ran out since the server started, so that callers waited for
+ * the next unit (leaf_node_metrics).
+ */
+Datum
+leaf_snowflake_units_exhausted(PG_FUNCTION_ARGS)
+{
+	leaf_require_preload();
+	PG_RETURN_INT64((int64) pg_atomic_read_u64(&leaf_sf->units_exhausted));
+}
 
 /*
  * leaf_snowflake() returns bigint

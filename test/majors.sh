@@ -281,6 +281,7 @@ EOF
 		libzookeeper-mt-dev libpq-dev libssl-dev
 		libipc-run-perl libdbd-pg-perl zookeeper default-jre-headless faketime
 		patroni python3-kazoo
+		prometheus-postgres-exporter prometheus-sql-exporter prometheus
 		$("$here/test/package.sh" build-deps)"
 	mount_chroot "$root"
 	# shellcheck disable=SC2064
