@@ -1,14 +1,14 @@
 # The metrics of docs/monitoring.md through the exporters that read them:
 # Debian's prometheus-postgres-exporter, with
-# contrib/monitoring/postgres_exporter.yaml as its query file, and
-# prometheus-sql-exporter, with contrib/monitoring/sql_exporter.yml, both
+# docs/monitoring/postgres_exporter.yaml as its query file, and
+# prometheus-sql-exporter, with docs/monitoring/sql_exporter.yml, both
 # logged in as a member of pg_monitor, scraped twice over HTTP while
 # sessions take IDs: leaf's metrics are there, and the IDs handed out
 # grow.  The views give the runway and the range as leaf_segments shows
 # them, a refused load as refusing with its SQLSTATE (LF005) while the
 # buffers still serve, and the node's layout (js53) with its horizon and
 # the units of time whose sequence ran out.
-# promtool checks the alert rules of contrib/monitoring/leaf.rules.yml,
+# promtool checks the alert rules of docs/monitoring/leaf.rules.yml,
 # and runs their unit tests.
 #
 # The exporters and promtool come from Debian's packages
@@ -29,7 +29,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $top = "$FindBin::RealBin/../..";
-my $contrib = "$top/contrib/monitoring";
+my $contrib = "$top/docs/monitoring";
 my %bin = (
 	postgres_exporter => '/usr/bin/prometheus-postgres-exporter',
 	sql_exporter => '/usr/bin/prometheus-sql-exporter',
