@@ -676,7 +676,8 @@ sub wait_replica
 C<patronictl switchover --force --leader LEADER --candidate CANDIDATE>;
 returns (exit code, output).  patronictl exits with 0 also when Patroni
 refused the switchover, so an output that says it failed counts as exit
-code 1.
+code 1, unless the candidate becomes the leader within 60 s all the same
+(Patroni answers before a slow switchover has ended).
 
 =cut
 
@@ -693,6 +694,14 @@ sub switchover
 	my $rc = $? >> 8;
 	$rc = 1 if !$rc && "$out$err" =~ /switchover failed/i;
 	Test::More::note("patronictl switchover to $candidate: exit $rc: $out$err");
+	# Patroni answers 503 "Switchover failed" when the switchover did not
+	# end within its own wait, which a loaded machine exceeds, and goes on
+	# with it: what counts is whether the candidate becomes the leader
+	if ($rc != 0 && ($self->wait_leader(60, $leader) // '') eq $candidate)
+	{
+		Test::More::note("... $candidate leads all the same: the switchover ended after patronictl's answer");
+		$rc = 0;
+	}
 	return ($rc, "$out$err");
 }
 
