@@ -332,11 +332,28 @@ leaf_sf_state_write(LeafSfStateFile *file, const LeafSfNode *node,
 	}
 	pfree(buf.data);
 
-	/* the file now holds this data directory's marks only */
+	/*
+	 * *file now holds what the file on disk holds: this data directory's
+	 * marks only, and this record, which the worker reads again in its
+	 * run (whether the file may stand in, and with which worker ID).
+	 */
 	file->valid = true;
+	file->damaged = false;
 	file->foreign = false;
 	file->layout = leaf_sf_layout;
 	file->marks[worker_id] = hwm_ms;
+	strlcpy(file->bound_to, node->identity, sizeof(file->bound_to));
+	file->worker_id = worker_id;
+	strlcpy(file->source, rec->source, sizeof(file->source));
+	strlcpy(file->node_address, node->addr, sizeof(file->node_address));
+	strlcpy(file->zk_root, node->root, sizeof(file->zk_root));
+	strlcpy(file->zk_node, rec->zk_node, sizeof(file->zk_node));
+	strlcpy(file->claimed_in,
+			strcmp(rec->source, "setting") == 0 ? rec->claimed_in : "",
+			sizeof(file->claimed_in));
+	file->declared = rec->recyclable ? 1 : 0;
+	file->session_id = (int64) rec->session_id;
+	file->hwm_ms = hwm_ms;
 	return true;
 }
 

@@ -92,6 +92,9 @@ typedef struct LeafSfWorkerState
 	bool		file_refuted;	/* a registration read a tree without the
 								 * state file's forever node: the file's
 								 * worker ID no longer stands in */
+	int			superseded_wid; /* worker ID the state file was written as
+								 * superseded for, until a registration
+								 * ends: written so while it still serves */
 	bool		peer_checked;	/* the clock was compared with the peers'
 								 * (at the first registration) */
 	int64		session_id;		/* session our ephemeral node is from, or 0 */
@@ -327,6 +330,14 @@ leaf_sf_file_write(LeafSfWorkerState *w, int64 hwm_ms)
 
 	rec.worker_id = w->wid;
 	rec.source = w->source;
+	/*
+	 * A worker ID the file was written as superseded for stays so while
+	 * this node still serves with it (until the registration in progress
+	 * ends): the file must not stand in with it again.
+	 */
+	if (w->wid == w->superseded_wid && w->source != NULL &&
+		strcmp(w->source, "zookeeper") == 0)
+		rec.source = LEAF_SF_SOURCE_SUPERSEDED;
 	rec.hwm_ms = hwm_ms;
 	rec.zk_node = w->node_path;
 	rec.session_id = w->session_id;
@@ -336,19 +347,30 @@ leaf_sf_file_write(LeafSfWorkerState *w, int64 hwm_ms)
 		return false;
 	w->file_hwm = hwm_ms;
 	/* the file now holds a registration ZooKeeper confirmed */
-	if (w->source != NULL && strcmp(w->source, "zookeeper") == 0)
+	if (rec.source != NULL && strcmp(rec.source, "zookeeper") == 0)
 		w->file_refuted = false;
 	return true;
+}
+
+/*
+ * The state file on disk names a worker ID that ZooKeeper gave this node,
+ * so that it could stand in at the next start, whatever this run found
+ * out since.
+ */
+static bool
+leaf_sf_file_names_own(LeafSfWorkerState *w)
+{
+	return w->file.valid && !w->file.foreign &&
+		strcmp(w->file.source, "zookeeper") == 0 &&
+		strcmp(w->file.node_address, w->node.addr) == 0 &&
+		strcmp(w->file.zk_root, w->node.root) == 0;
 }
 
 /* The state file may stand in for ZooKeeper for this node. */
 static bool
 leaf_sf_file_usable(LeafSfWorkerState *w)
 {
-	return w->file.valid && !w->file.foreign && !w->file_refuted &&
-		strcmp(w->file.source, "zookeeper") == 0 &&
-		strcmp(w->file.node_address, w->node.addr) == 0 &&
-		strcmp(w->file.zk_root, w->node.root) == 0;
+	return leaf_sf_file_names_own(w) && !w->file_refuted;
 }
 
 /*
@@ -365,27 +387,32 @@ leaf_sf_file_declared_recyclable(LeafSfWorkerState *w)
 
 /*
  * Registration is about to take another worker ID than the one the state
- * file may stand in with: first write the file so that it no longer does
- * (source "superseded", its marks kept), should this node crash before it
- * names the new one and start with ZooKeeper unreachable.  A file that
- * cannot be written stops standing in for this run only, as before.
+ * file may stand in with, or this node is about to give its worker ID up
+ * in ZooKeeper: first write the file so that it no longer stands in with
+ * worker ID wid (source "superseded", with mark hwm and the marks of the
+ * other worker IDs kept), should this node crash before it names the new
+ * one and start with ZooKeeper unreachable.  A file that cannot be
+ * written stops standing in for this run only; returns whether it was
+ * written (a registration waits until it was).
  */
-static void
-leaf_sf_file_supersede(LeafSfWorkerState *w)
+static bool
+leaf_sf_file_supersede(LeafSfWorkerState *w, int wid, int64 hwm)
 {
 	LeafSfStateRecord rec;
+	bool		written;
 
-	rec.worker_id = w->file.worker_id;
+	rec.worker_id = wid;
 	rec.source = LEAF_SF_SOURCE_SUPERSEDED;
-	rec.hwm_ms = Max(leaf_sf_state_mark(&w->file, w->file.worker_id), 1);
+	rec.hwm_ms = Max(hwm, 1);
 	rec.zk_node = "";
 	rec.session_id = 0;
 	rec.recyclable = leaf_sf_file_declared_recyclable(w);
 	rec.claimed_in = "";
-	if (leaf_sf_state_write(&w->file, &w->node, &rec))
-		strlcpy(w->file.source, LEAF_SF_SOURCE_SUPERSEDED,
-				sizeof(w->file.source));
+	written = leaf_sf_state_write(&w->file, &w->node, &rec);
+	if (written)
+		w->superseded_wid = wid;
 	w->file_refuted = true;
+	return written;
 }
 
 /*
@@ -448,11 +475,17 @@ static LeafZkResult
 leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 {
 	LeafZkKnown known;
+	int			from_file = -1;
 
 	known.own_session = w->session_id;
 	known.file_session = w->file.foreign ? 0 : w->file.session_id;
 	known.moved_from = w->file.moved_from;
-	known.file_worker_id = leaf_sf_file_usable(w) ? w->file.worker_id : -1;
+	/*
+	 * What the file on disk names, even if this run no longer uses it: a
+	 * registration must not take another worker ID while the file could
+	 * stand in with this one at the next start.
+	 */
+	known.file_worker_id = leaf_sf_file_names_own(w) ? w->file.worker_id : -1;
 	leaf_zk_register(&w->zk, &w->node, !w->peer_checked, &known, reg);
 	if (reg->peers_checked)
 		leaf_sf_report_peers(reg->npeers, reg->peer_offset_ms);
@@ -460,8 +493,17 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 		leaf_sf_report_zk(leaf_zk_state_name(&w->zk));
 	if (reg->reason[0] != '\0')
 		leaf_sf_not_ready(w, "%s", reg->reason);
+	/*
+	 * The worker ID this node may take from the state file, or serves
+	 * from it now (the file then says "cache file").
+	 */
+	if (leaf_sf_file_usable(w))
+		from_file = w->file.worker_id;
+	else if (w->wid >= 0 && w->source != NULL &&
+			 strcmp(w->source, "cache file") == 0)
+		from_file = w->wid;
 	if (reg->result != LEAF_ZK_OK && reg->tree_read &&
-		leaf_sf_file_usable(w) && reg->found_seq != w->file.worker_id)
+		from_file >= 0 && reg->found_seq != from_file)
 	{
 		/*
 		 * ZooKeeper, reached, holds no forever node of ours with the
@@ -485,12 +527,17 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 		else
 			ereport(LOG,
 					(errmsg("ZooKeeper holds no forever node of worker ID %d of \"%s\": that worker ID is no longer used from the file",
-							w->file.worker_id, LEAF_SF_STATE_FILE)));
+							from_file, LEAF_SF_STATE_FILE)));
 	}
-	if (reg->file_superseded)
-		leaf_sf_file_supersede(w);
+	if (reg->file_superseded &&
+		!leaf_sf_file_supersede(w, w->file.worker_id,
+								leaf_sf_state_mark(&w->file,
+												   w->file.worker_id)))
+		leaf_sf_not_ready(w, "ZooKeeper no longer holds worker ID %d of \"%s\" for this node, and the file could not be written to say so; the node registers anew once it can be written",
+					   w->file.worker_id, LEAF_SF_STATE_FILE);
 	if (reg->result != LEAF_ZK_OK)
 		return reg->result;
+	w->superseded_wid = -1;
 	w->wid = reg->worker_id;
 	strlcpy(w->node_path, reg->node_path, sizeof(w->node_path));
 	w->node_version = reg->node_version;
@@ -521,19 +568,25 @@ leaf_sf_claim(LeafSfWorkerState *w)
 }
 
 /*
- * Give our worker ID up in ZooKeeper, on request, with the highest
- * timestamp this or an earlier run may have used with it.
+ * The highest timestamp this or an earlier run may have used with our
+ * worker ID: the mark it keeps when it is given up.
  */
-static bool
-leaf_sf_abandon(LeafSfWorkerState *w)
+static int64
+leaf_sf_given_up_mark(LeafSfWorkerState *w)
 {
 	int64		hwm = Max(leaf_sf_get_lease(), w->zk_hwm);
 
-	/* whatever this or an earlier run may have used with it */
 	hwm = Max(hwm, w->file_hwm);
 	hwm = Max(hwm, w->node_hwm);
 	hwm = Max(hwm, leaf_sf_state_mark(&w->file, w->wid));
 	hwm = Max(hwm, leaf_sf_last_issued_ms() + 1);
+	return hwm;
+}
+
+/* Give our worker ID up in ZooKeeper, on request, with mark hwm. */
+static bool
+leaf_sf_abandon(LeafSfWorkerState *w, int64 hwm)
+{
 	return leaf_zk_abandon(&w->zk, &w->node, w->wid, w->node_path,
 						   w->node_version, hwm);
 }
@@ -925,6 +978,7 @@ leaf_sf_start(LeafSfWorkerState *w)
 	w->wid = -1;
 	w->serving_wid = -1;
 	w->node_version = -1;
+	w->superseded_wid = -1;
 
 	w->last_issued = leaf_sf_attach_worker();
 	leaf_sf_report(LEAF_SF_STARTING, NULL);
@@ -1015,6 +1069,8 @@ leaf_sf_watch_session(LeafSfWorkerState *w)
 static void
 leaf_sf_handle_new_id(LeafSfWorkerState *w)
 {
+	int64		hwm;
+
 	if (!(w->use_zk && w->zk.registered && w->zk.zh != NULL && w->wid >= 0 &&
 		  strcmp(w->source, "zookeeper") == 0))
 	{
@@ -1025,8 +1081,27 @@ leaf_sf_handle_new_id(LeafSfWorkerState *w)
 
 	leaf_sf_not_ready(w, "a new worker ID was requested, giving up worker ID %d",
 				   w->wid);
-	if (!leaf_sf_abandon(w))
+	hwm = leaf_sf_given_up_mark(w);
+
+	/*
+	 * The state file first: once ZooKeeper holds the worker ID given up,
+	 * recycling may give it to another node, and a crash, then a start
+	 * with ZooKeeper unreachable, must not serve it from the file.  A file
+	 * that cannot be written keeps the worker ID.
+	 */
+	if (!leaf_sf_file_supersede(w, w->wid, hwm))
+	{
+		ereport(LOG,
+				(errmsg("could not give up worker ID %d: \"%s\" could not be written",
+						w->wid, LEAF_SF_STATE_FILE)));
 		return;
+	}
+	if (!leaf_sf_abandon(w, hwm))
+	{
+		/* the worker ID is kept: the file may name it as before */
+		w->superseded_wid = -1;
+		return;
+	}
 
 	/* nothing of the old worker ID bounds the new one */
 	leaf_sf_set_lease(0);
