@@ -292,6 +292,18 @@ sub wait_decided
 		q[SELECT ready OR not_ready_reason NOT LIKE 'the snowflake worker is starting%' FROM leaf_snowflake_status]);
 }
 
+# The state file of a node's data directory: a hash of its "key value"
+# lines (worker_id, source, ...), empty if there is none.
+sub state_file
+{
+	my ($node) = @_;
+	my $path = $node->data_dir . '/leaf_snowflake.state';
+	return {} unless -f $path;
+	my %f = map { /^(\S+) (.*)$/ ? ($1 => $2) : () }
+	  split /\n/, PostgreSQL::Test::Utils::slurp_file($path);
+	return \%f;
+}
+
 # Columns of a node's leaf_snowflake_status, as psql prints them.
 sub status
 {

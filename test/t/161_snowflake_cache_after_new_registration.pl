@@ -39,15 +39,8 @@ ok(LeafTest::wait_until(sub { $node->log_contains(qr/registered nr\.example:1 as
 my ($new) = slurp_file($node->logfile, $offset) =~ /registered nr\.example:1 as "[^"]+-0*(\d+)"/;
 isnt($new, $old, "with a new worker ID ($new, was $old)");
 
-# the state file of this data directory: "key value" lines
-sub state_file
-{
-	my %f = map { /^(\S+) (.*)$/ ? ($1 => $2) : () }
-	  split /\n/, slurp_file($node->data_dir . '/leaf_snowflake.state');
-	return \%f;
-}
 ok( LeafTest::wait_until(sub {
-			my $f = state_file();
+			my $f = LeafZK::state_file($node);
 			($f->{worker_id} // '') eq $new && ($f->{source} // '') eq 'zookeeper';
 		}),
 	'the state file names the new worker ID once the registration went on');
@@ -73,7 +66,7 @@ $offset = -s $node->logfile;
 $zk->cli('delete', $path);
 ok(LeafTest::wait_until(sub { $node->log_contains(qr/registered nr\.example:1 as "\Q$root\E\/forever\/nr\.example:1-\d+"/, $offset) },
 	'registered again'), 'the node made a new forever node');
-is(state_file()->{source}, 'superseded',
+is(LeafZK::state_file($node)->{source}, 'superseded',
 	'before it did, the state file stopped naming its worker ID');
 $zk->stop_node(1);
 $pid = LeafZK::worker_pid($node);

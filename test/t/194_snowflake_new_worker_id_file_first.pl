@@ -22,14 +22,8 @@ my $node = $zk->start_pg_node('sf_newid', root => $root, wait_timeout => '2s',
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'ready');
 my $old = LeafZK::status($node, 'worker_id');
 
-sub state_file
-{
-	my %f = map { /^(\S+) (.*)$/ ? ($1 => $2) : () }
-	  split /\n/, slurp_file($node->data_dir . '/leaf_snowflake.state');
-	return \%f;
-}
 ok( LeafTest::wait_until(sub {
-			my $f = state_file();
+			my $f = LeafZK::state_file($node);
 			($f->{worker_id} // '') eq $old && ($f->{source} // '') eq 'zookeeper';
 		}),
 	"the state file names worker ID $old");
@@ -44,8 +38,8 @@ ok($node->wait_for_log(qr/gave up worker ID \Q$old\E on request/, $offset),
 	'the worker ID was given up in ZooKeeper');
 sleep 2;
 note 'log since the request: ' . slurp_file($node->logfile, $offset);
-note 'state file after the give-up: ' . join(' ', map { "$_=" . state_file()->{$_} } qw(worker_id source));
-isnt(state_file()->{source}, 'zookeeper',
+note 'state file after the give-up: ' . join(' ', map { "$_=" . LeafZK::state_file($node)->{$_} } qw(worker_id source));
+isnt(LeafZK::state_file($node)->{source}, 'zookeeper',
 	'the state file no longer stands in with the given-up worker ID');
 
 # ZooKeeper goes away; then the node crashes and starts again

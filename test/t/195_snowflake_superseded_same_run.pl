@@ -25,14 +25,8 @@ my $old = LeafZK::status($node, 'worker_id');
 my $path = LeafZK::status($node, 'zk_node');
 my $worker = LeafZK::worker_pid($node);
 
-sub state_file
-{
-	my %f = map { /^(\S+) (.*)$/ ? ($1 => $2) : () }
-	  split /\n/, slurp_file($node->data_dir . '/leaf_snowflake.state');
-	return \%f;
-}
 ok( LeafTest::wait_until(sub {
-			my $f = state_file();
+			my $f = LeafZK::state_file($node);
 			($f->{worker_id} // '') eq $old && ($f->{source} // '') eq 'zookeeper';
 		}),
 	"the state file names worker ID $old");
@@ -47,7 +41,7 @@ $zk->cli('delete', $path);
 ok(LeafTest::wait_until(sub { $node->log_contains(qr/registered sr\.example:1 as "\Q$root\E\/forever\/sr\.example:1-\d+"/, $offset) },
 	'registered again'), 'the node made a new forever node');
 is(LeafZK::worker_pid($node), $worker, 'in the same run of the worker');
-my $f = state_file();
+my $f = LeafZK::state_file($node);
 note "state file while the registration is held: worker_id=$f->{worker_id} source=$f->{source}";
 isnt($f->{source}, 'zookeeper', 'before it did, the state file stopped naming its worker ID');
 

@@ -25,14 +25,8 @@ ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'
 my $old = LeafZK::status($node, 'worker_id');
 my $path = LeafZK::status($node, 'zk_node');
 
-sub state_file
-{
-	my %f = map { /^(\S+) (.*)$/ ? ($1 => $2) : () }
-	  split /\n/, slurp_file($node->data_dir . '/leaf_snowflake.state');
-	return \%f;
-}
 ok( LeafTest::wait_until(sub {
-			my $f = state_file();
+			my $f = LeafZK::state_file($node);
 			($f->{worker_id} // '') eq $old && ($f->{source} // '') eq 'zookeeper';
 		}),
 	"the state file names worker ID $old");
@@ -50,7 +44,7 @@ $node->start;
 LeafTest::wait_until(sub { $node->log_contains(qr/registered su\.example:1 as/, $offset) },
 	'a new forever node', 10);
 my $made = $node->log_contains(qr/registered su\.example:1 as/, $offset);
-my $f = state_file();
+my $f = LeafZK::state_file($node);
 note "state file worker_id=$f->{worker_id} source=$f->{source}; new forever node made: "
   . ($made ? 'yes' : 'no');
 ok(!($made && $f->{source} eq 'zookeeper' && $f->{worker_id} eq $old),
