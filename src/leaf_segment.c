@@ -1408,6 +1408,34 @@ leaf_segments_row(const LeafTagSlot *copy, const NameData *dbname,
 }
 
 /*
+ * A copy of slot i, taken under its mutex, and the name of its database:
+ * false if the slot is free or its database was dropped (its slots wait
+ * for a worker to free them).  For leaf_segments and leaf_segment_errors.
+ */
+static bool
+leaf_slot_snapshot(int i, LeafTagSlot *copy, NameData *dbname)
+{
+	LeafTagSlot *slot = &leaf_seg->slots[i];
+	char	   *name;
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->generation == 0)
+	{
+		SpinLockRelease(&slot->mutex);
+		return false;
+	}
+	memcpy(copy, slot, sizeof(*copy));
+	SpinLockRelease(&slot->mutex);
+
+	name = get_database_name(copy->dboid);
+	if (name == NULL)
+		return false;
+	/* a name column is NAMEDATALEN bytes, whatever the name's length */
+	namestrcpy(dbname, name);
+	return true;
+}
+
+/*
  * leaf_segments(): one row per tag slot in use.  The columns after
  * last_error came with release 1.1; under the SQL definition of 1.0 (a
  * new library before ALTER EXTENSION leaf UPDATE) only the first ones are
@@ -1424,31 +1452,15 @@ leaf_segments(PG_FUNCTION_ARGS)
 
 	for (i = 0; i < leaf_slots_in_use(); i++)
 	{
-		LeafTagSlot *slot = &leaf_seg->slots[i];
 		LeafTagSlot copy;
 		Datum		values[20];
 		bool		nulls[20];
-		char	   *dbname;
 		NameData	dbnamedata;
 		int			j;
 
-		SpinLockAcquire(&slot->mutex);
-		if (slot->generation == 0)
-		{
-			SpinLockRelease(&slot->mutex);
+		if (!leaf_slot_snapshot(i, &copy, &dbnamedata))
 			continue;
-		}
-		memcpy(&copy, slot, sizeof(copy));
-		SpinLockRelease(&slot->mutex);
-
 		memset(nulls, 0, sizeof(nulls));
-
-		/* slots of a dropped database wait for a worker to free them */
-		dbname = get_database_name(copy.dboid);
-		if (dbname == NULL)
-			continue;
-		/* a name column is NAMEDATALEN bytes, whatever the name's length */
-		namestrcpy(&dbnamedata, dbname);
 		j = leaf_segments_row(&copy, &dbnamedata, values, nulls);
 		Assert(j <= lengthof(values));
 		if (rsinfo->setDesc->natts > j)
@@ -1484,48 +1496,25 @@ leaf_segment_errors(PG_FUNCTION_ARGS)
 
 	for (i = 0; i < leaf_slots_in_use(); i++)
 	{
-		LeafTagSlot *slot = &leaf_seg->slots[i];
-		Oid			dboid;
-		char		tag[LEAF_TAG_MAXLEN + 1];
-		uint64		fail_count;
-		int			sqlstate;
-		bool		current;
-		bool		final;
-		char	   *dbname;
+		LeafTagSlot copy;
 		NameData	dbnamedata;
 		Datum		values[6];
 		bool		nulls[6];
+		bool		failed;
 
-		SpinLockAcquire(&slot->mutex);
-		if (slot->generation == 0)
-		{
-			SpinLockRelease(&slot->mutex);
+		if (!leaf_slot_snapshot(i, &copy, &dbnamedata))
 			continue;
-		}
-		dboid = slot->dboid;
-		memcpy(tag, slot->tag, sizeof(tag));
-		fail_count = slot->fail_count;
-		sqlstate = slot->fail_sqlstate;
-		current = slot->fail_current;
-		final = slot->fail_final;
-		SpinLockRelease(&slot->mutex);
-
-		/* slots of a dropped database wait for a worker to free them */
-		dbname = get_database_name(dboid);
-		if (dbname == NULL)
-			continue;
-		namestrcpy(&dbnamedata, dbname);
-
+		failed = copy.fail_count > 0;
 		memset(nulls, 0, sizeof(nulls));
 		values[0] = NameGetDatum(&dbnamedata);
-		values[1] = CStringGetTextDatum(tag);
-		values[2] = Int64GetDatum((int64) fail_count);
-		if (fail_count > 0 && sqlstate != 0)
-			values[3] = CStringGetTextDatum(unpack_sql_state(sqlstate));
+		values[1] = CStringGetTextDatum(copy.tag);
+		values[2] = Int64GetDatum((int64) copy.fail_count);
+		if (failed && copy.fail_sqlstate != 0)
+			values[3] = CStringGetTextDatum(unpack_sql_state(copy.fail_sqlstate));
 		else
 			nulls[3] = true;
-		values[4] = BoolGetDatum(fail_count > 0 && current);
-		values[5] = BoolGetDatum(fail_count > 0 && current && final);
+		values[4] = BoolGetDatum(failed && copy.fail_current);
+		values[5] = BoolGetDatum(failed && copy.fail_current && copy.fail_final);
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
 							 values, nulls);
