@@ -54,6 +54,7 @@ typedef struct LeafZkNode
 	int64		mtime;
 	int32		version;
 	bool		bounded;		/* owner keeps its lease within hwm */
+	bool		given_up;		/* given up on request by its owner */
 	bool		live;			/* some ephemeral node names it */
 } LeafZkNode;
 
@@ -318,6 +319,8 @@ leaf_zk_read_node(LeafZkSession *zk, const LeafSfNode *node,
 	if (rc != ZOK)
 		return leaf_zk_fail_rc(zk, reason, "read registered node", rc);
 	strlcpy(n->owner, data.addr, sizeof(n->owner));
+	n->given_up = strncmp(data.addr, LEAF_ZK_GIVEN_UP_PREFIX,
+						  strlen(LEAF_ZK_GIVEN_UP_PREFIX)) == 0;
 	if (n->owner[0] == '\0' && dash)
 		snprintf(n->owner, sizeof(n->owner), "%.*s", (int) (dash - child),
 				 child);
@@ -616,7 +619,30 @@ leaf_zk_mine_claimed(LeafZkSession *zk, const LeafSfNode *node,
 }
 
 /*
- * The oldest dead worker ID that may be taken over, or NULL.  A worker ID
+ * May worker ID n be taken over now?  One given up on request
+ * (leaf_snowflake_new_worker_id()) whatever leaf.worker_id_reclaim_after
+ * says, once its mark has passed: its owner stopped at that mark and
+ * serves with another worker ID, so without this a node could use up the
+ * worker IDs of a layout by asking for new ones.  With
+ * leaf.worker_id_reclaim_after, also one that has gone without heartbeat
+ * for that long, as long as it says its lease stays within its mark.
+ */
+static bool
+leaf_zk_recyclable(const LeafSfNode *node, const LeafZkRegistry *reg,
+				   const LeafZkNode *n)
+{
+	if (n->seq < 0 || n->seq > leaf_sf_max_worker_id() || n->live ||
+		!n->bounded || strcmp(n->owner, node->addr) == 0 ||
+		reg->claimed[n->seq])
+		return false;
+	if (n->given_up && n->hwm < reg->zk_now)
+		return true;
+	return leaf_sf_reclaim_after_ms > 0 &&
+		n->mtime <= reg->zk_now - leaf_sf_reclaim_after_ms;
+}
+
+/*
+ * The oldest worker ID that may be taken over, or NULL.  A worker ID
  * whose mark is ahead of ZooKeeper's clock (its holder's clock ran ahead)
  * could serve only once the clock passes the mark: it is taken only when
  * the tree may have no new worker ID left to give.
@@ -635,10 +661,7 @@ leaf_zk_oldest_dead(const LeafSfNode *node, LeafZkRegistry *reg)
 		LeafZkNode *n = &reg->nodes[i];
 		bool		future;
 
-		if (n->seq < 0 || n->seq > leaf_sf_max_worker_id() || n->live ||
-			!n->bounded || strcmp(n->owner, node->addr) == 0 ||
-			reg->claimed[n->seq] ||
-			n->mtime > zk_now - leaf_sf_reclaim_after_ms)
+		if (!leaf_zk_recyclable(node, reg, n))
 			continue;
 		future = n->hwm > zk_now + leaf_sf_margin_ms();
 		if (future && room)
@@ -649,6 +672,29 @@ leaf_zk_oldest_dead(const LeafSfNode *node, LeafZkRegistry *reg)
 			best = n;
 			best_future = future;
 		}
+	}
+	return best;
+}
+
+/*
+ * The worker ID given up on request whose mark passes first, or NULL: the
+ * one a registration that found no worker ID left waits for.
+ */
+static LeafZkNode *
+leaf_zk_next_given_up(const LeafSfNode *node, LeafZkRegistry *reg)
+{
+	LeafZkNode *best = NULL;
+	int			i;
+
+	for (i = 0; i < reg->children.count; i++)
+	{
+		LeafZkNode *n = &reg->nodes[i];
+
+		if (n->seq < 0 || n->seq > leaf_sf_max_worker_id() || n->live ||
+			!n->given_up || !n->bounded || reg->claimed[n->seq])
+			continue;
+		if (best == NULL || n->hwm < best->hwm)
+			best = n;
 	}
 	return best;
 }
@@ -674,13 +720,28 @@ leaf_zk_take_over(LeafZkSession *zk, const LeafSfNode *node,
 	rc = leaf_zk_node_write(zk, path, &data, best->version, &st);
 	if (rc != ZOK)
 		return leaf_zk_fail_rc(zk, reason, "take over worker ID", rc);
-	ereport(LOG,
-			(errmsg("leaf snowflake worker took over worker ID %ld of %s, last heard of " INT64_FORMAT " ms ago",
-					best->seq, best->owner, reg->zk_now - best->mtime)));
+	if (best->given_up)
+		ereport(LOG,
+				(errmsg("leaf snowflake worker took over worker ID %ld, which %s gave up on request, its mark passed " INT64_FORMAT " ms ago",
+						best->seq, best->owner + strlen(LEAF_ZK_GIVEN_UP_PREFIX),
+						reg->zk_now - best->hwm)));
+	else
+		ereport(LOG,
+				(errmsg("leaf snowflake worker took over worker ID %ld of %s, last heard of " INT64_FORMAT " ms ago",
+						best->seq, best->owner, reg->zk_now - best->mtime)));
 	strlcpy(best->owner, node->addr, sizeof(best->owner));
 	best->version = st.version;
 	best->bounded = true;
+	best->given_up = false;
 	reg->mine = best;
+
+	/* a node of ours above the limit, from an earlier try, is not needed */
+	if (reg->mine_high != NULL)
+	{
+		leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, reg->mine_high->name);
+		(void) leaf_zk_delete(zk, path, reg->mine_high->version);
+		reg->mine_high = NULL;
+	}
 	return LEAF_ZK_OK;
 }
 
@@ -770,17 +831,39 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 	if (leaf_sf_test_register_pause_ms > 0)
 		pg_usleep(leaf_sf_test_register_pause_ms * 1000L);
 #endif
-	if (seq < 0 || seq > leaf_sf_max_worker_id())
+	if (seq < 0)
 		return leaf_zk_refuse(out->reason, LEAF_ZK_FAIL,
-							  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
-							  seq, node->addr, leaf_sf_max_worker_id());
-	out->worker_id = (int) seq;
+							  "ZooKeeper created \"%s\" for %s, a name without a worker ID",
+							  created, node->addr);
+	/* above the limit: the caller says what to do */
+	out->worker_id = (int) seq;	/* ZooKeeper numbers in 32 bits */
 	strlcpy(out->node_path, created, sizeof(out->node_path));
 	out->node_version = 0;
 	out->node_hwm = 0;
 	out->bounded = leaf_sf_reclaim_after_ms > 0;
 	out->fresh = true;
 	return LEAF_ZK_OK;
+}
+
+/*
+ * ZooKeeper's numbering has passed the last worker ID of the layout (wid
+ * is what it gave us).  A worker ID given up on request is taken over once
+ * its mark passes: wait for that.  Otherwise say how worker IDs come back.
+ */
+static LeafZkResult
+leaf_zk_above_limit(const LeafSfNode *node, LeafZkRegistry *reg, long wid,
+					char *reason)
+{
+	LeafZkNode *next = leaf_zk_next_given_up(node, reg);
+
+	if (next != NULL)
+		return leaf_zk_refuse(reason, LEAF_ZK_RETRY,
+							  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d; worker ID %ld, given up on request, is taken over once its mark passes, in " INT64_FORMAT " ms",
+							  wid, node->addr, leaf_sf_max_worker_id(), next->seq,
+							  Max(next->hwm - reg->zk_now, 0) + 1);
+	return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
+						  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d, and no worker ID under %s may be taken over: set leaf.worker_id_reclaim_after to recycle worker IDs of nodes that have gone without heartbeat that long, or delete the forever nodes of nodes that will never serve again",
+						  wid, node->addr, leaf_sf_max_worker_id(), node->root);
 }
 
 /*
@@ -813,7 +896,7 @@ leaf_zk_find_node(LeafZkSession *zk, const LeafSfNode *node,
 		out->file_superseded = true;
 		return LEAF_ZK_RETRY;
 	}
-	if (reg->mine == NULL && leaf_sf_reclaim_after_ms > 0 &&
+	if (reg->mine == NULL &&
 		(r = leaf_zk_take_over(zk, node, reg, out->reason)) != LEAF_ZK_OK)
 		return r;
 
@@ -823,10 +906,11 @@ leaf_zk_find_node(LeafZkSession *zk, const LeafSfNode *node,
 		return LEAF_ZK_OK;
 	}
 	if (reg->mine_high != NULL)
-		return leaf_zk_refuse(out->reason, LEAF_ZK_FAIL,
-							  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d",
-							  reg->mine_high->seq, node->addr, leaf_sf_max_worker_id());
-	return leaf_zk_create_node(zk, node, out);
+		return leaf_zk_above_limit(node, reg, reg->mine_high->seq, out->reason);
+	r = leaf_zk_create_node(zk, node, out);
+	if (r == LEAF_ZK_OK && out->worker_id > leaf_sf_max_worker_id())
+		return leaf_zk_above_limit(node, reg, out->worker_id, out->reason);
+	return r;
 }
 
 /* ---------------------------------------------------------------------
@@ -989,7 +1073,8 @@ leaf_zk_abandon(LeafZkSession *zk, const LeafSfNode *node, int wid,
 
 	/* no data directory, and an address that is nobody's */
 	leaf_zk_node_data_own(&data, node);
-	snprintf(data.addr, sizeof(data.addr), "abandoned by %s", node->addr);
+	snprintf(data.addr, sizeof(data.addr), LEAF_ZK_GIVEN_UP_PREFIX "%s",
+			 node->addr);
 	data.id[0] = '\0';
 	data.ts = leaf_sf_clock_ms();
 	data.hwm = hwm;

@@ -89,6 +89,9 @@ typedef struct LeafZkNodeData
 								 * leaf_sf_record in leaf_sf_worker.c) */
 } LeafZkNodeData;
 
+/* the address of a forever node given up on request: this, then the owner's */
+#define LEAF_ZK_GIVEN_UP_PREFIX	"abandoned by "
+
 /* paths */
 extern void leaf_zk_path(char *buf, const char *root, LeafZkPlace place,
 						 const char *name);
