@@ -79,6 +79,8 @@ leaf_sf_state_line(LeafSfStateFile *file, char *line, int *version,
 		file->session_id = strtoll(val, NULL, 16);
 	else if (strcmp(line, "epoch_ms") == 0)
 		*file_epoch = strtoll(val, NULL, 10);
+	else if (strcmp(line, "epoch_moved_from") == 0)
+		file->epoch_moved_from = strtoll(val, NULL, 10);
 	else if (strcmp(line, "layout") == 0)
 	{
 		const char *problem;
@@ -113,6 +115,8 @@ leaf_sf_state_rebase(LeafSfStateFile *file, int64 file_epoch)
 			file->marks[i] += leaf_sf_epoch_ms - file_epoch;
 	file->hwm_ms = file->marks[file->worker_id];
 	file->epoch_changed = true;
+	if (file_epoch < leaf_sf_epoch_ms)
+		file->epoch_moved_from = Max(file->epoch_moved_from, file_epoch);
 	ereport(LOG,
 			(errmsg("\"leaf.snowflake_epoch\" changed from " INT64_FORMAT " to " INT64_FORMAT " since \"%s\" was written",
 					file_epoch, leaf_sf_epoch_ms, LEAF_SF_STATE_FILE),
@@ -177,6 +181,8 @@ leaf_sf_state_read(LeafSfStateFile *file, const char *identity)
 											 file->hwm_ms);
 		if (file_epoch != leaf_sf_epoch_ms)
 			leaf_sf_state_rebase(file, file_epoch);
+		if (file->epoch_moved_from >= leaf_sf_epoch_ms)
+			file->epoch_moved_from = 0;
 	}
 
 	/*
@@ -316,6 +322,9 @@ leaf_sf_state_write(LeafSfStateFile *file, const LeafSfNode *node,
 					 rec->recyclable ? 1 : 0,
 					 strcmp(rec->source, "setting") == 0 ? rec->claimed_in : "",
 					 leaf_sf_epoch_ms, layout, hwm_ms, leaf_sf_clock_ms());
+	if (file->epoch_moved_from > 0)
+		appendStringInfo(&buf, "epoch_moved_from " INT64_FORMAT "\n",
+						 file->epoch_moved_from);
 	for (i = 0; i <= leaf_sf_max_worker_id(); i++)
 	{
 		int64		m = (i == worker_id) ? hwm_ms : file->marks[i];

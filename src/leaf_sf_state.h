@@ -51,6 +51,9 @@ typedef struct LeafSfStateFile
 	int64		hwm_ms;			/* mark of worker_id, see marks[] */
 	int64		written_ms;		/* when the file was written */
 	bool		epoch_changed;	/* some mark was converted to a new epoch */
+	int64		epoch_moved_from;	/* an earlier leaf.snowflake_epoch some
+									 * mark was written under, while the
+									 * node waits for that mark; or 0 */
 	LeafSfLayout layout;		/* the layout of the IDs the file's marks
 								 * bound (the default in files before 1.3) */
 	/* per worker ID of the layout: high-water mark in ms since 1970 under

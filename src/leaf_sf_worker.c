@@ -542,6 +542,9 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 	strlcpy(w->node_path, reg->node_path, sizeof(w->node_path));
 	w->node_version = reg->node_version;
 	w->node_hwm = reg->node_hwm;
+	if (reg->node_hwm > 0 && reg->node_epoch_ms < leaf_sf_epoch_ms)
+		w->file.epoch_moved_from = Max(w->file.epoch_moved_from,
+									   reg->node_epoch_ms);
 	w->zk_bounded = reg->bounded;
 	w->session_id = reg->session_id;
 	return LEAF_ZK_OK;
@@ -792,6 +795,17 @@ leaf_sf_try_serve(LeafSfWorkerState *w)
 		leaf_sf_report(LEAF_SF_STARTING, buf);
 		return false;
 	}
+	if (now <= floor_ms && w->file.epoch_moved_from > 0)
+	{
+		/* not the clock: the same IDs now stand for later times */
+		leaf_sf_report_not_before(floor_ms);
+		leaf_sf_not_ready(w, "leaf.snowflake_epoch was moved later, from " INT64_FORMAT " to " INT64_FORMAT ", since worker ID %d recorded its last mark, so its IDs stay above those it issued only from " INT64_FORMAT " ms from now; to serve sooner, set leaf.snowflake_epoch back to " INT64_FORMAT " and restart%s",
+					   w->file.epoch_moved_from, leaf_sf_epoch_ms, w->wid,
+					   floor_ms - now + 1, w->file.epoch_moved_from,
+					   w->use_zk ? ", or call leaf_snowflake_new_worker_id() for another worker ID" :
+					   ", or set leaf.worker_id to a worker ID no node ever used");
+		return false;
+	}
 	if (now <= floor_ms)
 	{
 		leaf_sf_report_not_before(floor_ms);
@@ -799,6 +813,8 @@ leaf_sf_try_serve(LeafSfWorkerState *w)
 					   floor_ms - now + 1);
 		return false;
 	}
+	/* past every mark: a moved epoch no longer holds this node back */
+	w->file.epoch_moved_from = 0;
 
 	leaf_sf_record(w);
 

@@ -51,6 +51,7 @@ typedef struct LeafZkNode
 	char		id[LEAF_SF_ID_LEN];	/* owner's data directory, or "" */
 	int64		ts;
 	int64		hwm;			/* under our epoch */
+	int64		ep;				/* the epoch it was written under */
 	int64		mtime;
 	int32		version;
 	bool		bounded;		/* owner keeps its lease within hwm */
@@ -328,8 +329,9 @@ leaf_zk_read_node(LeafZkSession *zk, const LeafSfNode *node,
 	n->ts = data.ts;
 	n->hwm = Max(data.hwm, data.ts);
 	/* a mark that does not name its epoch counts from ours */
-	if (data.has_ep && n->hwm > 0)
-		n->hwm += leaf_sf_epoch_ms - data.ep;
+	n->ep = data.has_ep ? data.ep : leaf_sf_epoch_ms;
+	if (n->hwm > 0)
+		n->hwm += leaf_sf_epoch_ms - n->ep;
 	n->bounded = data.bounded;
 	n->mtime = st.mtime;
 	n->version = st.version;
@@ -754,6 +756,7 @@ leaf_zk_choose(const LeafSfNode *node, const LeafZkNode *mine,
 	leaf_zk_path(out->node_path, node->root, LEAF_ZK_FOREVER, mine->name);
 	out->node_version = mine->version;
 	out->node_hwm = mine->hwm;
+	out->node_epoch_ms = mine->ep;
 	out->bounded = mine->bounded;
 
 	/*
@@ -840,6 +843,7 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 	strlcpy(out->node_path, created, sizeof(out->node_path));
 	out->node_version = 0;
 	out->node_hwm = 0;
+	out->node_epoch_ms = leaf_sf_epoch_ms;
 	out->bounded = leaf_sf_reclaim_after_ms > 0;
 	out->fresh = true;
 	return LEAF_ZK_OK;

@@ -37,6 +37,8 @@ typedef struct LeafZkRegistration
 	int32		node_version;	/* its version, for the next write */
 	int64		node_hwm;		/* the high-water mark it held, under our
 								 * epoch (0 for a new node) */
+	int64		node_epoch_ms;	/* the leaf.snowflake_epoch that mark was
+								 * written under */
 	bool		bounded;		/* it says: the lease stays within its mark */
 	bool		fresh;			/* it never recorded a heartbeat (created
 								 * now, or by a registration that did not
