@@ -29,6 +29,7 @@
 
 #include "access/xlog.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -1339,20 +1340,32 @@ leaf_slot_state(const LeafTagSlot *slot)
 }
 
 /*
- * Fill values and nulls with the row of leaf_segments for copy, a copy of
- * a slot in use, whose database is named dbname; returns the number of
- * columns filled.
+ * A slot in use as leaf_segments and leaf_segment_errors show it: a copy
+ * of the slot, and its database's name, its tag and its last error as
+ * text of this database (leaf_display_text).
+ */
+typedef struct LeafSlotView
+{
+	LeafTagSlot slot;
+	NameData	dbname;
+	char	   *tag;
+	char	   *fail_msg;
+} LeafSlotView;
+
+/*
+ * Fill values and nulls with the row of leaf_segments for view, a slot in
+ * use; returns the number of columns filled.
  */
 static int
-leaf_segments_row(const LeafTagSlot *copy, const NameData *dbname,
-				  Datum *values, bool *nulls)
+leaf_segments_row(const LeafSlotView *view, Datum *values, bool *nulls)
 {
+	const LeafTagSlot *copy = &view->slot;
 	const LeafSegment *cur = &copy->seg[copy->cur];
 	const LeafSegment *nxt = &copy->seg[1 - copy->cur];
 	int			j = 0;
 
-	values[j++] = NameGetDatum(dbname);
-	values[j++] = CStringGetTextDatum(copy->tag);
+	values[j++] = NameGetDatum(&view->dbname);
+	values[j++] = CStringGetTextDatum(view->tag);
 	if (cur->max > cur->start)
 	{
 		values[j++] = Int64GetDatum(cur->start);
@@ -1389,8 +1402,8 @@ leaf_segments_row(const LeafTagSlot *copy, const NameData *dbname,
 		values[j++] = TimestampTzGetDatum(copy->last_failure);
 	else
 		nulls[j++] = true;
-	if (copy->fail_msg[0])
-		values[j++] = CStringGetTextDatum(copy->fail_msg);
+	if (view->fail_msg[0])
+		values[j++] = CStringGetTextDatum(view->fail_msg);
 	else
 		nulls[j++] = true;
 	/* 1.1 */
@@ -1408,14 +1421,53 @@ leaf_segments_row(const LeafTagSlot *copy, const NameData *dbname,
 }
 
 /*
- * A copy of slot i, taken under its mutex, and the name of its database:
- * false if the slot is free or its database was dropped (its slots wait
- * for a worker to free them).  For leaf_segments and leaf_segment_errors.
+ * Text that came from the database of a slot (its biz_tag, the message of
+ * its last failed load, the database's name), which is in that database's
+ * encoding, as text of this database.  It is kept as it is where the
+ * encodings are the same, or where this database is SQL_ASCII, which
+ * takes any bytes.  Otherwise each byte outside ASCII is written \xNN
+ * and each backslash \\: a tag of a LATIN1 database, say, is then valid
+ * text here as well, whose conversion to the client's encoding cannot
+ * fail, and which a collector that needs UTF-8 takes (raw, it made the
+ * whole view fail for a client of another encoding, and
+ * prometheus-postgres-exporter stop); two tags of one database still
+ * differ.
+ */
+static char *
+leaf_display_text(const char *s, int src_encoding)
+{
+	int			cur_encoding = GetDatabaseEncoding();
+	StringInfoData buf;
+	const unsigned char *p;
+
+	if (src_encoding == cur_encoding || cur_encoding == PG_SQL_ASCII)
+		return pstrdup(s);
+	initStringInfo(&buf);
+	for (p = (const unsigned char *) s; *p != '\0'; p++)
+	{
+		if (*p == '\\')
+			appendStringInfoString(&buf, "\\\\");
+		else if (IS_HIGHBIT_SET(*p))
+			appendStringInfo(&buf, "\\x%02x", (unsigned int) *p);
+		else
+			appendStringInfoChar(&buf, (char) *p);
+	}
+	return buf.data;
+}
+
+/*
+ * A copy of slot i, taken under its mutex, with its database's name, tag
+ * and last error as this database shows them: false if the slot is free
+ * or its database was dropped (its slots wait for a worker to free them).
+ * For leaf_segments and leaf_segment_errors.
  */
 static bool
-leaf_slot_snapshot(int i, LeafTagSlot *copy, NameData *dbname)
+leaf_slot_snapshot(int i, LeafSlotView *view)
 {
 	LeafTagSlot *slot = &leaf_seg->slots[i];
+	LeafTagSlot *copy = &view->slot;
+	HeapTuple	tup;
+	Form_pg_database db;
 	char	   *name;
 
 	SpinLockAcquire(&slot->mutex);
@@ -1426,12 +1478,21 @@ leaf_slot_snapshot(int i, LeafTagSlot *copy, NameData *dbname)
 	}
 	memcpy(copy, slot, sizeof(*copy));
 	SpinLockRelease(&slot->mutex);
+	/* in case a slot's text was torn: it is read as a C string below */
+	copy->tag[sizeof(copy->tag) - 1] = '\0';
+	copy->fail_msg[sizeof(copy->fail_msg) - 1] = '\0';
 
-	name = get_database_name(copy->dboid);
-	if (name == NULL)
+	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(copy->dboid));
+	if (!HeapTupleIsValid(tup))
 		return false;
+	db = (Form_pg_database) GETSTRUCT(tup);
+	name = leaf_display_text(NameStr(db->datname), db->encoding);
+	view->tag = leaf_display_text(copy->tag, db->encoding);
+	view->fail_msg = leaf_display_text(copy->fail_msg, db->encoding);
+	ReleaseSysCache(tup);
 	/* a name column is NAMEDATALEN bytes, whatever the name's length */
-	namestrcpy(dbname, name);
+	namestrcpy(&view->dbname, name);
+	pfree(name);
 	return true;
 }
 
@@ -1452,16 +1513,15 @@ leaf_segments(PG_FUNCTION_ARGS)
 
 	for (i = 0; i < leaf_slots_in_use(); i++)
 	{
-		LeafTagSlot copy;
+		LeafSlotView view;
 		Datum		values[20];
 		bool		nulls[20];
-		NameData	dbnamedata;
 		int			j;
 
-		if (!leaf_slot_snapshot(i, &copy, &dbnamedata))
+		if (!leaf_slot_snapshot(i, &view))
 			continue;
 		memset(nulls, 0, sizeof(nulls));
-		j = leaf_segments_row(&copy, &dbnamedata, values, nulls);
+		j = leaf_segments_row(&view, values, nulls);
 		Assert(j <= lengthof(values));
 		if (rsinfo->setDesc->natts > j)
 			elog(ERROR, "leaf_segments() returns %d columns, but %d were expected",
@@ -1496,25 +1556,25 @@ leaf_segment_errors(PG_FUNCTION_ARGS)
 
 	for (i = 0; i < leaf_slots_in_use(); i++)
 	{
-		LeafTagSlot copy;
-		NameData	dbnamedata;
+		LeafSlotView view;
+		const LeafTagSlot *copy = &view.slot;
 		Datum		values[6];
 		bool		nulls[6];
 		bool		failed;
 
-		if (!leaf_slot_snapshot(i, &copy, &dbnamedata))
+		if (!leaf_slot_snapshot(i, &view))
 			continue;
-		failed = copy.fail_count > 0;
+		failed = copy->fail_count > 0;
 		memset(nulls, 0, sizeof(nulls));
-		values[0] = NameGetDatum(&dbnamedata);
-		values[1] = CStringGetTextDatum(copy.tag);
-		values[2] = Int64GetDatum((int64) copy.fail_count);
-		if (failed && copy.fail_sqlstate != 0)
-			values[3] = CStringGetTextDatum(unpack_sql_state(copy.fail_sqlstate));
+		values[0] = NameGetDatum(&view.dbname);
+		values[1] = CStringGetTextDatum(view.tag);
+		values[2] = Int64GetDatum((int64) copy->fail_count);
+		if (failed && copy->fail_sqlstate != 0)
+			values[3] = CStringGetTextDatum(unpack_sql_state(copy->fail_sqlstate));
 		else
 			nulls[3] = true;
-		values[4] = BoolGetDatum(failed && copy.fail_current);
-		values[5] = BoolGetDatum(failed && copy.fail_current && copy.fail_final);
+		values[4] = BoolGetDatum(failed && copy->fail_current);
+		values[5] = BoolGetDatum(failed && copy->fail_current && copy->fail_final);
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
 							 values, nulls);
