@@ -355,13 +355,16 @@ leaf_sf_file_write(LeafSfWorkerState *w, int64 hwm_ms)
 /*
  * The state file on disk names a worker ID that ZooKeeper gave this node,
  * so that it could stand in at the next start, whatever this run found
- * out since.
+ * out since.  A file written while the node served from it (source "cache
+ * file") names that same worker ID: a node restarted again while
+ * ZooKeeper is still unreachable serves with it as the first restart did.
  */
 static bool
 leaf_sf_file_names_own(LeafSfWorkerState *w)
 {
 	return w->file.valid && !w->file.foreign &&
-		strcmp(w->file.source, "zookeeper") == 0 &&
+		(strcmp(w->file.source, "zookeeper") == 0 ||
+		 strcmp(w->file.source, "cache file") == 0) &&
 		strcmp(w->file.node_address, w->node.addr) == 0 &&
 		strcmp(w->file.zk_root, w->node.root) == 0;
 }

@@ -73,6 +73,17 @@ is(LeafZK::status($nodes[0], 'worker_id, worker_id_source, ready'),
 my $after = $nodes[0]->safe_psql('postgres', 'SELECT leaf_snowflake()');
 cmp_ok($after, '>', $before, 'and IDs go on increasing');
 is(wid_of_id($nodes[0]), $wids[0], 'IDs carry the cached worker ID');
+
+# a second restart with ZooKeeper still down: the file, written meanwhile
+# by the node that served from it, still stands in
+like(slurp_file($nodes[0]->data_dir . '/leaf_snowflake.state'),
+	qr/^source cache file$/m, 'the file written while serving from it says so');
+$nodes[0]->restart;
+$nodes[0]->poll_query_until('postgres',
+	q[SELECT worker_id IS NOT NULL OR not_ready_reason LIKE 'could not connect%' FROM leaf_snowflake_status]);
+is(LeafZK::status($nodes[0], 'worker_id, worker_id_source, ready, not_ready_reason'),
+	"$wids[0]|cache file|t|", 'a second restart with ZooKeeper still down uses the cached worker ID too');
+is(wid_of_id($nodes[0]), $wids[0], 'and its IDs carry it');
 is(LeafZK::status($nodes[1], 'ready'), 't', 'a running node keeps serving while ZooKeeper is down');
 
 # ZooKeeper back: the node registers again
