@@ -961,6 +961,19 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 			ereport(LOG,
 					(errmsg("\"leaf.snowflake_epoch\" was moved later: worker ID %d waits until " INT64_FORMAT " so that its IDs stay above those it issued",
 							w->wid, w->floor_ms)));
+		if (!file->valid && leaf_sf_worker_id_from[0] != '\0')
+		{
+			/*
+			 * A pod ordinal in a new data directory (its volume was made
+			 * anew): an earlier pod with this ordinal may have issued IDs up
+			 * to its lease, on a clock within leaf.max_clock_drift_ms of
+			 * ours.  Wait that out, as a new registration in ZooKeeper does.
+			 */
+			w->floor_ms = Max(w->floor_ms, leaf_sf_clock_ms() +
+							  leaf_sf_margin_ms() +
+							  Max(leaf_sf_max_clock_drift_ms, 0));
+			w->fresh_floor = true;
+		}
 		w->file_hwm = 0;
 		w->have_floor = true;
 		leaf_sf_report_identity(w->wid, "setting", w->node.addr, NULL);
@@ -1020,7 +1033,14 @@ leaf_sf_start(LeafSfWorkerState *w)
 						LEAF_SF_STATE_FILE, w->file.moved_from, w->node.identity),
 				 errdetail("A copy of a data directory keeps its system identifier; a state file of another one was brought here by hand, as after pg_upgrade.")));
 
-	if (leaf_sf_state_layout_differs(&w->file, reason, sizeof(reason)))
+	if (leaf_sf_ordinal_problem != NULL)
+	{
+		/* no worker ID from the ordinal: none from anywhere else either */
+		leaf_sf_not_ready(w, "%s", leaf_sf_ordinal_problem);
+		w->use_zk = false;
+		w->claim = false;
+	}
+	else if (leaf_sf_state_layout_differs(&w->file, reason, sizeof(reason)))
 	{
 		/* never mix layouts: serve nothing, register nowhere */
 		leaf_sf_not_ready(w, "%s", reason);

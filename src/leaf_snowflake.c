@@ -444,10 +444,12 @@ void
 leaf_snowflake_init(void)
 {
 	leaf_sf_define_worker_id_settings();
+	leaf_sf_ordinal_define_settings();
 	leaf_sf_define_id_settings();
 #ifdef LEAF_TEST_HOOKS
 	leaf_sf_define_test_settings();
 #endif
+	leaf_sf_ordinal_resolve();
 
 	if (!leaf_sf_configured())
 		return;
@@ -464,11 +466,14 @@ leaf_snowflake_init(void)
 	leaf_sf_register_worker();
 }
 
-/* Snowflake mode is on when a worker ID or ZooKeeper is configured. */
+/*
+ * Snowflake mode is on when a worker ID (by hand or from a pod ordinal) or
+ * ZooKeeper is configured.
+ */
 static bool
 leaf_sf_configured(void)
 {
-	return leaf_sf_worker_id != -1 ||
+	return leaf_sf_worker_id != -1 || leaf_sf_worker_id_from[0] != '\0' ||
 		(leaf_sf_zk_hosts != NULL && leaf_sf_zk_hosts[0] != '\0');
 }
 
