@@ -551,12 +551,14 @@ EOF
 		data=$dir/shard$i
 		say "shard $i on 127.0.0.1:$p"
 		new_cluster "shard$i" "$p"
-		echo "leaf.alloc_conninfo = '$conninfo'" | as_pg tee -a "$data/postgresql.conf" >/dev/null
-		if [ "$alloc_mode" = patroni ]; then
-			# Patroni's synchronous mode never promotes a member that may
-			# lack an acknowledged commit
-			echo "leaf.alloc_failover = 'synchronous'" | as_pg tee -a "$data/postgresql.conf" >/dev/null
-		fi
+		# the allocation standby is synchronous (Patroni's synchronous mode
+		# never promotes a member that may lack an acknowledged commit), so
+		# the shards take a promoted standby's new timeline without a
+		# confirmation
+		as_pg tee -a "$data/postgresql.conf" >/dev/null <<EOF
+leaf.alloc_conninfo = '$conninfo'
+leaf.alloc_failover = 'synchronous'
+EOF
 		if [ "$use_zk" = 1 ]; then
 			as_pg tee -a "$data/postgresql.conf" >/dev/null <<EOF
 leaf.zk_hosts = '127.0.0.1:$zk_port'
@@ -665,7 +667,13 @@ do_status() {
 			printf '%-14s %-16s %s\n' "shard$i" "127.0.0.1:$p" "not running"
 			continue
 		fi
-		ids=$(psql_at "$p" "SET leaf.wait_timeout = '3s'; SELECT string_agg(leaf_segment_nextval('order')::text, ' ') FROM generate_series(1, 3)" 2>&1 | tail -n 1) || true
+		# the IDs, or the error of a failed call (its ERROR line)
+		ids=$(psql_at "$p" "SET leaf.wait_timeout = '3s'; SELECT string_agg(leaf_segment_nextval('order')::text, ' ') FROM generate_series(1, 3)" 2>&1) || true
+		if printf '%s\n' "$ids" | grep -q '^ERROR: '; then
+			ids=$(printf '%s\n' "$ids" | grep -m 1 '^ERROR: ')
+		else
+			ids=$(printf '%s\n' "$ids" | tail -n 1)
+		fi
 		state=$(psql_at "$p" "SELECT source || ', step ' || step FROM leaf_segments WHERE biz_tag = 'order'" 2>&1) || true
 		printf '%-14s %-16s %s\n' "shard$i" "127.0.0.1:$p" "segments from ${state:-?}"
 		printf '%-14s %-16s %s\n' "" "" "segment IDs:   $ids"

@@ -55,7 +55,9 @@ EOF
 	awk '/^Time:/ {print $2}' <<<"$out"
 }
 
-median() { tr ' ' '\n' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+# the median of a list of numbers separated by spaces (the lists below
+# start with one, which is no number)
+median() { tr ' ' '\n' | awk 'NF' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 mkdir -p "$(dirname "$REPORT")"
 as_pg "$PGBIN/initdb -D '$D' -U postgres -A trust -E UTF8 --locale=C.UTF-8 -N >'$WORK/initdb.log' 2>&1" ||
