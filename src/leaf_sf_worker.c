@@ -928,7 +928,11 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 {
 	LeafSfStateFile *file = &w->file;
 
-	if (leaf_sf_worker_id < 0 || leaf_sf_worker_id > leaf_sf_max_worker_id())
+	if ((leaf_sf_worker_id < 0 || leaf_sf_worker_id > leaf_sf_max_worker_id()) &&
+		leaf_sf_worker_id_from[0] != '\0')
+		leaf_sf_not_ready(w, "leaf.worker_id is %d, the pod ordinal of leaf.worker_id_from plus leaf.worker_id_offset, but must be between 0 and %d; lower leaf.worker_id_offset, or the StatefulSet's number of replicas",
+					   leaf_sf_worker_id, leaf_sf_max_worker_id());
+	else if (leaf_sf_worker_id < 0 || leaf_sf_worker_id > leaf_sf_max_worker_id())
 		leaf_sf_not_ready(w, "leaf.worker_id is %d, but must be between 0 and %d (or -1 to use ZooKeeper)",
 					   leaf_sf_worker_id, leaf_sf_max_worker_id());
 	else if (file->damaged)
@@ -961,14 +965,28 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 			ereport(LOG,
 					(errmsg("\"leaf.snowflake_epoch\" was moved later: worker ID %d waits until " INT64_FORMAT " so that its IDs stay above those it issued",
 							w->wid, w->floor_ms)));
-		if (!file->valid && leaf_sf_worker_id_from[0] != '\0')
+		if (leaf_sf_worker_id_from[0] != '\0' &&
+			!(file->valid && !file->foreign && file->worker_id == w->wid))
 		{
 			/*
-			 * A pod ordinal in a new data directory (its volume was made
-			 * anew): an earlier pod with this ordinal may have issued IDs up
-			 * to its lease, on a clock within leaf.max_clock_drift_ms of
-			 * ours.  Wait that out, as a new registration in ZooKeeper does.
+			 * A pod ordinal whose worker ID this data directory did not
+			 * serve with last: a new volume, a volume copied or restored
+			 * from another pod's (the copy of a block device keeps the
+			 * inode, so it is not seen as a copy), or another
+			 * leaf.worker_id_offset or pod name than at the last start.
+			 * Some other pod may have held the worker ID since this data
+			 * directory recorded a mark of it, if it ever did, and issued
+			 * IDs up to its lease, on a clock within leaf.max_clock_drift_ms
+			 * of ours.  Wait that out, as a new registration in ZooKeeper
+			 * does.
 			 */
+			if (file->valid && !file->foreign && file->worker_id >= 0)
+				ereport(LOG,
+						(errmsg("leaf snowflake worker ID %d from the pod ordinal is not worker ID %d, which this data directory served with last: it waits out an earlier holder",
+								w->wid, file->worker_id),
+						 errdetail("\"leaf.worker_id_offset\" or the pod's name changed, or the volume is another pod's."),
+						 errhint("Without \"leaf.zk_hosts\", nothing stops a pod that still runs with worker ID %d: change \"leaf.worker_id_offset\" only with every pod of the StatefulSet stopped.",
+								 w->wid)));
 			w->floor_ms = Max(w->floor_ms, leaf_sf_clock_ms() +
 							  leaf_sf_margin_ms() +
 							  Max(leaf_sf_max_clock_drift_ms, 0));
