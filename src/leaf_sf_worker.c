@@ -127,6 +127,10 @@ typedef struct LeafSfWorkerState
 								 * of a new worker ID */
 	bool		new_id;			/* the worker ID was given up on request:
 								 * the next one starts at its own floor */
+	bool		give_up_unsure;	/* a give-up of wid failed, perhaps after
+								 * ZooKeeper made it: the file names wid as
+								 * superseded until a heartbeat finds our
+								 * node as we left it */
 
 	/* serving and the lease */
 	bool		serving;		/* the generator serves with serving_wid */
@@ -541,6 +545,7 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 	if (reg->result != LEAF_ZK_OK)
 		return reg->result;
 	w->superseded_wid = -1;
+	w->give_up_unsure = false;
 	w->wid = reg->worker_id;
 	strlcpy(w->node_path, reg->node_path, sizeof(w->node_path));
 	w->node_version = reg->node_version;
@@ -632,6 +637,16 @@ leaf_sf_heartbeat(LeafSfWorkerState *w, int64 now, int64 hwm, bool bounded)
 				rc = leaf_zk_node_write(&w->zk, w->node_path, &data,
 										w->node_version, &st);
 			}
+			else if (strncmp(cur.addr, LEAF_ZK_GIVEN_UP_PREFIX,
+							 strlen(LEAF_ZK_GIVEN_UP_PREFIX)) == 0)
+			{
+				/* our give-up, made although its reply did not come */
+				leaf_sf_not_ready(w, "worker ID %d was given up in ZooKeeper (%s), registering a new one",
+							   w->wid, cur.addr);
+				w->zk.registered = false;
+				w->wid = -1;
+				return false;
+			}
 			else
 			{
 				leaf_sf_not_ready(w, "worker ID %d was taken over by %s", w->wid, cur.addr);
@@ -662,6 +677,12 @@ leaf_sf_heartbeat(LeafSfWorkerState *w, int64 now, int64 hwm, bool bounded)
 	w->node_version = st.version;
 	w->zk_hwm = hwm;
 	w->zk_bounded = bounded;
+	if (w->give_up_unsure)
+	{
+		/* written over the version we knew: no give-up was made */
+		w->give_up_unsure = false;
+		w->superseded_wid = -1;
+	}
 	leaf_sf_report_zk("connected");
 	return true;
 }
@@ -1155,8 +1176,15 @@ leaf_sf_handle_new_id(LeafSfWorkerState *w)
 	}
 	if (!leaf_sf_abandon(w, hwm))
 	{
-		/* the worker ID is kept: the file may name it as before */
-		w->superseded_wid = -1;
+		/*
+		 * The worker ID is kept, but a reply lost with the connection does
+		 * not say whether ZooKeeper made the write: it may hold the worker
+		 * ID given up, for recycling to hand to another node once its mark
+		 * passes.  The file keeps naming it as superseded until a
+		 * heartbeat finds our node as we left it; a heartbeat that finds it
+		 * given up stops the node, which registers anew.
+		 */
+		w->give_up_unsure = true;
 		return;
 	}
 
