@@ -550,9 +550,10 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 	strlcpy(w->node_path, reg->node_path, sizeof(w->node_path));
 	w->node_version = reg->node_version;
 	w->node_hwm = reg->node_hwm;
-	if (reg->node_hwm > 0 && reg->node_epoch_ms < leaf_sf_epoch_ms)
-		w->file.epoch_moved_from = Max(w->file.epoch_moved_from,
-									   reg->node_epoch_ms);
+	if (reg->node_hwm > 0 && reg->node_epoch_ms < leaf_sf_epoch_ms &&
+		(w->file.epoch_moved_from == 0 ||
+		 reg->node_epoch_ms < w->file.epoch_moved_from))
+		w->file.epoch_moved_from = reg->node_epoch_ms;
 	w->zk_bounded = reg->bounded;
 	w->session_id = reg->session_id;
 	return LEAF_ZK_OK;
