@@ -115,8 +115,14 @@ leaf_sf_state_rebase(LeafSfStateFile *file, int64 file_epoch)
 			file->marks[i] += leaf_sf_epoch_ms - file_epoch;
 	file->hwm_ms = file->marks[file->worker_id];
 	file->epoch_changed = true;
-	if (file_epoch < leaf_sf_epoch_ms)
-		file->epoch_moved_from = Max(file->epoch_moved_from, file_epoch);
+	/*
+	 * The earliest epoch a mark that binds may have been written under:
+	 * the one to set back to, to serve at once.  A mark of an earlier move
+	 * (the epoch moved later twice while the node waited) keeps its own.
+	 */
+	if (file_epoch < leaf_sf_epoch_ms &&
+		(file->epoch_moved_from == 0 || file_epoch < file->epoch_moved_from))
+		file->epoch_moved_from = file_epoch;
 	ereport(LOG,
 			(errmsg("\"leaf.snowflake_epoch\" changed from " INT64_FORMAT " to " INT64_FORMAT " since \"%s\" was written",
 					file_epoch, leaf_sf_epoch_ms, LEAF_SF_STATE_FILE),

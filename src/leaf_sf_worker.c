@@ -127,6 +127,10 @@ typedef struct LeafSfWorkerState
 								 * of a new worker ID */
 	bool		new_id;			/* the worker ID was given up on request:
 								 * the next one starts at its own floor */
+	bool		give_up_unsure;	/* a give-up of wid failed, perhaps after
+								 * ZooKeeper made it: the file names wid as
+								 * superseded until a heartbeat finds our
+								 * node as we left it */
 
 	/* serving and the lease */
 	bool		serving;		/* the generator serves with serving_wid */
@@ -541,13 +545,15 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 	if (reg->result != LEAF_ZK_OK)
 		return reg->result;
 	w->superseded_wid = -1;
+	w->give_up_unsure = false;
 	w->wid = reg->worker_id;
 	strlcpy(w->node_path, reg->node_path, sizeof(w->node_path));
 	w->node_version = reg->node_version;
 	w->node_hwm = reg->node_hwm;
-	if (reg->node_hwm > 0 && reg->node_epoch_ms < leaf_sf_epoch_ms)
-		w->file.epoch_moved_from = Max(w->file.epoch_moved_from,
-									   reg->node_epoch_ms);
+	if (reg->node_hwm > 0 && reg->node_epoch_ms < leaf_sf_epoch_ms &&
+		(w->file.epoch_moved_from == 0 ||
+		 reg->node_epoch_ms < w->file.epoch_moved_from))
+		w->file.epoch_moved_from = reg->node_epoch_ms;
 	w->zk_bounded = reg->bounded;
 	w->session_id = reg->session_id;
 	return LEAF_ZK_OK;
@@ -632,6 +638,16 @@ leaf_sf_heartbeat(LeafSfWorkerState *w, int64 now, int64 hwm, bool bounded)
 				rc = leaf_zk_node_write(&w->zk, w->node_path, &data,
 										w->node_version, &st);
 			}
+			else if (strncmp(cur.addr, LEAF_ZK_GIVEN_UP_PREFIX,
+							 strlen(LEAF_ZK_GIVEN_UP_PREFIX)) == 0)
+			{
+				/* our give-up, made although its reply did not come */
+				leaf_sf_not_ready(w, "worker ID %d was given up in ZooKeeper (%s), registering a new one",
+							   w->wid, cur.addr);
+				w->zk.registered = false;
+				w->wid = -1;
+				return false;
+			}
 			else
 			{
 				leaf_sf_not_ready(w, "worker ID %d was taken over by %s", w->wid, cur.addr);
@@ -662,6 +678,12 @@ leaf_sf_heartbeat(LeafSfWorkerState *w, int64 now, int64 hwm, bool bounded)
 	w->node_version = st.version;
 	w->zk_hwm = hwm;
 	w->zk_bounded = bounded;
+	if (w->give_up_unsure)
+	{
+		/* written over the version we knew: no give-up was made */
+		w->give_up_unsure = false;
+		w->superseded_wid = -1;
+	}
 	leaf_sf_report_zk("connected");
 	return true;
 }
@@ -928,7 +950,11 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 {
 	LeafSfStateFile *file = &w->file;
 
-	if (leaf_sf_worker_id < 0 || leaf_sf_worker_id > leaf_sf_max_worker_id())
+	if ((leaf_sf_worker_id < 0 || leaf_sf_worker_id > leaf_sf_max_worker_id()) &&
+		leaf_sf_worker_id_from[0] != '\0')
+		leaf_sf_not_ready(w, "leaf.worker_id is %d, the pod ordinal of leaf.worker_id_from plus leaf.worker_id_offset, but must be between 0 and %d; lower leaf.worker_id_offset, or the StatefulSet's number of replicas",
+					   leaf_sf_worker_id, leaf_sf_max_worker_id());
+	else if (leaf_sf_worker_id < 0 || leaf_sf_worker_id > leaf_sf_max_worker_id())
 		leaf_sf_not_ready(w, "leaf.worker_id is %d, but must be between 0 and %d (or -1 to use ZooKeeper)",
 					   leaf_sf_worker_id, leaf_sf_max_worker_id());
 	else if (file->damaged)
@@ -961,14 +987,28 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 			ereport(LOG,
 					(errmsg("\"leaf.snowflake_epoch\" was moved later: worker ID %d waits until " INT64_FORMAT " so that its IDs stay above those it issued",
 							w->wid, w->floor_ms)));
-		if (!file->valid && leaf_sf_worker_id_from[0] != '\0')
+		if (leaf_sf_worker_id_from[0] != '\0' &&
+			!(file->valid && !file->foreign && file->worker_id == w->wid))
 		{
 			/*
-			 * A pod ordinal in a new data directory (its volume was made
-			 * anew): an earlier pod with this ordinal may have issued IDs up
-			 * to its lease, on a clock within leaf.max_clock_drift_ms of
-			 * ours.  Wait that out, as a new registration in ZooKeeper does.
+			 * A pod ordinal whose worker ID this data directory did not
+			 * serve with last: a new volume, a volume copied or restored
+			 * from another pod's (the copy of a block device keeps the
+			 * inode, so it is not seen as a copy), or another
+			 * leaf.worker_id_offset or pod name than at the last start.
+			 * Some other pod may have held the worker ID since this data
+			 * directory recorded a mark of it, if it ever did, and issued
+			 * IDs up to its lease, on a clock within leaf.max_clock_drift_ms
+			 * of ours.  Wait that out, as a new registration in ZooKeeper
+			 * does.
 			 */
+			if (file->valid && !file->foreign && file->worker_id >= 0)
+				ereport(LOG,
+						(errmsg("leaf snowflake worker ID %d from the pod ordinal is not worker ID %d, which this data directory served with last: it waits out an earlier holder",
+								w->wid, file->worker_id),
+						 errdetail("\"leaf.worker_id_offset\" or the pod's name changed, or the volume is another pod's."),
+						 errhint("Without \"leaf.zk_hosts\", nothing stops a pod that still runs with worker ID %d: change \"leaf.worker_id_offset\" only with every pod of the StatefulSet stopped.",
+								 w->wid)));
 			w->floor_ms = Max(w->floor_ms, leaf_sf_clock_ms() +
 							  leaf_sf_margin_ms() +
 							  Max(leaf_sf_max_clock_drift_ms, 0));
@@ -1137,8 +1177,15 @@ leaf_sf_handle_new_id(LeafSfWorkerState *w)
 	}
 	if (!leaf_sf_abandon(w, hwm))
 	{
-		/* the worker ID is kept: the file may name it as before */
-		w->superseded_wid = -1;
+		/*
+		 * The worker ID is kept, but a reply lost with the connection does
+		 * not say whether ZooKeeper made the write: it may hold the worker
+		 * ID given up, for recycling to hand to another node once its mark
+		 * passes.  The file keeps naming it as superseded until a
+		 * heartbeat finds our node as we left it; a heartbeat that finds it
+		 * given up stops the node, which registers anew.
+		 */
+		w->give_up_unsure = true;
 		return;
 	}
 

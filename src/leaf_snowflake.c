@@ -93,10 +93,10 @@ static char *leaf_sf_layout_string = NULL;
 
 /*
  * Test hooks: a build for the test suite (make LEAF_TEST_HOOKS=1, which
- * ./install.sh test and test/majors.sh use) has four leaf.test_* settings
- * that shift the clocks, stall a call and stall a registration.  The
- * default build has none of them: there the hooks are constants, and the
- * settings do not exist.
+ * ./install.sh test and test/majors.sh use) has five leaf.test_* settings
+ * that shift the clocks, stall a call, stall a registration and lose the
+ * reply to a give-up.  The default build has none of them: there the hooks
+ * are constants, and the settings do not exist.
  */
 #ifdef LEAF_TEST_HOOKS
 static int	leaf_sf_test_clock_offset_ms = 0;	/* this session's clock */
@@ -104,6 +104,8 @@ static int	leaf_sf_test_reserve_pause_ms = 0;	/* stall before the CAS */
 static int	leaf_sf_test_node_clock_offset_ms = 0;	/* every process's clock */
 int			leaf_sf_test_register_pause_ms = 0; /* stall after a new forever
 												 * node (leaf_zk_assign.c) */
+int			leaf_sf_test_abandon_lost_ms = 0;	/* a give-up written, its reply
+												 * lost (leaf_zk_assign.c) */
 #else
 #define leaf_sf_test_clock_offset_ms 0
 #define leaf_sf_test_reserve_pause_ms 0
@@ -406,6 +408,15 @@ leaf_sf_define_test_settings(void)
 							"Pauses the snowflake worker after it created a forever node in ZooKeeper, before the registration goes on (for tests only).",
 							NULL,
 							&leaf_sf_test_register_pause_ms,
+							0, 0, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.test_abandon_lost_ms",
+							"Makes the snowflake worker take a give-up it wrote to ZooKeeper for one whose reply was lost, after a pause this long (for tests only).",
+							NULL,
+							&leaf_sf_test_abandon_lost_ms,
 							0, 0, 60000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,

@@ -38,6 +38,7 @@ extern char *leaf_sf_worker_id_from;
 extern const char *leaf_sf_ordinal_problem;
 #ifdef LEAF_TEST_HOOKS
 extern int	leaf_sf_test_register_pause_ms;
+extern int	leaf_sf_test_abandon_lost_ms;
 #endif
 
 /* leaf_sf_ordinal.c */

@@ -1084,6 +1084,14 @@ leaf_zk_abandon(LeafZkSession *zk, const LeafSfNode *node, int wid,
 	data.hwm = hwm;
 	data.bounded = true;
 	rc = leaf_zk_node_write(zk, node_path, &data, node_version, &st);
+#ifdef LEAF_TEST_HOOKS
+	/* written, but the reply lost with the connection */
+	if (rc == ZOK && leaf_sf_test_abandon_lost_ms > 0)
+	{
+		pg_usleep(leaf_sf_test_abandon_lost_ms * 1000L);
+		rc = ZCONNECTIONLOSS;
+	}
+#endif
 	if (rc != ZOK)
 	{
 		ereport(LOG,

@@ -80,6 +80,20 @@ ok($zn->poll_query_until('postgres',
 like(slurp_file($zn->data_dir . '/leaf_snowflake.state'), qr/^epoch_moved_from $epoch$/m,
 	'the state file records the epoch it moved from');
 
+# moved later once more during the wait: the way out is still the epoch
+# the marks were written under, not the one the file was written under
+$zn->stop('immediate');
+my $zlater2 = $epoch + 40000;
+$zn->append_conf('postgresql.conf', "leaf.snowflake_epoch = '$zlater2'\n");
+$zn->start;
+ok($zn->poll_query_until('postgres',
+	q[SELECT not_ready_reason LIKE 'leaf.snowflake_epoch was moved later%' FROM leaf_snowflake_status]),
+	'moved later again during the wait, it says the epoch moved')
+  or note LeafZK::status($zn, 'not_ready_reason');
+like(LeafZK::status($zn, 'not_ready_reason'),
+	qr/^leaf\.snowflake_epoch was moved later, from $epoch to $zlater2, .* set leaf\.snowflake_epoch back to $epoch and restart/,
+	'... from the epoch its last mark was written under, which is the one to set back');
+
 # the way out: the epoch set back serves at once, above the IDs issued
 $zn->stop;
 $zn->append_conf('postgresql.conf', "leaf.snowflake_epoch = '$epoch'\n");

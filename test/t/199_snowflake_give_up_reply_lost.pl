@@ -1,0 +1,91 @@
+# Snowflake mode: leaf_snowflake_new_worker_id() writes the give-up into
+# the node's forever node, and the reply is lost with the connection
+# (leaf.test_abandon_lost_ms, test builds only).  The worker then does not
+# know whether ZooKeeper holds its worker ID given up, where recycling
+# hands it to another node once its mark passes.  Until a heartbeat finds
+# the forever node as the worker left it, the state file must not stand in
+# with that worker ID: before, the worker kept it and wrote the file with
+# source "zookeeper" again, and a crash, then a start with ZooKeeper
+# unreachable, served the given-up worker ID from the file.
+use strict;
+use warnings;
+
+use LeafTest;
+use LeafZK;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $zk = LeafZK->new(nodes => 1);
+my $root = '/leaf/lostreply';
+my $node = $zk->start_pg_node('sf_lost_reply', root => $root, wait_timeout => '2s',
+	extra => "leaf.node_address = 'lr.example:1'\n");
+ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'ready');
+my $old = LeafZK::status($node, 'worker_id');
+ok( LeafTest::wait_until(sub {
+			my $f = LeafZK::state_file($node);
+			($f->{worker_id} // '') eq $old && ($f->{source} // '') eq 'zookeeper';
+		}),
+	"the state file names worker ID $old");
+my $path = LeafZK::state_file($node)->{zk_node};
+
+$node->safe_psql('postgres', 'ALTER SYSTEM SET leaf.test_abandon_lost_ms = 3000');
+$node->reload;
+sleep 1;
+
+my $offset = -s $node->logfile;
+$node->safe_psql('postgres', 'SELECT leaf_snowflake_new_worker_id()');
+ok(LeafTest::wait_until(sub { $zk->cli('get', $path) =~ /abandoned by lr\.example:1/ }),
+	'ZooKeeper holds the worker ID given up');
+# ZooKeeper goes away before the worker learns how its write went
+$zk->stop_node(1);
+ok($node->wait_for_log(qr/could not give up worker ID \Q$old\E in ZooKeeper/, $offset),
+	'the worker takes the give-up for failed');
+sleep 2;
+note 'log since the request: ' . slurp_file($node->logfile, $offset);
+isnt(LeafZK::state_file($node)->{source}, 'zookeeper',
+	'the state file does not stand in with the worker ID, which ZooKeeper may hold given up');
+
+# a crash, and a start with ZooKeeper unreachable
+$node->stop('immediate');
+$node->start;
+LeafTest::wait_until(sub { LeafZK::status($node, 'ready') eq 't' }, 'serving', 10);
+my $st = LeafZK::status($node, q[ready, worker_id, worker_id_source, not_ready_reason]);
+note "status after the restart with ZooKeeper away: $st";
+my ($ready, $wid) = split /\|/, $st;
+ok(!($ready eq 't' && $wid eq $old),
+	"the node does not serve with worker ID $old from the state file");
+
+# ZooKeeper is back: the node registers and serves
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET leaf.test_abandon_lost_ms');
+$node->reload;
+$zk->start_node(1);
+ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
+	'with ZooKeeper back, the node serves');
+is(LeafZK::status($node, 'worker_id_source'), 'zookeeper', '... with a worker ID from ZooKeeper');
+
+# a reply lost although the write was not made: the next heartbeat finds
+# the node as it was, and the worker serves with it again
+$old = LeafZK::status($node, 'worker_id');
+$path = LeafZK::status($node, 'zk_node');
+$zk->cli('setAcl', $path, 'world:anyone:ra');
+$node->safe_psql('postgres', 'ALTER SYSTEM SET leaf.test_abandon_lost_ms = 1');
+$node->reload;
+sleep 1;
+$offset = -s $node->logfile;
+$node->safe_psql('postgres', 'SELECT leaf_snowflake_new_worker_id()');
+ok($node->wait_for_log(qr/could not give up worker ID \Q$old\E in ZooKeeper/, $offset),
+	'a give-up that ZooKeeper refused');
+$zk->cli('setAcl', $path, 'world:anyone:cdrwa');
+ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
+	'the node serves again');
+is(LeafZK::status($node, 'worker_id'), $old, "... with worker ID $old, which it kept");
+ok( LeafTest::wait_until(sub {
+			my $f = LeafZK::state_file($node);
+			($f->{worker_id} // '') eq $old && ($f->{source} // '') eq 'zookeeper';
+		}),
+	'and the state file stands in with it again');
+
+$node->stop;
+$zk->stop;
+done_testing();
