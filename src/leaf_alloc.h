@@ -119,6 +119,7 @@ pg_noreturn extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg);
 
 extern bool leaf_remote_enabled(void);
 extern void leaf_remote_disconnect(void);
+extern bool leaf_remote_woken(void);
 
 /* ---------- leaf_alloc_shape.c ---------- */
 

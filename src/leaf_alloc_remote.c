@@ -60,6 +60,9 @@
 /* leaf.alloc_conninfo and leaf.alloc_timeout (in ms) */
 static char *leaf_alloc_conninfo = NULL;
 static int	leaf_alloc_timeout_ms = 10 * 1000;
+#ifdef LEAF_TEST_HOOKS
+static int	leaf_test_tags_pause_ms = 0;
+#endif
 
 /*
  * The session settings of the connection to the allocation server.  A
@@ -114,6 +117,17 @@ leaf_alloc_remote_init_settings(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+#ifdef LEAF_TEST_HOOKS
+	DefineCustomIntVariable("leaf.test_tags_pause_ms",
+							"Makes the allocation database sleep this long before each read of its list of tags (for tests only).",
+							NULL,
+							&leaf_test_tags_pause_ms,
+							0, 0, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+#endif
 }
 
 /*
@@ -235,6 +249,27 @@ leaf_remote_scrub(char *buf, size_t len)
 }
 
 /*
+ * The latch was set while a remote call waited on the socket: a caller's
+ * request for a load, which the worker must not sleep through once the
+ * call returns (see leaf_remote_woken).
+ */
+static bool leaf_remote_latch_seen = false;
+
+/*
+ * Was the worker's latch set, and reset, while it waited for the
+ * allocation database since the last call?  Then a request may be
+ * waiting, and the main loop goes round again instead of sleeping.
+ */
+bool
+leaf_remote_woken(void)
+{
+	bool		seen = leaf_remote_latch_seen;
+
+	leaf_remote_latch_seen = false;
+	return seen;
+}
+
+/*
  * Wait until the connection's socket is ready for the given events, the
  * deadline passes (false) or an interrupt arrives (it is handled).
  */
@@ -254,6 +289,7 @@ leaf_remote_wait(int events)
 	if (rc & WL_LATCH_SET)
 	{
 		ResetLatch(MyLatch);
+		leaf_remote_latch_seen = true;
 		CHECK_FOR_INTERRUPTS();
 		/* a database command asked the worker to exit: give up, as on timeout */
 		if (leaf_alloc_stopping())
@@ -930,6 +966,24 @@ leaf_remote_tags_read(HTAB *tags, char *errbuf, size_t errlen)
 	if (!leaf_source_recorded_ok(&leaf_remote_ident, errbuf, errlen))
 		return false;
 
+#ifdef LEAF_TEST_HOOKS
+	/* a slow answer, waited for as any other (callers' requests come in) */
+	if (leaf_test_tags_pause_ms > 0)
+	{
+		char		secs[32];
+		const char *param = secs;
+
+		snprintf(secs, sizeof(secs), "%.3f", leaf_test_tags_pause_ms / 1000.0);
+		ereport(LOG, (errmsg("leaf allocator reads the list of tags after a pause of %d ms",
+							 leaf_test_tags_pause_ms)));
+		r = leaf_remote_exec("SELECT pg_catalog.pg_sleep($1::pg_catalog.float8)",
+							 1, &param, errbuf, errlen);
+		if (r == NULL)
+			return false;
+		PQclear(r);
+		ereport(LOG, (errmsg("leaf allocator's pause before the list of tags ended")));
+	}
+#endif
 	snprintf(sql, sizeof(sql), "SELECT biz_tag FROM %s", leaf_qual_table);
 	r = leaf_remote_exec(sql, 0, NULL, errbuf, errlen);
 	if (r == NULL)

@@ -613,6 +613,15 @@ leaf_alloc_worker_main(Datum main_arg)
 		if (leaf_alloc_idle_timeout_ms > 0)
 			timeout = leaf_worker_idle(timeout);
 
+		/*
+		 * A caller that asked for a load while the allocation database was
+		 * answering (a load of another tag, the list of tags) set the latch
+		 * the remote call then reset: look again now.  Sleeping here would
+		 * leave it waiting until its own wait times out and asks again.
+		 */
+		if (leaf_remote_woken())
+			continue;
+
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 timeout, wait_event);
