@@ -31,7 +31,8 @@ my $shard = LeafTest::new_node('shard',
 	"leaf.segment_duration = '1ms'",
 	"leaf.tag_refresh_interval = '3s'",
 	"leaf.wait_timeout = '10s'",
-	"log_timezone = 'UTC'");	# the log's times are read below
+	"log_timezone = 'UTC'",	# the log's times are read below
+	"log_line_prefix = '%m [%p] '");
 $shard->safe_psql('postgres', 'SELECT leaf_segment_nextval(\'t\')');
 $shard->append_conf('postgresql.conf', "leaf.test_tags_pause_ms = 2500\n");
 $shard->reload;
@@ -54,6 +55,7 @@ for my $round (1 .. 3)
 	  or next;
 	# when the pause ended, from the log's timestamp (ms)
 	my ($h, $m, $s) = $log =~ /(\d\d):(\d\d):(\d\d\.\d+) UTC \[\d+\] LOG:  leaf allocator's pause before the list of tags ended/;
+	ok(defined $s, "round $round: the log gives the time the pause ended") or next;
 	my @now = gmtime($done);
 	my $end = $done - ($now[2] * 3600 + $now[1] * 60 + $now[0] + ($done - int($done)))
 	  + ($h * 3600 + $m * 60 + $s);
