@@ -407,8 +407,10 @@ leaf_preload_at(LeafTagSlot *slot, const LeafLoadJob *job,
 	since_ms = (double) (now - slot->last_load) / 1000.0;
 	lead = 2.0 * slot->refill_ms *
 		(double) (slot->ids_issued - slot->ids_at_load) / since_ms;
-	if (lead > (double) (res->start + res->size - at))
-		at = Max(res->start, res->start + res->size - (int64) lead);
+	if (lead >= (double) res->size)
+		at = res->start;
+	else if (lead > (double) (res->start + res->size - at))
+		at = res->start + res->size - (int64) lead;
 	return at;
 }
 
