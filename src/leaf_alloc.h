@@ -42,6 +42,7 @@ typedef struct LeafLoadJob
 	int64		db_max_id;
 	TimestampTz last_load;
 	int			nloads;
+	TimestampTz collected;		/* when the worker picked the load up */
 } LeafLoadJob;
 
 typedef enum LeafLoadStatus

@@ -371,12 +371,47 @@ leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
 				job->db_max_id = slot->db_max_id;
 				job->last_load = slot->last_load;
 				job->nloads = slot->nloads;
+				job->collected = now;
 				njobs++;
 			}
 		}
 		SpinLockRelease(&slot->mutex);
 	}
 	return njobs;
+}
+
+/*
+ * From which ID of the segment just loaded (res) its callers ask for the
+ * next one.  Once preload_percent of it is used, as configured; earlier if
+ * the rest would not last a load: at the rate the tag's IDs went since its
+ * last load, twice the longest recent load time (from the worker picking
+ * the load up to its end, so queueing behind other tags' loads counts)
+ * must fit in what is left.  A preload_percent of 100 keeps the load for
+ * when the segment is used up: the double buffer off, as configured.
+ * Called holding the slot's mutex.
+ */
+static int64
+leaf_preload_at(LeafTagSlot *slot, const LeafLoadJob *job,
+				const LeafLoadResult *res, TimestampTz now, int preload_percent)
+{
+	int64		at = res->start +
+		(int64) ((double) res->size * preload_percent / 100.0);
+	double		took_ms = (double) (now - job->collected) / 1000.0;
+	double		since_ms;
+	double		lead;
+
+	slot->refill_ms = Max(took_ms, slot->refill_ms * 0.9);
+	if (preload_percent >= 100 || slot->last_load == 0 ||
+		now <= slot->last_load)
+		return at;
+	since_ms = (double) (now - slot->last_load) / 1000.0;
+	lead = 2.0 * slot->refill_ms *
+		(double) (slot->ids_issued - slot->ids_at_load) / since_ms;
+	if (lead >= (double) res->size)
+		at = res->start;
+	else if (lead > (double) (res->start + res->size - at))
+		at = res->start + res->size - (int64) lead;
+	return at;
 }
 
 /*
@@ -403,8 +438,9 @@ leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
 			seg->start = res->start;
 			seg->next = res->start;
 			seg->max = res->start + res->size;
-			seg->preload_at = res->start +
-				(int64) ((double) res->size * preload_percent / 100.0);
+			seg->preload_at = leaf_preload_at(slot, job, res, now,
+											  preload_percent);
+			slot->ids_at_load = slot->ids_issued;
 			slot->next_ready = true;
 			slot->loading = false;
 			slot->want = 0;
@@ -780,6 +816,8 @@ leaf_init_slot(LeafTagSlot *slot, const LeafTagKey *key, uint64 generation)
 	slot->db_max_id = PG_INT64_MIN;
 	slot->last_load = 0;
 	slot->nloads = 0;
+	slot->ids_at_load = 0;
+	slot->refill_ms = 0;
 	slot->retry_at = 0;
 	slot->ids_issued = 0;
 	slot->refills = 0;

@@ -73,6 +73,11 @@ typedef struct LeafTagSlot
 	int64		db_max_id;		/* leaf_alloc.max_id after the last load */
 	TimestampTz last_load;		/* when the last segment was loaded, or 0 */
 	int			nloads;			/* loads since the slot was taken */
+	int64		ids_at_load;	/* ids_issued when the last segment was
+								 * loaded */
+	double		refill_ms;		/* how long a load takes, from the worker
+								 * picking it up: the longest seen, decaying
+								 * by a tenth at each load */
 
 	/* statistics for leaf_segments */
 	int64		ids_issued;		/* IDs handed out since the slot was taken */
