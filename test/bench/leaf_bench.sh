@@ -108,27 +108,10 @@ PORT_MAIN=$BENCH_PORT
 PORT_ALLOC=$((BENCH_PORT + 1))
 PORT_SHARD=($((BENCH_PORT + 2)) $((BENCH_PORT + 3)) $((BENCH_PORT + 4)))
 
-log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+. "$(dirname "$0")/leaf_bench_lib.sh"
+bench_check
 
-me=$(id -un)
-[ "$me" = root ] || [ "$me" = postgres ] || die "run as root or postgres"
-[ -x "$PGBIN/postgres" ] || die "PostgreSQL not found in $PGBIN"
-[ -f "$("$PGBIN/pg_config" --pkglibdir)/leaf.so" ] || die "leaf is not installed (make install)"
-
-# as_pg CMD: run a shell command as user postgres
-as_pg() {
-	if [ "$me" = root ]; then
-		su postgres -s /bin/bash -c "$1"
-	else
-		bash -c "$1"
-	fi
-}
-
-WORK=$(mktemp -d /tmp/leaf-bench.XXXXXX)
-chmod 755 "$WORK"
-[ "$me" = root ] && chown postgres: "$WORK"
-mkdir -p "$WORK/logs" "$WORK/scripts"
+bench_workdir leaf-bench
 STARTED=()						# data directories of running clusters
 BGPIDS=()						# background pgbench runs
 
@@ -152,15 +135,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # ---------------------------------------------------------------- clusters
 
-# init_template: one initdb, copied for every cluster
-init_template() {
-	as_pg "$PGBIN/initdb -D '$WORK/template' -U postgres -A trust -E UTF8 --locale=C.UTF-8 -N >'$WORK/initdb.log' 2>&1" ||
-		{ cat "$WORK/initdb.log" >&2; die "initdb failed"; }
-}
 
 # start_cluster NAME PORT [EXTRA-CONF-LINE...]
 start_cluster() {
@@ -192,16 +169,6 @@ EOF
 	as_pg "$PGBIN/pg_ctl -D '$d' -l '$d/server.log' -w -t 60 start >/dev/null" ||
 		{ tail -n 30 "$d/server.log" >&2; die "could not start cluster $name"; }
 	STARTED+=("$d")
-}
-
-# q PORT SQL: run SQL, unaligned tuples-only output, fields split by |
-q() {
-	psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$WORK" -p "$1" -U postgres -d postgres -c "$2"
-}
-
-# qf PORT: run SQL from stdin
-qf() {
-	psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$WORK" -p "$1" -U postgres -d postgres
 }
 
 # seg_counters PORT TAG: "step|refills|waits|max_wait_ms" of a tag

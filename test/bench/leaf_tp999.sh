@@ -122,19 +122,13 @@ CASES=${BENCH_CASES:-$ALL_CASES}
 OUT_DIR=${BENCH_OUT_DIR:-./bench-out/tp999}
 case "$OUT_DIR" in /*) ;; *) OUT_DIR=$PWD/$OUT_DIR ;; esac
 
-log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-me=$(id -un)
-[ "$me" = root ] || [ "$me" = postgres ] || die "run as root or postgres"
-[ -x "$PGBIN/postgres" ] || die "PostgreSQL not found in $PGBIN"
-[ -f "$("$PGBIN/pg_config" --pkglibdir)/leaf.so" ] || die "leaf is not installed (make install)"
+. "$(dirname "$0")/leaf_bench_lib.sh"
+bench_check
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 6))' 2>/dev/null || die "$PYTHON is not Python 3.6 or later"
 for c in $CASES; do
 	case " $ALL_CASES " in *" $c "*) ;; *) die "unknown case $c (cases: $ALL_CASES)" ;; esac
 done
 
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
 LOAD_START=$(loadavg)
@@ -144,18 +138,7 @@ if [ -n "$BENCH_MAX_LOAD" ] &&
 	die "1-minute load average $(load1) is not below BENCH_MAX_LOAD=$BENCH_MAX_LOAD: the figures would be the other work's (BENCH_QUICK=1 for a quick run, or BENCH_MAX_LOAD= to run anyway)"
 fi
 
-as_pg() {
-	if [ "$me" = root ]; then
-		su postgres -s /bin/bash -c "$1"
-	else
-		bash -c "$1"
-	fi
-}
-
-WORK=$(mktemp -d /tmp/leaf-tp999.XXXXXX)
-chmod 755 "$WORK"
-[ "$me" = root ] && chown postgres: "$WORK"
-mkdir -p "$WORK/logs" "$WORK/scripts"
+bench_workdir leaf-tp999
 STARTED=()						# data directories of running clusters
 PROXY_PID=""
 
@@ -190,8 +173,7 @@ s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'
 }
 
-as_pg "$PGBIN/initdb -D '$WORK/template' -U postgres -A trust -E UTF8 --locale=C.UTF-8 -N >'$WORK/initdb.log' 2>&1" ||
-	{ cat "$WORK/initdb.log" >&2; die "initdb failed"; }
+init_template
 
 # start_cluster NAME [EXTRA-CONF-LINE...]: a copy of the template on a free
 # port; sets PORT_<NAME>
@@ -233,16 +215,6 @@ EOF
 	done
 	tail -n 30 "$d/server.log" >&2
 	die "could not start cluster $name"
-}
-
-# q PORT SQL: run SQL, unaligned tuples-only output, fields split by |
-q() {
-	psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$WORK" -p "$1" -U postgres -d postgres -c "$2"
-}
-
-# qf PORT: run SQL from stdin
-qf() {
-	psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$WORK" -p "$1" -U postgres -d postgres
 }
 
 # seg_counters PORT TAG: "refills|waits|max_wait_ms|failed_loads|step"

@@ -1,0 +1,54 @@
+# test/bench/leaf_bench_lib.sh: what the benchmark scripts share, sourced
+# by leaf_bench.sh and leaf_tp999.sh once PGBIN is set.
+#
+#   log, die             a timed line on stderr; die also exits 1
+#   loadavg              the three load averages
+#   bench_check          refuse to run but as root or postgres, without
+#                        PGBIN's server or an installed leaf; sets me
+#   as_pg CMD            run a shell command as user postgres
+#   bench_workdir NAME   a new /tmp/NAME.XXXXXX that postgres may write,
+#                        with logs/ and scripts/; sets WORK
+#   init_template        one initdb in $WORK/template, copied for every
+#                        cluster
+#   q PORT SQL, qf PORT  psql on a cluster of $WORK: one statement, or
+#                        SQL from stdin; unaligned, tuples only
+
+log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+
+bench_check() {
+	me=$(id -un)
+	[ "$me" = root ] || [ "$me" = postgres ] || die "run as root or postgres"
+	[ -x "$PGBIN/postgres" ] || die "PostgreSQL not found in $PGBIN"
+	[ -f "$("$PGBIN/pg_config" --pkglibdir)/leaf.so" ] || die "leaf is not installed (make install)"
+}
+
+as_pg() {
+	if [ "$me" = root ]; then
+		su postgres -s /bin/bash -c "$1"
+	else
+		bash -c "$1"
+	fi
+}
+
+bench_workdir() {
+	WORK=$(mktemp -d "/tmp/$1.XXXXXX")
+	chmod 755 "$WORK"
+	[ "$me" = root ] && chown postgres: "$WORK"
+	mkdir -p "$WORK/logs" "$WORK/scripts"
+}
+
+init_template() {
+	as_pg "$PGBIN/initdb -D '$WORK/template' -U postgres -A trust -E UTF8 --locale=C.UTF-8 -N >'$WORK/initdb.log' 2>&1" ||
+		{ cat "$WORK/initdb.log" >&2; die "initdb failed"; }
+}
+
+q() {
+	psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$WORK" -p "$1" -U postgres -d postgres -c "$2"
+}
+
+qf() {
+	psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$WORK" -p "$1" -U postgres -d postgres
+}
