@@ -510,4 +510,23 @@ sub take_each
 
 =cut
 
+=pod
+
+=item LeafTest::start_pod($node, $pod, %opts)
+
+Starts $node (with $node->start(%opts)) with the environment variable
+LEAF_POD set to $pod, as a StatefulSet's pod gets its name; undef starts
+it without the variable.  The pod-ordinal tests set
+leaf.worker_id_from = 'env:LEAF_POD'.
+
+=cut
+
+sub start_pod
+{
+	my ($node, $pod, %opts) = @_;
+	local $ENV{LEAF_POD} = $pod;
+	delete local $ENV{LEAF_POD} unless defined $pod;
+	return $node->start(%opts);
+}
+
 1;

@@ -16,16 +16,6 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes ();
 
-# Start a node with the environment variable LEAF_POD set to $pod (or
-# unset) in the server's environment.
-sub start_with_pod
-{
-	my ($node, $pod, %opts) = @_;
-	local $ENV{LEAF_POD} = $pod;
-	delete local $ENV{LEAF_POD} unless defined $pod;
-	return $node->start(%opts);
-}
-
 # 1. env:LEAF_POD = shard-b-3 and offset 4: worker ID 7
 my $node = LeafTest::new_node('sf_ordinal', { max_worker_processes => undef, start => 0 },
 	"leaf.worker_id_from = 'env:LEAF_POD'",
@@ -33,7 +23,7 @@ my $node = LeafTest::new_node('sf_ordinal', { max_worker_processes => undef, sta
 	"leaf.heartbeat_interval = '500ms'",
 	"leaf.max_clock_drift_ms = '8s'",
 	"leaf.wait_timeout = '1s'");
-start_with_pod($node, 'shard-b-3');
+LeafTest::start_pod($node, 'shard-b-3');
 my $started = Time::HiRes::time();
 $node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 is($node->safe_psql('postgres', 'SHOW leaf.worker_id'), '7', 'leaf.worker_id is the ordinal plus the offset');
@@ -54,7 +44,7 @@ my $last = $node->safe_psql('postgres', 'SELECT max(id) FROM leaf_snowflake_next
 
 # 2. a rolling restart: the same volume, the marks kept, no wait
 $node->stop;
-start_with_pod($node, 'shard-b-3');
+LeafTest::start_pod($node, 'shard-b-3');
 $started = Time::HiRes::time();
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'after a restart it serves');
 cmp_ok(Time::HiRes::time() - $started, '<', 8, '... without that wait: its state file holds its marks');
@@ -62,7 +52,7 @@ cmp_ok($node->safe_psql('postgres', 'SELECT leaf_snowflake()'), '>', $last, 'abo
 
 # 3. no ordinal: the node serves nothing, and says why
 $node->stop;
-start_with_pod($node, 'shard-b');
+LeafTest::start_pod($node, 'shard-b');
 is($node->safe_psql('postgres', 'SHOW leaf.worker_id'), '-1', 'a value without an ordinal sets no worker ID');
 LeafZK::wait_decided($node);
 like(LeafZK::status($node, 'not_ready_reason'),
@@ -71,7 +61,7 @@ like(LeafZK::status($node, 'not_ready_reason'),
 ($state) = LeafTest::sqlstate($node, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF102', 'calls fail with LF102');
 $node->stop;
-start_with_pod($node, undef);
+LeafTest::start_pod($node, undef);
 LeafZK::wait_decided($node);
 like(LeafZK::status($node, 'not_ready_reason'),
 	qr/^leaf\.worker_id_from is 'env:LEAF_POD', but the server was started without the environment variable LEAF_POD/,
@@ -81,21 +71,21 @@ $node->stop;
 # 4. leaf.worker_id set as well: the server refuses to start
 $node->append_conf('postgresql.conf', "leaf.worker_id = 5\n");
 my $offset = -s $node->logfile;
-ok(!start_with_pod($node, 'shard-b-3', fail_ok => 1), 'leaf.worker_id and leaf.worker_id_from together: the server does not start');
+ok(!LeafTest::start_pod($node, 'shard-b-3', fail_ok => 1), 'leaf.worker_id and leaf.worker_id_from together: the server does not start');
 like(slurp_file($node->logfile, $offset), qr/FATAL:  "leaf\.worker_id" and "leaf\.worker_id_from" are both set/,
 	'... and says why');
 
 # an invalid value is refused at start as well
 $node->append_conf('postgresql.conf', "leaf.worker_id = -1\nleaf.worker_id_from = 'pod'\n");
 $offset = -s $node->logfile;
-ok(!start_with_pod($node, 'shard-b-3', fail_ok => 1), 'leaf.worker_id_from = pod: the server does not start');
+ok(!LeafTest::start_pod($node, 'shard-b-3', fail_ok => 1), 'leaf.worker_id_from = pod: the server does not start');
 like(slurp_file($node->logfile, $offset), qr/must be empty, 'hostname' or 'env:'/, '... and says what is valid');
 
 # 5. 'hostname': the host name's ordinal, or the reason
 my $host = `hostname`;
 chomp $host;
 $node->append_conf('postgresql.conf', "leaf.worker_id_from = 'hostname'\nleaf.worker_id_offset = 0\n");
-start_with_pod($node, undef);
+LeafTest::start_pod($node, undef);
 LeafZK::wait_decided($node);
 if ($host =~ /(?:^|-)(\d{1,6})$/)
 {
@@ -117,7 +107,7 @@ for my $i (0, 1)
 {
 	my $n = $zk->pg_node("sf_ordinal_zk$i", root => '/leaf/ordinal',
 		extra => "leaf.worker_id_from = 'env:LEAF_POD'\nleaf.node_address = 'pod$i.example:5432'\n");
-	start_with_pod($n, 'web-2');
+	LeafTest::start_pod($n, 'web-2');
 	$n->safe_psql('postgres', 'CREATE EXTENSION leaf');
 	ok($n->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'the first pod with ordinal 2 serves')
 	  if $i == 0;

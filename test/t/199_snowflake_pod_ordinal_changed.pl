@@ -23,23 +23,33 @@ my @conf = (
 	"leaf.max_clock_drift_ms = '8s'",
 	"leaf.wait_timeout = '1s'");
 
-sub start_with_pod
-{
-	my ($node, $pod) = @_;
-	local $ENV{LEAF_POD} = $pod;
-	return $node->start;
-}
-
 sub wait_ready
 {
 	my ($node) = @_;
 	return $node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status');
 }
 
+# Start $node as pod $podname: it has worker ID $wid, says it waits out an
+# earlier holder, and serves only after the wait of a new data directory
+# (2 heartbeats and 1 s, and leaf.max_clock_drift_ms: 10 s).
+sub starts_after_wait
+{
+	my ($node, $podname, $wid, $what_id, $what_wait, $what_after) = @_;
+	my $started = Time::HiRes::time();
+	LeafTest::start_pod($node, $podname);
+	is($node->safe_psql('postgres', 'SHOW leaf.worker_id'), $wid, $what_id);
+	like(LeafZK::status($node, 'not_ready_reason'),
+		qr/^(new worker ID $wid is used only from \d+ ms from now|the snowflake worker is starting)/,
+		$what_wait);
+	ok(wait_ready($node), 'then it serves');
+	cmp_ok(Time::HiRes::time() - $started, '>=', 9, $what_after);
+	return;
+}
+
 # 1. pod ids-3 of a StatefulSet with offset 0: worker ID 3
 my $pod = LeafTest::new_node('sf_ord_changed',
 	{ max_worker_processes => undef, start => 0, init => [ allows_streaming => 1 ] }, @conf);
-start_with_pod($pod, 'ids-3');
+LeafTest::start_pod($pod, 'ids-3');
 $pod->safe_psql('postgres', 'CREATE EXTENSION leaf');
 ok(wait_ready($pod), 'pod ids-3 serves with worker ID 3');
 is(LeafZK::state_file($pod)->{worker_id}, '3', 'its state file names worker ID 3');
@@ -60,14 +70,8 @@ $other->stop;
 $pod->append_conf('postgresql.conf',
 	"leaf.worker_id_offset = 10\nleaf.test_node_clock_offset_ms = -4000\n");
 my $offset = -s $pod->logfile;
-my $started = Time::HiRes::time();
-start_with_pod($pod, 'ids-3');
-is($pod->safe_psql('postgres', 'SHOW leaf.worker_id'), '13', 'with offset 10 the pod has worker ID 13');
-like(LeafZK::status($pod, 'not_ready_reason'),
-	qr/^(new worker ID 13 is used only from \d+ ms from now|the snowflake worker is starting)/,
-	'it waits out an earlier holder of worker ID 13');
-ok(wait_ready($pod), 'then it serves');
-cmp_ok(Time::HiRes::time() - $started, '>=', 9, '... after the wait of a new data directory');
+starts_after_wait($pod, 'ids-3', 13, 'with offset 10 the pod has worker ID 13',
+	'it waits out an earlier holder of worker ID 13', '... after the wait of a new data directory');
 like(slurp_file($pod->logfile, $offset),
 	qr/worker ID 13 from the pod ordinal is not worker ID 3, which this data directory served with last/,
 	'the log says the worker ID changed');
@@ -91,8 +95,8 @@ is($pod->safe_psql('postgres', 'SELECT count(*) FROM mine JOIN other_ids USING (
 $pod->stop;
 
 # 4. a restart with the same offset: no wait
-$started = Time::HiRes::time();
-start_with_pod($pod, 'ids-3');
+my $started = Time::HiRes::time();
+LeafTest::start_pod($pod, 'ids-3');
 ok(wait_ready($pod), 'a restart with the same ordinal and offset serves');
 cmp_ok(Time::HiRes::time() - $started, '<', 8, '... without the wait');
 
@@ -103,19 +107,13 @@ my $copy = PostgreSQL::Test::Cluster->new('sf_ord_copy');
 $copy->init_from_backup($pod, 'b');
 $copy->append_conf('postgresql.conf', "leaf.test_node_clock_offset_ms = 0\n");
 $pod->stop;
-$started = Time::HiRes::time();
-start_with_pod($copy, 'ids-4');
-is($copy->safe_psql('postgres', 'SHOW leaf.worker_id'), '14', 'the copy as pod ids-4 has worker ID 14');
-like(LeafZK::status($copy, 'not_ready_reason'),
-	qr/^(new worker ID 14 is used only from \d+ ms from now|the snowflake worker is starting)/,
-	'a volume copied from another pod waits as a new one does');
-ok(wait_ready($copy), 'then it serves');
-cmp_ok(Time::HiRes::time() - $started, '>=', 9, '... after the wait');
+starts_after_wait($copy, 'ids-4', 14, 'the copy as pod ids-4 has worker ID 14',
+	'a volume copied from another pod waits as a new one does', '... after the wait');
 $copy->stop;
 
 # 6. past the layout's last worker ID: the reason names the ordinal and the offset
 $copy->append_conf('postgresql.conf', "leaf.worker_id_offset = 1020\n");
-start_with_pod($copy, 'ids-4');
+LeafTest::start_pod($copy, 'ids-4');
 LeafZK::wait_decided($copy);
 like(LeafZK::status($copy, 'not_ready_reason'),
 	qr/^leaf\.worker_id is 1024, the pod ordinal of leaf\.worker_id_from plus leaf\.worker_id_offset, but must be between 0 and 1023; lower leaf\.worker_id_offset/,
