@@ -304,6 +304,18 @@ sub state_file
 	return \%f;
 }
 
+# Wait until a node's state file stands in for ZooKeeper with worker ID
+# $wid (source "zookeeper"); false if it does not within the test timeout.
+sub wait_state_file_names
+{
+	my ($node, $wid) = @_;
+	return LeafTest::wait_until(sub {
+			my $f = state_file($node);
+			($f->{worker_id} // '') eq $wid && ($f->{source} // '') eq 'zookeeper';
+		},
+		"the state file to name worker ID $wid");
+}
+
 # Columns of a node's leaf_snowflake_status, as psql prints them.
 sub status
 {

@@ -39,10 +39,7 @@ ok(LeafTest::wait_until(sub { $node->log_contains(qr/registered nr\.example:1 as
 my ($new) = slurp_file($node->logfile, $offset) =~ /registered nr\.example:1 as "[^"]+-0*(\d+)"/;
 isnt($new, $old, "with a new worker ID ($new, was $old)");
 
-ok( LeafTest::wait_until(sub {
-			my $f = LeafZK::state_file($node);
-			($f->{worker_id} // '') eq $new && ($f->{source} // '') eq 'zookeeper';
-		}),
+ok(LeafZK::wait_state_file_names($node, $new),
 	'the state file names the new worker ID once the registration went on');
 
 # ZooKeeper goes away, and the node crashes in its wait

@@ -22,10 +22,7 @@ my $node = $zk->start_pg_node('sf_newid', root => $root, wait_timeout => '2s',
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'ready');
 my $old = LeafZK::status($node, 'worker_id');
 
-ok( LeafTest::wait_until(sub {
-			my $f = LeafZK::state_file($node);
-			($f->{worker_id} // '') eq $old && ($f->{source} // '') eq 'zookeeper';
-		}),
+ok(LeafZK::wait_state_file_names($node, $old),
 	"the state file names worker ID $old");
 
 # the running nodes cannot be listed: the registration after the

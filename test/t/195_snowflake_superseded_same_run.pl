@@ -25,10 +25,7 @@ my $old = LeafZK::status($node, 'worker_id');
 my $path = LeafZK::status($node, 'zk_node');
 my $worker = LeafZK::worker_pid($node);
 
-ok( LeafTest::wait_until(sub {
-			my $f = LeafZK::state_file($node);
-			($f->{worker_id} // '') eq $old && ($f->{source} // '') eq 'zookeeper';
-		}),
+ok(LeafZK::wait_state_file_names($node, $old),
 	"the state file names worker ID $old");
 
 # hold the worker after its next new forever node

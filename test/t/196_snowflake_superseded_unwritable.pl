@@ -25,10 +25,7 @@ ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'
 my $old = LeafZK::status($node, 'worker_id');
 my $path = LeafZK::status($node, 'zk_node');
 
-ok( LeafTest::wait_until(sub {
-			my $f = LeafZK::state_file($node);
-			($f->{worker_id} // '') eq $old && ($f->{source} // '') eq 'zookeeper';
-		}),
+ok(LeafZK::wait_state_file_names($node, $old),
 	"the state file names worker ID $old");
 
 # while the node is stopped, its forever node is deleted and the state

@@ -22,10 +22,7 @@ my $node = $zk->start_pg_node('sf_lost_reply', root => $root, wait_timeout => '2
 	extra => "leaf.node_address = 'lr.example:1'\n");
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'), 'ready');
 my $old = LeafZK::status($node, 'worker_id');
-ok( LeafTest::wait_until(sub {
-			my $f = LeafZK::state_file($node);
-			($f->{worker_id} // '') eq $old && ($f->{source} // '') eq 'zookeeper';
-		}),
+ok(LeafZK::wait_state_file_names($node, $old),
 	"the state file names worker ID $old");
 my $path = LeafZK::state_file($node)->{zk_node};
 
@@ -80,10 +77,7 @@ $zk->cli('setAcl', $path, 'world:anyone:cdrwa');
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
 	'the node serves again');
 is(LeafZK::status($node, 'worker_id'), $old, "... with worker ID $old, which it kept");
-ok( LeafTest::wait_until(sub {
-			my $f = LeafZK::state_file($node);
-			($f->{worker_id} // '') eq $old && ($f->{source} // '') eq 'zookeeper';
-		}),
+ok(LeafZK::wait_state_file_names($node, $old),
 	'and the state file stands in with it again');
 
 $node->stop;
