@@ -621,6 +621,18 @@ leaf_zk_mine_claimed(LeafZkSession *zk, const LeafSfNode *node,
 }
 
 /*
+ * Is n a worker ID of the layout that no running node names, that its
+ * owner bounds by its mark, and that nobody claims by hand?  Only such a
+ * worker ID may ever be taken over.
+ */
+static bool
+leaf_zk_unheld(const LeafZkRegistry *reg, const LeafZkNode *n)
+{
+	return n->seq >= 0 && n->seq <= leaf_sf_max_worker_id() && !n->live &&
+		n->bounded && !reg->claimed[n->seq];
+}
+
+/*
  * May worker ID n be taken over now?  One given up on request
  * (leaf_snowflake_new_worker_id()) whatever leaf.worker_id_reclaim_after
  * says, once its mark has passed: its owner stopped at that mark and
@@ -633,9 +645,7 @@ static bool
 leaf_zk_recyclable(const LeafSfNode *node, const LeafZkRegistry *reg,
 				   const LeafZkNode *n)
 {
-	if (n->seq < 0 || n->seq > leaf_sf_max_worker_id() || n->live ||
-		!n->bounded || strcmp(n->owner, node->addr) == 0 ||
-		reg->claimed[n->seq])
+	if (!leaf_zk_unheld(reg, n) || strcmp(n->owner, node->addr) == 0)
 		return false;
 	if (n->given_up && n->hwm < reg->zk_now)
 		return true;
@@ -692,8 +702,7 @@ leaf_zk_next_given_up(const LeafSfNode *node, LeafZkRegistry *reg)
 	{
 		LeafZkNode *n = &reg->nodes[i];
 
-		if (n->seq < 0 || n->seq > leaf_sf_max_worker_id() || n->live ||
-			!n->given_up || !n->bounded || reg->claimed[n->seq])
+		if (!n->given_up || !leaf_zk_unheld(reg, n))
 			continue;
 		if (best == NULL || n->hwm < best->hwm)
 			best = n;
