@@ -7,8 +7,8 @@
 #
 # Run as root or as postgres, after "make install":
 #
-#   test/bench/leaf_tp999.sh                  full run (about 14 minutes)
-#   BENCH_QUICK=1 test/bench/leaf_tp999.sh    quick run (about 3 minutes)
+#   test/bench/leaf_tp999.sh                  full run (about 19 minutes)
+#   BENCH_QUICK=1 test/bench/leaf_tp999.sh    quick run (about 4 minutes)
 #
 # Three clusters on loopback, on free ports, in a temporary directory,
 # all removed on exit: "main" (leaf preloaded, its own leaf_alloc), "alloc"
@@ -28,6 +28,14 @@
 #   slow_*      shard, 1 ms round trip, and every BENCH_SLOW_EVERY-th
 #               refill takes BENCH_SLOW_MS longer on the allocation
 #               database (a BEFORE UPDATE trigger on its leaf_alloc)
+#   cold_*      a cold start: C tags, one per client ("<tag>_<client_id>"),
+#               warmed up, then the server (main for cold_local_*, shard
+#               at 10 ms round trip for cold_net10_*) is stopped (pg_ctl
+#               -m fast or -m immediate, as the case's name says) and
+#               started again, and the measured run starts as soon as
+#               pg_ctl start returns: every tag starts with empty buffers
+#               (unless the server loaded them itself at start).  The
+#               first transaction of each client counts here.
 # and each shard case twice: *_pre with leaf.preload_percent at
 # BENCH_PRELOAD (10, leaf's default: the next segment is loaded when 10%
 # of the current one is used), and *_off with leaf.preload_percent = 100
@@ -117,7 +125,7 @@ SLOW_MS=${BENCH_SLOW_MS:-50}
 SLOW_EVERY=${BENCH_SLOW_EVERY:-10}
 JIT_DELAY=${BENCH_JITTER_DELAY_MS:-10}
 JIT_MS=${BENCH_JITTER_MS:-10}
-ALL_CASES="floor nextval local net1_pre net1_off net10_pre net10_off jitter_pre jitter_off slow_pre slow_off"
+ALL_CASES="floor nextval local net1_pre net1_off net10_pre net10_off jitter_pre jitter_off slow_pre slow_off cold_local_fast cold_local_immediate cold_net10_fast cold_net10_immediate"
 CASES=${BENCH_CASES:-$ALL_CASES}
 OUT_DIR=${BENCH_OUT_DIR:-./bench-out/tp999}
 case "$OUT_DIR" in /*) ;; *) OUT_DIR=$PWD/$OUT_DIR ;; esac
@@ -254,12 +262,12 @@ start_proxy() {
 
 # case_stats FILE...: per-transaction logs (column 3: latency from the
 # scheduled start, column 7: schedule lag, in us), the first transaction
-# of each client left out -> "n p50 p99 p999 max zero% lag_p999 lag_max"
-# (ms, except n and zero%)
+# of each client left out (unless ALL_TXNS=1) -> "n p50 p99 p999 max
+# zero% lag_p999 lag_max" (ms, except n and zero%)
 case_stats() {
 	local a b
-	cat "$@" | awk -v lat="$WORK/lat.txt" -v lag="$WORK/lag.txt" \
-		'!seen[$1]++ {next} {print $3 > lat; print $7 > lag}'
+	cat "$@" | awk -v lat="$WORK/lat.txt" -v lag="$WORK/lag.txt" -v all="${ALL_TXNS:-0}" \
+		'!seen[$1]++ && all != 1 {next} {print $3 > lat; print $7 > lag}'
 	a=$(sort -n "$WORK/lat.txt" | awk '
 		function pct(p,   i) { i = int(NR * p); if (i < NR * p) i++; if (i < 1) i = 1; return a[i] }
 		{ a[NR] = $1; if ($1 == 0) z++ }
@@ -318,6 +326,12 @@ for p in net1 net10 jitter slow; do
 		q "$PORT_ALLOC" "SELECT leaf_segment_create('tp_${p}_$v', $STEP)" >/dev/null
 	done
 done
+# cold_tags PORT CASE: the tags of a cold-start case, one per client
+cold_tags() {
+	q "$1" "SELECT count(leaf_segment_create('tp_$2_' || i, $STEP)) FROM generate_series(0, $CLIENTS - 1) AS i" >/dev/null
+}
+cold_tags "$PORT_ALLOC" cold_net10_fast
+cold_tags "$PORT_ALLOC" cold_net10_immediate
 q "$PORT_ALLOC" "SELECT leaf_segment_create('tp_direct_probe', $STEP), leaf_segment_create('tp_proxy0_probe', $STEP)" >/dev/null
 start_proxy
 log "allocation database on port $PORT_ALLOC, proxy on port $PORT_PROXY"
@@ -328,6 +342,8 @@ CREATE EXTENSION leaf;
 CREATE SEQUENCE s;
 SELECT leaf_segment_create('tp_local', $STEP);
 SQL
+cold_tags "$PORT_MAIN" cold_local_fast
+cold_tags "$PORT_MAIN" cold_local_immediate
 
 CONNINFO="host=127.0.0.1 port=$PORT_PROXY dbname=postgres user=postgres"
 SHARD_CONF=("leaf.alloc_conninfo = '$CONNINFO'")
@@ -505,8 +521,60 @@ run_case() {
 		"$dr" "$dw" "$mw" "$df" "$slow" "$step" "$lb" "$la" >>"$TSV"
 }
 
+# cold_counters PORT CASE: "tags|refills|waits|max_wait_ms" over the
+# case's tags, since the restart (their slots are new)
+cold_counters() {
+	q "$1" "SELECT count(*), coalesce(sum(refills), 0), coalesce(sum(waits), 0),
+	               coalesce(round(max(max_wait_ms)::numeric, 3), 0)
+	          FROM leaf_segments
+	         WHERE biz_tag LIKE 'tp\\_$2\\_%' AND database = current_database()"
+}
+
+COLD_ROWS=()
+
+# run_cold_case CASE: warm up the case's tags, restart the server with
+# the case's stop mode, and measure at once
+run_cold_case() {
+	local c=$1 rest inst stop port d alloc script tps st lb la t0 t1 start_ms
+	local n p50 p99 p999 mx zero lp999 lmx ntags refills waits mw
+	rest=${c#cold_}
+	inst=${rest%_*} stop=${rest##*_}
+	if [ "$inst" = local ]; then
+		port=$PORT_MAIN d=$WORK/main alloc="local leaf_alloc"
+		inst=main
+	else
+		port=$PORT_SHARD d=$WORK/shard alloc="${NETLABEL[net10]}"
+		inst=shard
+		enter_profile net10
+		set_preload "$PRELOAD"
+	fi
+	script=$WORK/scripts/$c.sql
+	printf '%s\n%s\n' "SELECT leaf_segment_nextval('tp_${c}_' || :client_id);" '\set z 0' >"$script"
+	log "== $c: warm-up ${WARM}s on $CLIENTS tags"
+	pgbench_run "warm_$c" "$port" "$script" "$WARM" >/dev/null
+	lb=$(loadavg)
+	log "== $c: stop -m $stop, start, then ${T}s at $RATE tps (load $lb)"
+	as_pg "$PGBIN/pg_ctl -D '$d' -m $stop -w -t 60 stop >/dev/null"
+	t0=$(date +%s%N)
+	as_pg "$PGBIN/pg_ctl -D '$d' -l '$d/server.log' -w -t 60 start >/dev/null" ||
+		{ tail -n 30 "$d/server.log" >&2; die "could not start $inst again"; }
+	t1=$(date +%s%N)
+	start_ms=$(((t1 - t0) / 1000000))
+	tps=$(pgbench_run "run_$c" "$port" "$script" "$T" --log)
+	la=$(loadavg)
+	st=$(ALL_TXNS=1 case_stats "$WORK/logs/run_$c".[0-9]*)
+	[ "${BENCH_KEEP:-0}" = 1 ] || rm -f "$WORK/logs/run_$c".[0-9]*
+	read -r n p50 p99 p999 mx zero lp999 lmx <<<"$st"
+	IFS='|' read -r ntags refills waits mw <<<"$(cold_counters "$port" "$c")"
+	log "   start ${start_ms} ms; tps $tps, p50 $p50, p99 $p99, p99.9 $p999, max $mx ms; tags $ntags, refills $refills, waits $waits, max wait $mw"
+	COLD_ROWS+=("| $c | $inst | $alloc | $stop | $start_ms | $(printf '%.0f' "$tps") ($(awk -v a="$tps" -v r="$RATE" 'BEGIN {printf "%.3f", a / r}')) | $p50 | $p99 | **$p999** | $mx | $lp999 | $lmx | $refills | **$waits** | $mw | ${lb%% *} → ${la%% *} |")
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+		"$c" "$inst" "$alloc" "$PRELOAD" "$RATE" "$tps" "$n" "$p50" "$p99" "$p999" "$mx" "$lp999" "$lmx" "$zero" \
+		"$refills" "$waits" "$mw" "-" "-" "$STEP" "$lb" "$la" >>"$TSV"
+}
+
 case " $CASES " in
-	*" net"* | *" jitter"* | *" slow"*)
+	*" net"* | *" jitter"* | *" slow"* | *" cold_net"*)
 		log "allocation database: loopback, and through the proxy with no delay"
 		probe_row direct "$PORT_ALLOC"
 		set_profile 0 0
@@ -515,7 +583,10 @@ case " $CASES " in
 esac
 T0=$(date +%s)
 for c in $CASES; do
-	run_case "$c"
+	case $c in
+		cold_*) run_cold_case "$c" ;;
+		*) run_case "$c" ;;
+	esac
 done
 ELAPSED=$(($(date +%s) - T0))
 TOTAL=$SECONDS
@@ -563,6 +634,18 @@ out "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for r in "${ROWS[@]}"; do
 	out "$r"
 done
+if [ ${#COLD_ROWS[@]} -gt 0 ]; then
+	out ""
+	out "## Cold starts"
+	out ""
+	out "$CLIENTS tags, one per client, warmed up for ${WARM}s; then the server is stopped with the mode named, started again (start ms: \`pg_ctl start -w\`, crash recovery included after an immediate stop), and the measured run of ${T}s starts as soon as it returns. Every transaction counts, the first of each client too. Refills, waits and max wait: \`leaf_segments\` summed over the case's tags, since the restart."
+	out ""
+	out "| case | instance | allocation | stop | start ms | tps (of $RATE) | p50 ms | p99 ms | p99.9 ms | max ms | lag p99.9 ms | lag max ms | refills | waits | max wait ms | load |"
+	out "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	for r in "${COLD_ROWS[@]}"; do
+		out "$r"
+	done
+fi
 out ""
 out "Transactions per case and the share logged with a latency of 0 are in cases.tsv."
 
