@@ -70,6 +70,7 @@ _PG_init(void)
 	leaf_alloc_worker_init_settings();
 	leaf_alloc_remote_init_settings();
 	leaf_alloc_source_init_settings();
+	leaf_warm_start_init_settings();
 	leaf_drop_guard_init_settings();
 	leaf_snowflake_init();
 	leaf_public_id_init();
@@ -83,6 +84,7 @@ _PG_init(void)
 	shmem_startup_hook = leaf_shmem_startup;
 	leaf_ddl_init();
 	leaf_drop_guard_init();
+	leaf_warm_start_register();
 
 	leaf_preloaded = true;
 }

@@ -78,6 +78,10 @@ extern void leaf_alloc_init_settings(void);
 extern void leaf_alloc_worker_init_settings(void);
 extern void leaf_alloc_source_init_settings(void);
 
+/* the warm start of segment mode: leaf_warm_start.c */
+extern void leaf_warm_start_init_settings(void);
+extern void leaf_warm_start_register(void);
+
 /* fleet mode: leaf_alloc_remote.c */
 extern void leaf_alloc_remote_init_settings(void);
 

@@ -933,6 +933,52 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 }
 
 /*
+ * The warm start (leaf_warm_start.c): ask for the first segment of a tag
+ * of the current database as its first caller would, so that every check
+ * of that path and of the load applies.  Does nothing if the tag has a
+ * slot already; errors as a first call would (an unknown tag, no room).
+ */
+void
+leaf_segment_warm(const char *tag)
+{
+	uint64		generation;
+
+	leaf_segment_check_ready();
+	(void) leaf_lookup_slot(tag, &generation);
+}
+
+/*
+ * The tags that have a slot, over all databases, into a new array (in the
+ * current memory context) of *ntags entries.
+ */
+LeafTagInUse *
+leaf_segment_tags_in_use(int *ntags)
+{
+	int			nslots = leaf_slots_in_use();
+	LeafTagInUse *tags = palloc(sizeof(LeafTagInUse) * Max(nslots, 1));
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < nslots; i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->generation != 0)
+		{
+			tags[n].dboid = slot->dboid;
+			memcpy(tags[n].tag, slot->tag, sizeof(tags[n].tag));
+			tags[n].generation = slot->generation;
+			tags[n].ids_issued = slot->ids_issued;
+			n++;
+		}
+		SpinLockRelease(&slot->mutex);
+	}
+	*ntags = n;
+	return tags;
+}
+
+/*
  * Take up to n consecutive IDs from a slot, switching buffers when the
  * current one is used up and the other is ready.  Returns how many were
  * taken (the first in *first), 0 when both buffers are empty, or -1 when

@@ -122,4 +122,19 @@ extern void leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
 extern void leaf_free_slot(int slotno, uint64 generation);
 extern void leaf_free_stale_slots(Oid dboid, HTAB *tags);
 
+/*
+ * leaf_segment.c, for the warm start (leaf_warm_start.c): the tags that
+ * have a slot, and the first call of a tag in the current database.
+ */
+typedef struct LeafTagInUse
+{
+	Oid			dboid;
+	char		tag[LEAF_TAG_MAXLEN + 1];
+	uint64		generation;		/* of the slot */
+	int64		ids_issued;		/* IDs handed out since it was taken */
+} LeafTagInUse;
+
+extern LeafTagInUse *leaf_segment_tags_in_use(int *ntags);
+extern void leaf_segment_warm(const char *tag);
+
 #endif							/* LEAF_SEGMENT_SHMEM_H */

@@ -5,7 +5,8 @@
 # a tag with a tiny step (the allocator commits a new segment every few
 # IDs), the server is stopped in immediate mode and started again, three
 # times.  After each restart every new ID lies above every ID handed out
-# before, and no ID ever repeats.
+# before (the first segment, which the warm start loads, too), and no ID
+# ever repeats.
 
 use strict;
 use warnings;
@@ -83,8 +84,9 @@ for my $cycle (1 .. 3)
 	$max_seen = LeafTest::max_of(@all);
 	is(LeafTest::count_repeats(\@all),
 		0, "cycle $cycle: no repeats among the " . scalar(@all) . ' IDs so far');
-	is($node->safe_psql('postgres', 'SELECT count(*) FROM leaf_segments'),
-		0, "cycle $cycle: shared memory starts empty after the restart");
+	# the segments of before are gone; the warm start may have loaded one
+	is($node->safe_psql('postgres', 'SELECT count(*) FROM leaf_segments WHERE refills > 1'),
+		0, "cycle $cycle: shared memory holds no segment of before the restart");
 }
 
 # the tag keeps working after the last restart, above everything before
