@@ -28,8 +28,10 @@
 #   slow_*      shard, 1 ms round trip, and every BENCH_SLOW_EVERY-th
 #               refill takes BENCH_SLOW_MS longer on the allocation
 #               database (a BEFORE UPDATE trigger on its leaf_alloc)
-#   cold_*      a cold start: C tags, one per client ("<tag>_<client_id>"),
-#               warmed up, then the server (main for cold_local_*, shard
+#   cold_*      a cold start: C tags, one per client ("<tag>_<client_id>",
+#               the same tags for both stop modes of an instance: the
+#               server serves those C tags and no others), warmed up,
+#               then the server (main for cold_local_*, shard
 #               at 10 ms round trip for cold_net10_*) is stopped (pg_ctl
 #               -m fast or -m immediate, as the case's name says) and
 #               started again, and the measured run starts as soon as
@@ -326,12 +328,12 @@ for p in net1 net10 jitter slow; do
 		q "$PORT_ALLOC" "SELECT leaf_segment_create('tp_${p}_$v', $STEP)" >/dev/null
 	done
 done
-# cold_tags PORT CASE: the tags of a cold-start case, one per client
+# cold_tags PORT INSTANCE: the tags of the cold-start cases of an
+# instance, one per client
 cold_tags() {
-	q "$1" "SELECT count(leaf_segment_create('tp_$2_' || i, $STEP)) FROM generate_series(0, $CLIENTS - 1) AS i" >/dev/null
+	q "$1" "SELECT count(leaf_segment_create('tp_cold_$2_' || i, $STEP)) FROM generate_series(0, $CLIENTS - 1) AS i" >/dev/null
 }
-cold_tags "$PORT_ALLOC" cold_net10_fast
-cold_tags "$PORT_ALLOC" cold_net10_immediate
+cold_tags "$PORT_ALLOC" net10
 q "$PORT_ALLOC" "SELECT leaf_segment_create('tp_direct_probe', $STEP), leaf_segment_create('tp_proxy0_probe', $STEP)" >/dev/null
 start_proxy
 log "allocation database on port $PORT_ALLOC, proxy on port $PORT_PROXY"
@@ -342,8 +344,7 @@ CREATE EXTENSION leaf;
 CREATE SEQUENCE s;
 SELECT leaf_segment_create('tp_local', $STEP);
 SQL
-cold_tags "$PORT_MAIN" cold_local_fast
-cold_tags "$PORT_MAIN" cold_local_immediate
+cold_tags "$PORT_MAIN" local
 
 CONNINFO="host=127.0.0.1 port=$PORT_PROXY dbname=postgres user=postgres"
 SHARD_CONF=("leaf.alloc_conninfo = '$CONNINFO'")
@@ -521,8 +522,8 @@ run_case() {
 		"$dr" "$dw" "$mw" "$df" "$slow" "$step" "$lb" "$la" >>"$TSV"
 }
 
-# cold_counters PORT CASE: "tags|refills|waits|max_wait_ms" over the
-# case's tags, since the restart (their slots are new)
+# cold_counters PORT INSTANCE: "tags|refills|waits|max_wait_ms" over the
+# cold-start tags of an instance, since the restart (their slots are new)
 cold_counters() {
 	q "$1" "SELECT count(*), coalesce(sum(refills), 0), coalesce(sum(waits), 0),
 	               coalesce(round(max(max_wait_ms)::numeric, 3), 0)
@@ -549,7 +550,7 @@ run_cold_case() {
 		set_preload "$PRELOAD"
 	fi
 	script=$WORK/scripts/$c.sql
-	printf '%s\n%s\n' "SELECT leaf_segment_nextval('tp_${c}_' || :client_id);" '\set z 0' >"$script"
+	printf '%s\n%s\n' "SELECT leaf_segment_nextval('tp_cold_${rest%_*}_' || :client_id);" '\set z 0' >"$script"
 	log "== $c: warm-up ${WARM}s on $CLIENTS tags"
 	pgbench_run "warm_$c" "$port" "$script" "$WARM" >/dev/null
 	lb=$(loadavg)
@@ -565,7 +566,7 @@ run_cold_case() {
 	st=$(ALL_TXNS=1 case_stats "$WORK/logs/run_$c".[0-9]*)
 	[ "${BENCH_KEEP:-0}" = 1 ] || rm -f "$WORK/logs/run_$c".[0-9]*
 	read -r n p50 p99 p999 mx zero lp999 lmx <<<"$st"
-	IFS='|' read -r ntags refills waits mw <<<"$(cold_counters "$port" "$c")"
+	IFS='|' read -r ntags refills waits mw <<<"$(cold_counters "$port" "cold_${rest%_*}")"
 	log "   start ${start_ms} ms; tps $tps, p50 $p50, p99 $p99, p99.9 $p999, max $mx ms; tags $ntags, refills $refills, waits $waits, max wait $mw"
 	COLD_ROWS+=("| $c | $inst | $alloc | $stop | $start_ms | $(printf '%.0f' "$tps") ($(awk -v a="$tps" -v r="$RATE" 'BEGIN {printf "%.3f", a / r}')) | $p50 | $p99 | **$p999** | $mx | $lp999 | $lmx | $refills | **$waits** | $mw | ${lb%% *} → ${la%% *} |")
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
