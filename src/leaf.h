@@ -8,7 +8,9 @@
  * leaf has two generators:
  *	- segment mode (leaf_segment.c and the allocator, leaf_alloc*.c): IDs
  *	  from double-buffered segments in shared memory, refilled from the
- *	  leaf_alloc table by a per-database background worker;
+ *	  leaf_alloc table by a per-database background worker; after a
+ *	  restart the first segments of the tags in use before are loaded
+ *	  before their first call (leaf_warm_start.c);
  *	- snowflake mode (leaf_snowflake.c; its worker in leaf_sf_worker.c,
  *	  leaf_sf_state.c, leaf_zk_client.c and leaf_zk_assign.c): IDs of a
  *	  timestamp, a worker ID and a sequence number (1+41+10+12 bits in

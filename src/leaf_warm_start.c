@@ -53,6 +53,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "lib/stringinfo.h"
 #include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
@@ -63,9 +64,7 @@
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "storage/proc.h"
 #include "tcop/tcopprot.h"
-#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -76,7 +75,6 @@
 #include "leaf.h"
 #include "leaf_alloc.h"
 #include "leaf_compat.h"
-#include "leaf_errcodes.h"
 #include "leaf_segment_shmem.h"
 
 PGDLLEXPORT void leaf_warm_start_main(Datum main_arg);

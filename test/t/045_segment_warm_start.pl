@@ -8,7 +8,9 @@
 # database dropped and a database whose extension was dropped meanwhile
 # are skipped with a LOG line; a damaged file is ignored with one.  A
 # clone of the data directory, which holds the file too, is refused
-# (LF006) as for its callers: the warm start loads nothing there.
+# (LF006) as for its callers: the warm start loads nothing there.  A
+# standby runs no warm start; promoted, it runs one whose loads the
+# timeline check refuses (LF007), as for its callers.
 
 use strict;
 use warnings;
@@ -210,6 +212,32 @@ is(scalar(@$cids), 0, 'the clone hands out no ID of a');
 is_deeply([ sort keys %{ { map { $_ => 1 } @$states } } ], ['LF006'],
 	'its callers are refused with LF006');
 $clone->stop;
+
+# a standby runs no warm start; promoted (a new timeline), it reads the
+# file the base backup copied, and its loads meet the timeline check
+# (leaf.alloc_failover = 'confirm'): refused, as for its callers
+$node->backup('standby');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($node, 'standby', has_streaming => 1);
+$standby->start;
+$node->wait_for_catchup($standby);
+is($standby->safe_psql('postgres',
+		q[SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'leaf warm start']),
+	'0', 'a standby runs no warm start');
+is($standby->safe_psql('postgres', 'SELECT count(*) FROM leaf_segments'),
+	'0', 'and loads nothing');
+$standby->promote;
+ok(LeafTest::wait_until(sub {
+			$standby->safe_psql('postgres', q[SELECT count(*) FROM leaf_segments
+				WHERE biz_tag = 'a' AND last_failure IS NOT NULL]) eq '1' },
+		'the promoted standby\'s warm start of a'),
+	'promoted, it runs the warm start of the file the base backup copied');
+is($standby->safe_psql('postgres', q[SELECT refills FROM leaf_segments WHERE biz_tag = 'a']),
+	'0', 'which loads nothing on the new timeline');
+($cids, $states) = LeafTest::take_each($standby, 'a', 3);
+is_deeply([ sort keys %{ { map { $_ => 1 } @$states } } ], ['LF007'],
+	'its callers are refused with LF007 until a superuser confirms');
+$standby->stop;
 
 # every ID of a tag handed out by the original, once
 for my $tag (sort keys %ids)
