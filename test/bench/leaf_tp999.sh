@@ -73,6 +73,8 @@
 #   BENCH_JITTER_DELAY_MS, BENCH_JITTER_MS
 #                     one-way delay and jitter of the jitter cases
 #                     (default 10 and 10)
+#   BENCH_COLD_DELAY  seconds between the start of the server and the
+#                     measured run of the cold_* cases (default 0: at once)
 #   BENCH_CASES       cases to run (default: all, in the order above)
 #   BENCH_MAX_LOAD    a full run refuses to start when the 1-minute load
 #                     average is at or above this (default 1.5; empty: no
@@ -98,7 +100,7 @@ PYTHON=${PYTHON:-python3}
 
 CMDLINE=""
 for v in BENCH_QUICK T WARM PROBE_T BENCH_RATE BENCH_CLIENTS BENCH_THREADS BENCH_STEP BENCH_PRELOAD \
-	BENCH_SLOW_MS BENCH_SLOW_EVERY BENCH_JITTER_DELAY_MS BENCH_JITTER_MS BENCH_CASES BENCH_MAX_LOAD BENCH_SHARD_CONF BENCH_OUT_DIR; do
+	BENCH_SLOW_MS BENCH_SLOW_EVERY BENCH_JITTER_DELAY_MS BENCH_JITTER_MS BENCH_COLD_DELAY BENCH_CASES BENCH_MAX_LOAD BENCH_SHARD_CONF BENCH_OUT_DIR; do
 	if [ -n "${!v+x}" ]; then
 		CMDLINE="$CMDLINE$v=${!v} "
 	fi
@@ -127,6 +129,7 @@ SLOW_MS=${BENCH_SLOW_MS:-50}
 SLOW_EVERY=${BENCH_SLOW_EVERY:-10}
 JIT_DELAY=${BENCH_JITTER_DELAY_MS:-10}
 JIT_MS=${BENCH_JITTER_MS:-10}
+COLD_DELAY=${BENCH_COLD_DELAY:-0}
 ALL_CASES="floor nextval local net1_pre net1_off net10_pre net10_off jitter_pre jitter_off slow_pre slow_off cold_local_fast cold_local_immediate cold_net10_fast cold_net10_immediate"
 CASES=${BENCH_CASES:-$ALL_CASES}
 OUT_DIR=${BENCH_OUT_DIR:-./bench-out/tp999}
@@ -561,6 +564,7 @@ run_cold_case() {
 		{ tail -n 30 "$d/server.log" >&2; die "could not start $inst again"; }
 	t1=$(date +%s%N)
 	start_ms=$(((t1 - t0) / 1000000))
+	[ "$COLD_DELAY" = 0 ] || sleep "$COLD_DELAY"
 	tps=$(pgbench_run "run_$c" "$port" "$script" "$T" --log)
 	la=$(loadavg)
 	st=$(ALL_TXNS=1 case_stats "$WORK/logs/run_$c".[0-9]*)
@@ -639,7 +643,7 @@ if [ ${#COLD_ROWS[@]} -gt 0 ]; then
 	out ""
 	out "## Cold starts"
 	out ""
-	out "$CLIENTS tags, one per client, warmed up for ${WARM}s; then the server is stopped with the mode named, started again (start ms: \`pg_ctl start -w\`, crash recovery included after an immediate stop), and the measured run of ${T}s starts as soon as it returns. Every transaction counts, the first of each client too. Refills, waits and max wait: \`leaf_segments\` summed over the case's tags, since the restart."
+	out "$CLIENTS tags, one per client, warmed up for ${WARM}s; then the server is stopped with the mode named, started again (start ms: \`pg_ctl start -w\`, crash recovery included after an immediate stop), and the measured run of ${T}s starts $([ "$COLD_DELAY" = 0 ] && echo "as soon as it returns" || echo "${COLD_DELAY}s after it returned"). Every transaction counts, the first of each client too. Refills, waits and max wait: \`leaf_segments\` summed over the case's tags, since the restart."
 	out ""
 	out "| case | instance | allocation | stop | start ms | tps (of $RATE) | p50 ms | p99 ms | p99.9 ms | max ms | lag p99.9 ms | lag max ms | refills | waits | max wait ms | load |"
 	out "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
