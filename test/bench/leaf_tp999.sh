@@ -292,6 +292,21 @@ case_stats() {
 	echo "$a $b"
 }
 
+# first_second_stats FILE...: "n p999 max" (ms) of the transactions
+# scheduled in the first second of a run (column 3: latency, columns 5
+# and 6: end time, all in us)
+first_second_stats() {
+	awk '{printf "%.0f %s\n", $5 * 1000000 + $6 - $3, $3}' "$@" | sort -n | awk '
+		NR == 1 {t0 = $1}
+		$1 - t0 < 1000000 {print $2}' | sort -n | awk '
+		function pct(p,   i) { i = int(NR * p); if (i < NR * p) i++; if (i < 1) i = 1; return a[i] }
+		{ a[NR] = $1 }
+		END {
+			if (NR == 0) { print "0 nan nan"; exit }
+			printf "%d %.3f %.3f\n", NR, pct(0.999) / 1000, a[NR] / 1000
+		}'
+}
+
 # probe_stats FILE...: "n p50 p99 max" (ms) of a pgbench log, all lines
 probe_stats() {
 	awk '{print $3}' "$@" | sort -n | awk '
@@ -540,7 +555,7 @@ COLD_ROWS=()
 # the case's stop mode, and measure at once
 run_cold_case() {
 	local c=$1 rest inst stop port d alloc script tps st lb la t0 t1 start_ms
-	local n p50 p99 p999 mx zero lp999 lmx ntags refills waits mw
+	local n p50 p99 p999 mx zero lp999 lmx ntags refills waits mw pg early_waits early_mw first f_n f_p999 f_max
 	rest=${c#cold_}
 	inst=${rest%_*} stop=${rest##*_}
 	if [ "$inst" = local ]; then
@@ -565,14 +580,22 @@ run_cold_case() {
 	t1=$(date +%s%N)
 	start_ms=$(((t1 - t0) / 1000000))
 	[ "$COLD_DELAY" = 0 ] || sleep "$COLD_DELAY"
-	tps=$(pgbench_run "run_$c" "$port" "$script" "$T" --log)
+	# the waits of the first second, then those of the whole run
+	pgbench_run "run_$c" "$port" "$script" "$T" --log >"$WORK/logs/run_$c.tps" &
+	pg=$!
+	sleep 1
+	IFS='|' read -r _ _ early_waits early_mw <<<"$(cold_counters "$port" "cold_${rest%_*}")"
+	wait "$pg" || die "pgbench run_$c failed"
+	tps=$(cat "$WORK/logs/run_$c.tps")
 	la=$(loadavg)
+	first=$(first_second_stats "$WORK/logs/run_$c".[0-9]*)
+	read -r f_n f_p999 f_max <<<"$first"
 	st=$(ALL_TXNS=1 case_stats "$WORK/logs/run_$c".[0-9]*)
 	[ "${BENCH_KEEP:-0}" = 1 ] || rm -f "$WORK/logs/run_$c".[0-9]*
 	read -r n p50 p99 p999 mx zero lp999 lmx <<<"$st"
 	IFS='|' read -r ntags refills waits mw <<<"$(cold_counters "$port" "cold_${rest%_*}")"
-	log "   start ${start_ms} ms; tps $tps, p50 $p50, p99 $p99, p99.9 $p999, max $mx ms; tags $ntags, refills $refills, waits $waits, max wait $mw"
-	COLD_ROWS+=("| $c | $inst | $alloc | $stop | $start_ms | $(printf '%.0f' "$tps") ($(awk -v a="$tps" -v r="$RATE" 'BEGIN {printf "%.3f", a / r}')) | $p50 | $p99 | **$p999** | $mx | $lp999 | $lmx | $refills | **$waits** | $mw | ${lb%% *} → ${la%% *} |")
+	log "   start ${start_ms} ms; first second: $f_n transactions, p99.9 $f_p999, max $f_max ms, waits $early_waits (max $early_mw ms); whole run: tps $tps, p50 $p50, p99 $p99, p99.9 $p999, max $mx ms; tags $ntags, refills $refills, waits $waits, max wait $mw"
+	COLD_ROWS+=("| $c | $inst | $alloc | $stop | $start_ms | **$early_waits** | $early_mw | $f_p999 | $f_max | $(printf '%.0f' "$tps") ($(awk -v a="$tps" -v r="$RATE" 'BEGIN {printf "%.3f", a / r}')) | $p50 | $p99 | **$p999** | $mx | $lp999 | $lmx | $refills | **$waits** | $mw | ${lb%% *} → ${la%% *} |")
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
 		"$c" "$inst" "$alloc" "$PRELOAD" "$RATE" "$tps" "$n" "$p50" "$p99" "$p999" "$mx" "$lp999" "$lmx" "$zero" \
 		"$refills" "$waits" "$mw" "-" "-" "$STEP" "$lb" "$la" >>"$TSV"
@@ -620,33 +643,37 @@ out "| clusters | main, shard, alloc: initdb -A trust -E UTF8 --locale=C.UTF-8; 
 out "| load | \`pgbench -n -M prepared -c $CLIENTS -j $THREADS --rate $RATE -T $T --log\`, script \`SELECT <expr>;\` + \`\\set z 0\`; step $STEP for every tag (a segment lasts $(awk -v s="$STEP" -v r="$RATE" 'BEGIN {printf "%.1f", s / r * 1000}') ms at this rate) |"
 out "| elapsed | ${TOTAL}s in all, ${ELAPSED}s of them for the cases |"
 out ""
-out "## Allocation database through the proxy"
-out ""
-out "Measured through the proxy before the cases of each profile: \`SELECT 1\`, and the allocator's refill statement (one autocommit \`UPDATE leaf_alloc ... RETURNING\` with synchronous_commit on, step $STEP, on a probe tag of the profile), each by \`pgbench -c 1 -T $PROBE_T\` without a rate."
-out ""
-out "| allocation database | SELECT 1 p50 ms | p99 ms | max ms | n | refill p50 ms | p99 ms | max ms | n |"
-out "|---|---|---|---|---|---|---|---|---|"
-for r in "${PROBE_ROWS[@]}"; do
-	out "$r"
-done
-out ""
-out "## Cases"
-out ""
-out "Latency: the per-transaction log's latency, which pgbench counts from the transaction's scheduled start (so it includes the schedule lag), the first transaction of each client left out. Lag: the schedule lag alone. Budget: how long a refill has before the current segment runs dry, $STEP IDs at $RATE/s, (100 − preload) % of a segment. Refills, waits (callers that found both buffers empty) and failed loads: \`leaf_segments\` and \`leaf_tag_metrics\` of the case's tag over the measured run; max wait: the longest of those waits (\`≤ x\`: it did not exceed the longest wait seen before the run, x). Slow: refills that took the extra ${SLOW_MS} ms. Load: 1-minute load average before → after."
-out ""
-out "| case | instance | allocation | preload % | budget ms | tps (of $RATE) | p50 ms | p99 ms | p99.9 ms | max ms | lag p99.9 ms | lag max ms | refills | waits | max wait ms | failed loads | slow | load |"
-out "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-for r in "${ROWS[@]}"; do
-	out "$r"
-done
+if [ ${#PROBE_ROWS[@]} -gt 0 ]; then
+	out "## Allocation database through the proxy"
+	out ""
+	out "Measured through the proxy before the cases of each profile: \`SELECT 1\`, and the allocator's refill statement (one autocommit \`UPDATE leaf_alloc ... RETURNING\` with synchronous_commit on, step $STEP, on a probe tag of the profile), each by \`pgbench -c 1 -T $PROBE_T\` without a rate."
+	out ""
+	out "| allocation database | SELECT 1 p50 ms | p99 ms | max ms | n | refill p50 ms | p99 ms | max ms | n |"
+	out "|---|---|---|---|---|---|---|---|---|"
+	for r in "${PROBE_ROWS[@]}"; do
+		out "$r"
+	done
+	out ""
+fi
+if [ ${#ROWS[@]} -gt 0 ]; then
+	out "## Cases"
+	out ""
+	out "Latency: the per-transaction log's latency, which pgbench counts from the transaction's scheduled start (so it includes the schedule lag), the first transaction of each client left out. Lag: the schedule lag alone. Budget: how long a refill has before the current segment runs dry, $STEP IDs at $RATE/s, (100 − preload) % of a segment. Refills, waits (callers that found both buffers empty) and failed loads: \`leaf_segments\` and \`leaf_tag_metrics\` of the case's tag over the measured run; max wait: the longest of those waits (\`≤ x\`: it did not exceed the longest wait seen before the run, x). Slow: refills that took the extra ${SLOW_MS} ms. Load: 1-minute load average before → after."
+	out ""
+	out "| case | instance | allocation | preload % | budget ms | tps (of $RATE) | p50 ms | p99 ms | p99.9 ms | max ms | lag p99.9 ms | lag max ms | refills | waits | max wait ms | failed loads | slow | load |"
+	out "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	for r in "${ROWS[@]}"; do
+		out "$r"
+	done
+fi
 if [ ${#COLD_ROWS[@]} -gt 0 ]; then
 	out ""
 	out "## Cold starts"
 	out ""
-	out "$CLIENTS tags, one per client, warmed up for ${WARM}s; then the server is stopped with the mode named, started again (start ms: \`pg_ctl start -w\`, crash recovery included after an immediate stop), and the measured run of ${T}s starts $([ "$COLD_DELAY" = 0 ] && echo "as soon as it returns" || echo "${COLD_DELAY}s after it returned"). Every transaction counts, the first of each client too. Refills, waits and max wait: \`leaf_segments\` summed over the case's tags, since the restart."
+	out "$CLIENTS tags, one per client, warmed up for ${WARM}s; then the server is stopped with the mode named, started again (start ms: \`pg_ctl start -w\`, crash recovery included after an immediate stop), and the measured run of ${T}s starts $([ "$COLD_DELAY" = 0 ] && echo "as soon as it returns" || echo "${COLD_DELAY}s after it returned"). Every transaction counts, the first of each client too. First second: the callers that waited and the longest wait (\`leaf_segments\` summed over the case's tags, read 1 s into the run), and the p99.9 and max latency of the transactions scheduled in the run's first second. Then the whole run; refills, waits and max wait: \`leaf_segments\` summed over the case's tags, since the restart."
 	out ""
-	out "| case | instance | allocation | stop | start ms | tps (of $RATE) | p50 ms | p99 ms | p99.9 ms | max ms | lag p99.9 ms | lag max ms | refills | waits | max wait ms | load |"
-	out "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	out "| case | instance | allocation | stop | start ms | waits, 1st s | max wait ms, 1st s | p99.9 ms, 1st s | max ms, 1st s | tps (of $RATE) | p50 ms | p99 ms | p99.9 ms | max ms | lag p99.9 ms | lag max ms | refills | waits | max wait ms | load |"
+	out "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for r in "${COLD_ROWS[@]}"; do
 		out "$r"
 	done
