@@ -7,8 +7,10 @@
 #
 # Run as root or as postgres, after "make install":
 #
-#   test/bench/leaf_tp999.sh                  full run (about 19 minutes)
-#   BENCH_QUICK=1 test/bench/leaf_tp999.sh    quick run (about 4 minutes)
+#   test/bench/leaf_tp999.sh                  full run (about 14 minutes,
+#                                             and 5 more for the cold starts)
+#   BENCH_QUICK=1 test/bench/leaf_tp999.sh    quick run (about 3 minutes
+#                                             without the cold starts)
 #
 # Three clusters on loopback, on free ports, in a temporary directory,
 # all removed on exit: "main" (leaf preloaded, its own leaf_alloc), "alloc"
