@@ -951,7 +951,7 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 	LeafSfStateFile *file = &w->file;
 
 	if ((leaf_sf_worker_id < 0 || leaf_sf_worker_id > leaf_sf_max_worker_id()) &&
-		leaf_sf_worker_id_from[0] != '\0')
+		leaf_sf_ordinal_configured())
 		leaf_sf_not_ready(w, "leaf.worker_id is %d, the pod ordinal of leaf.worker_id_from plus leaf.worker_id_offset, but must be between 0 and %d; lower leaf.worker_id_offset, or the StatefulSet's number of replicas",
 					   leaf_sf_worker_id, leaf_sf_max_worker_id());
 	else if (leaf_sf_worker_id < 0 || leaf_sf_worker_id > leaf_sf_max_worker_id())
@@ -987,7 +987,7 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 			ereport(LOG,
 					(errmsg("\"leaf.snowflake_epoch\" was moved later: worker ID %d waits until " INT64_FORMAT " so that its IDs stay above those it issued",
 							w->wid, w->floor_ms)));
-		if (leaf_sf_worker_id_from[0] != '\0' &&
+		if (leaf_sf_ordinal_configured() &&
 			!(file->valid && !file->foreign && file->worker_id == w->wid))
 		{
 			/*

@@ -460,7 +460,7 @@ leaf_snowflake_init(void)
 #ifdef LEAF_TEST_HOOKS
 	leaf_sf_define_test_settings();
 #endif
-	leaf_sf_ordinal_resolve();
+	leaf_sf_ordinal_resolve(leaf_sf_worker_id);
 
 	if (!leaf_sf_configured())
 		return;
@@ -484,7 +484,7 @@ leaf_snowflake_init(void)
 static bool
 leaf_sf_configured(void)
 {
-	return leaf_sf_worker_id != -1 || leaf_sf_worker_id_from[0] != '\0' ||
+	return leaf_sf_worker_id != -1 || leaf_sf_ordinal_configured() ||
 		(leaf_sf_zk_hosts != NULL && leaf_sf_zk_hosts[0] != '\0');
 }
 
