@@ -94,4 +94,11 @@ extern void leaf_snowflake_init(void);
 extern void leaf_snowflake_shmem_request(void);
 extern void leaf_snowflake_shmem_startup(void);
 
+/* the snowflake worker: leaf_sf_worker.c, leaf_zk_client.c, leaf_zk_assign.c */
+extern void leaf_sf_worker_init_settings(void);
+extern void leaf_zk_client_init_settings(void);
+#ifdef LEAF_TEST_HOOKS
+extern void leaf_zk_assign_init_test_settings(void);
+#endif
+
 #endif							/* LEAF_H */

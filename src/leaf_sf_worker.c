@@ -64,6 +64,9 @@
 /* how long a step waits for a new session to connect, when not serving */
 #define LEAF_ZK_CONNECT_MS		4000
 
+/* leaf.zk_root */
+static char *leaf_sf_zk_root = NULL;
+
 /*
  * The worker's state.  One instance, in leaf_snowflake_worker_main; this
  * process only.
@@ -196,6 +199,20 @@ leaf_sf_not_ready(LeafSfWorkerState *w, const char *fmt,...)
 	w->serving = false;
 	w->lease_out = false;
 	leaf_sf_report(LEAF_SF_NOT_READY, buf);
+}
+
+/* The worker's own setting: the root it registers under. */
+void
+leaf_sf_worker_init_settings(void)
+{
+	DefineCustomStringVariable("leaf.zk_root",
+							   "Sets the ZooKeeper path under which snowflake nodes register.",
+							   NULL,
+							   &leaf_sf_zk_root,
+							   "",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
 }
 
 /* the wait event of the worker between its steps, once named */

@@ -36,11 +36,45 @@
 #include "postgres.h"
 
 #include "postmaster/interrupt.h"
+#include "utils/guc.h"
 
+#include "leaf.h"
 #include "leaf_sf_layout.h"
 #include "leaf_snowflake.h"
 #include "leaf_zk_assign.h"
 #include "leaf_zk_client.h"
+
+#ifdef LEAF_TEST_HOOKS
+/*
+ * The leaf.test_* settings of registration, in a test build only (see
+ * leaf_snowflake.c): a stall after a new forever node, and a give-up
+ * written whose reply is taken as lost.
+ */
+static int	leaf_sf_test_register_pause_ms = 0;
+static int	leaf_sf_test_abandon_lost_ms = 0;
+
+void
+leaf_zk_assign_init_test_settings(void)
+{
+	DefineCustomIntVariable("leaf.test_register_pause_ms",
+							"Pauses the snowflake worker after it created a forever node in ZooKeeper, before the registration goes on (for tests only).",
+							NULL,
+							&leaf_sf_test_register_pause_ms,
+							0, 0, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.test_abandon_lost_ms",
+							"Makes the snowflake worker take a give-up it wrote to ZooKeeper for one whose reply was lost, after a pause this long (for tests only).",
+							NULL,
+							&leaf_sf_test_abandon_lost_ms,
+							0, 0, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+}
+#endif
 
 /* A child of forever, as read at registration. */
 typedef struct LeafZkNode

@@ -39,9 +39,28 @@
 #include <sys/stat.h>
 
 #include "storage/fd.h"
+#include "utils/guc.h"
 
+#include "leaf.h"
 #include "leaf_snowflake.h"
 #include "leaf_zk_client.h"
+
+/* leaf.zk_auth_file */
+static char *leaf_sf_zk_auth_file = NULL;
+
+/* The client's own setting: the file of the credentials. */
+void
+leaf_zk_client_init_settings(void)
+{
+	DefineCustomStringVariable("leaf.zk_auth_file",
+							   "Sets a file holding the ZooKeeper digest credentials (user:password) of the snowflake worker.",
+							   "Used when leaf.zk_auth is empty.  Unlike a setting, the file's content is not shown by pg_file_settings.",
+							   &leaf_sf_zk_auth_file,
+							   "",
+							   PGC_POSTMASTER,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+}
 
 /* ---------------------------------------------------------------------
  * The session
