@@ -325,7 +325,6 @@ leaf_zk_read_node(LeafZkSession *zk, const LeafSfNode *node,
 {
 	LeafZkNode *n = &reg->nodes[i];
 	const char *child = reg->children.data[i];
-	const char *dash = strrchr(child, '-');
 	char		path[LEAF_ZK_PATH_LEN];
 	LeafZkNodeData data;
 	struct Stat st;
@@ -333,7 +332,7 @@ leaf_zk_read_node(LeafZkSession *zk, const LeafSfNode *node,
 	int			j;
 
 	strlcpy(n->name, child, sizeof(n->name));
-	n->seq = dash ? strtol(dash + 1, NULL, 10) : -1;
+	n->seq = leaf_zk_forever_parse(child, NULL, 0);
 	leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, n->name);
 	rc = leaf_zk_node_read(zk, path, &data, &st);
 	if (rc == ZNONODE)
@@ -356,9 +355,8 @@ leaf_zk_read_node(LeafZkSession *zk, const LeafSfNode *node,
 	strlcpy(n->owner, data.addr, sizeof(n->owner));
 	n->given_up = strncmp(data.addr, LEAF_ZK_GIVEN_UP_PREFIX,
 						  strlen(LEAF_ZK_GIVEN_UP_PREFIX)) == 0;
-	if (n->owner[0] == '\0' && dash)
-		snprintf(n->owner, sizeof(n->owner), "%.*s", (int) (dash - child),
-				 child);
+	if (n->owner[0] == '\0')
+		(void) leaf_zk_forever_parse(child, n->owner, sizeof(n->owner));
 	strlcpy(n->id, data.id, sizeof(n->id));
 	n->ts = data.ts;
 	n->hwm = Max(data.hwm, data.ts);
@@ -825,14 +823,12 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 	LeafZkNodeData data;
 	char		created[LEAF_ZK_PATH_LEN];
 	char		claimer[LEAF_SF_ADDR_LEN];
-	const char *dash;
 	long		seq;
 	int			skipped;
 	int			rc;
 
-	/* forever/<address>-: ZooKeeper appends the number */
-	leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, node->addr);
-	strlcat(path, "-", sizeof(path));
+	/* ZooKeeper appends the number */
+	leaf_zk_forever_prefix(path, node->root, node->addr);
 	/* no heartbeat yet (see leaf_zk_choose) */
 	leaf_zk_node_data_own(&data, node);
 	data.bounded = leaf_sf_reclaim_after_ms > 0;
@@ -848,8 +844,7 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 			/* after a connection loss the node may exist: list again first */
 			return leaf_zk_fail_rc(zk, out->reason, "create forever node", rc);
 		}
-		dash = strrchr(created, '-');
-		seq = dash ? strtol(dash + 1, NULL, 10) : -1;
+		seq = leaf_zk_forever_parse(created, NULL, 0);
 		if (seq < 0 || seq > leaf_sf_max_worker_id() || skipped > leaf_sf_max_worker_id())
 			break;
 		leaf_zk_claim_path(cpath, node->root, (int) seq);
@@ -1003,7 +998,7 @@ leaf_zk_claim_ephemeral(LeafZkSession *zk, const LeafSfNode *node,
 						LeafZkRegistration *out)
 {
 	char		path[LEAF_ZK_PATH_LEN];
-	const char *name = strrchr(out->node_path, '/') + 1;
+	const char *name = leaf_zk_node_name(out->node_path);
 	struct Stat st;
 	int64		my_session = leaf_zk_session_id(zk);
 	bool		made;
@@ -1173,12 +1168,9 @@ leaf_zk_claim_numbered(LeafZkSession *zk, const LeafSfNode *node, int wid,
 		return leaf_zk_fail_rc(zk, reason, "list registered nodes", rc);
 	for (i = 0; i < children.count; i++)
 	{
-		const char *dash = strrchr(children.data[i], '-');
-
-		if (dash == NULL || strtol(dash + 1, NULL, 10) != wid)
+		if (leaf_zk_forever_parse(children.data[i], owner,
+								  sizeof(owner)) != wid)
 			continue;
-		snprintf(owner, sizeof(owner), "%.*s",
-				 (int) (dash - children.data[i]), children.data[i]);
 		leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, children.data[i]);
 		(void) leaf_zk_refuse(reason, LEAF_ZK_FAIL,
 							  "leaf.worker_id is %d, but ZooKeeper gave worker ID %d to %s (%s): two nodes must never serve with one worker ID; set leaf.worker_id to an ID that no node under %s uses",

@@ -10,12 +10,13 @@
  * nodes it creates.  Waiting for it to connect is the worker's part, since
  * the worker also handles its signals meanwhile.
  *
- * The nodes: leaf_zk_path names every node under leaf.zk_root.  The data
- * of forever and claimed nodes is a small JSON object that only leaf
- * writes, LeafZkNodeData: leaf_zk_node_format writes it and
- * leaf_zk_node_parse reads it, here only, so that a field is added in one
- * place, and nodes written by older releases keep being read as they
- * were.
+ * The nodes: leaf_zk_path names every node under leaf.zk_root, and
+ * leaf_zk_forever_prefix and leaf_zk_forever_parse write and read the
+ * names of forever nodes (<address>-<worker ID>).  The data of forever
+ * and claimed nodes is a small JSON object that only leaf writes,
+ * LeafZkNodeData: leaf_zk_node_format writes it and leaf_zk_node_parse
+ * reads it, here only, so that a field is added in one place, and nodes
+ * written by older releases keep being read as they were.
  *
  * The requests: creating leaf.zk_root with the nodes above it and its
  * folders, and one thin function per kind of request, so that the callers
@@ -356,6 +357,50 @@ leaf_zk_claim_path(char *buf, const char *root, int worker_id)
 
 	snprintf(name, sizeof(name), "%010d", worker_id);
 	leaf_zk_path(buf, root, LEAF_ZK_CLAIMED, name);
+}
+
+/*
+ * Forever nodes are named <address>-<worker ID>: leaf creates them
+ * sequential under the name <address>-, and ZooKeeper appends the number.
+ * The next two functions alone know this format.
+ */
+
+/* Path of a new forever node of addr under root, before its number. */
+void
+leaf_zk_forever_prefix(char *buf, const char *root, const char *addr)
+{
+	leaf_zk_path(buf, root, LEAF_ZK_FOREVER, addr);
+	strlcat(buf, "-", LEAF_ZK_PATH_LEN);
+}
+
+/*
+ * The worker ID in the name (or path) of a forever node: the number after
+ * its last hyphen, -1 if it has no hyphen.  If addr is not NULL, the node
+ * address before that hyphen goes there (addr_size bytes, cut if longer),
+ * or "" if there is none.
+ */
+long
+leaf_zk_forever_parse(const char *name, char *addr, size_t addr_size)
+{
+	const char *dash = strrchr(name, '-');
+
+	if (addr != NULL && addr_size > 0)
+	{
+		if (dash != NULL)
+			snprintf(addr, addr_size, "%.*s", (int) (dash - name), name);
+		else
+			addr[0] = '\0';
+	}
+	return dash != NULL ? strtol(dash + 1, NULL, 10) : -1;
+}
+
+/* The name of the node at path: what follows its last slash. */
+const char *
+leaf_zk_node_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash != NULL ? slash + 1 : path;
 }
 
 /* ---------------------------------------------------------------------
