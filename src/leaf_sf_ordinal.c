@@ -150,7 +150,7 @@ leaf_sf_ordinal_resolve(int worker_id)
 		what = "the host name";
 		if (gethostname(host, sizeof(host)) != 0)
 		{
-			leaf_sf_ordinal_refuse("leaf.worker_id_from is 'hostname', but the host name could not be read: %m");
+			leaf_sf_ordinal_refuse("\"leaf.worker_id_from\" is 'hostname', but the host name could not be read: %m");
 			return;
 		}
 		host[sizeof(host) - 1] = '\0';
@@ -162,7 +162,7 @@ leaf_sf_ordinal_resolve(int worker_id)
 		value = getenv(leaf_sf_worker_id_from + 4);
 		if (value == NULL)
 		{
-			leaf_sf_ordinal_refuse("leaf.worker_id_from is '%s', but the server was started without the environment variable %s: set it in the server's environment (in a StatefulSet, from the pod's name or its label apps.kubernetes.io/pod-index)",
+			leaf_sf_ordinal_refuse("\"leaf.worker_id_from\" is '%s', but the server was started without the environment variable %s: set it in the server's environment (in a StatefulSet, from the pod's name or its label apps.kubernetes.io/pod-index)",
 								   leaf_sf_worker_id_from,
 								   leaf_sf_worker_id_from + 4);
 			return;
@@ -172,13 +172,13 @@ leaf_sf_ordinal_resolve(int worker_id)
 	ordinal = leaf_sf_ordinal_parse(value);
 	if (ordinal < 0)
 	{
-		leaf_sf_ordinal_refuse("leaf.worker_id_from is '%s', but %s is \"%s\", which ends in no ordinal: a StatefulSet's pod is named NAME-N",
+		leaf_sf_ordinal_refuse("\"leaf.worker_id_from\" is '%s', but %s is \"%s\", which ends in no ordinal: a StatefulSet's pod is named NAME-N",
 							   leaf_sf_worker_id_from, what, value);
 		return;
 	}
 	snprintf(buf, sizeof(buf), "%ld", ordinal + leaf_sf_worker_id_offset);
 	SetConfigOption("leaf.worker_id", buf, PGC_POSTMASTER, PGC_S_OVERRIDE);
 	ereport(LOG,
-			(errmsg("leaf snowflake worker ID %s comes from %s \"%s\" (ordinal %ld, leaf.worker_id_offset %d)",
+			(errmsg("leaf snowflake worker ID %s comes from %s \"%s\" (ordinal %ld, \"leaf.worker_id_offset\" %d)",
 					buf, what, value, ordinal, leaf_sf_worker_id_offset)));
 }

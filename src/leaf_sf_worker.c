@@ -467,7 +467,7 @@ leaf_sf_connect(LeafSfWorkerState *w, int wait_ms)
 	if (leaf_zk_auth_failed(&w->zk))
 	{
 		leaf_sf_report_zk("authentication failed");
-		leaf_sf_not_ready(w, "ZooKeeper refused the credentials of leaf.zk_auth");
+		leaf_sf_not_ready(w, "ZooKeeper refused the credentials of \"leaf.zk_auth\"");
 		leaf_zk_close(&w->zk);
 		return false;
 	}
@@ -799,7 +799,7 @@ leaf_sf_record(LeafSfWorkerState *w)
 		char		why[LEAF_SF_REASON_LEN];
 
 		snprintf(why, sizeof(why),
-				 "ZooKeeper has not recorded a new high-water mark (ZooKeeper state: %s), and with worker-ID recycling (leaf.worker_id_reclaim_after) the lease may not pass the mark ZooKeeper holds",
+				 "ZooKeeper has not recorded a new high-water mark (ZooKeeper state: %s), and with worker-ID recycling (\"leaf.worker_id_reclaim_after\") the lease may not pass the mark ZooKeeper holds",
 				 leaf_zk_state_name(&w->zk));
 		leaf_sf_lease_report(w, now, why);
 	}
@@ -820,7 +820,7 @@ leaf_sf_try_serve(LeafSfWorkerState *w)
 		char		range[64];
 
 		leaf_sf_layout_describe_range(range, sizeof(range));
-		leaf_sf_not_ready(w, "the clock is outside the %s since leaf.snowflake_epoch",
+		leaf_sf_not_ready(w, "the clock is outside the %s since \"leaf.snowflake_epoch\"",
 					   range);
 		return false;
 	}
@@ -841,11 +841,11 @@ leaf_sf_try_serve(LeafSfWorkerState *w)
 	{
 		/* not the clock: the same IDs now stand for later times */
 		leaf_sf_report_not_before(floor_ms);
-		leaf_sf_not_ready(w, "leaf.snowflake_epoch was moved later, from " INT64_FORMAT " to " INT64_FORMAT ", since worker ID %d recorded its last mark, so its IDs stay above those it issued only from " INT64_FORMAT " ms from now; to serve sooner, set leaf.snowflake_epoch back to " INT64_FORMAT " and restart%s",
+		leaf_sf_not_ready(w, "\"leaf.snowflake_epoch\" was moved later, from " INT64_FORMAT " to " INT64_FORMAT ", since worker ID %d recorded its last mark, so its IDs stay above those it issued only from " INT64_FORMAT " ms from now; to serve sooner, set \"leaf.snowflake_epoch\" back to " INT64_FORMAT " and restart%s",
 					   w->file.epoch_moved_from, leaf_sf_epoch_ms, w->wid,
 					   floor_ms - now + 1, w->file.epoch_moved_from,
 					   w->use_zk ? ", or call leaf_snowflake_new_worker_id() for another worker ID" :
-					   ", or set leaf.worker_id to a worker ID no node ever used");
+					   ", or set \"leaf.worker_id\" to a worker ID no node ever used");
 		return false;
 	}
 	if (now <= floor_ms)
@@ -969,10 +969,10 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 
 	if ((leaf_sf_worker_id < 0 || leaf_sf_worker_id > leaf_sf_max_worker_id()) &&
 		leaf_sf_ordinal_configured())
-		leaf_sf_not_ready(w, "leaf.worker_id is %d, the pod ordinal of leaf.worker_id_from plus leaf.worker_id_offset, but must be between 0 and %d; lower leaf.worker_id_offset, or the StatefulSet's number of replicas",
+		leaf_sf_not_ready(w, "\"leaf.worker_id\" is %d, the pod ordinal of \"leaf.worker_id_from\" plus \"leaf.worker_id_offset\", but must be between 0 and %d; lower \"leaf.worker_id_offset\", or the StatefulSet's number of replicas",
 					   leaf_sf_worker_id, leaf_sf_max_worker_id());
 	else if (leaf_sf_worker_id < 0 || leaf_sf_worker_id > leaf_sf_max_worker_id())
-		leaf_sf_not_ready(w, "leaf.worker_id is %d, but must be between 0 and %d (or -1 to use ZooKeeper)",
+		leaf_sf_not_ready(w, "\"leaf.worker_id\" is %d, but must be between 0 and %d (or -1 to use ZooKeeper)",
 					   leaf_sf_worker_id, leaf_sf_max_worker_id());
 	else if (file->damaged)
 	{
@@ -982,14 +982,14 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 		 * ZooKeeper keeps marks of its own; a worker ID set by hand has only
 		 * this file.
 		 */
-		leaf_sf_not_ready(w, "\"%s\" is damaged, so the last timestamp issued with worker ID %d is not known; once this node has been stopped for longer than %d ms and its clock is right (or leaf.worker_id is set to a worker ID no node ever used), move the file away and restart the snowflake worker",
+		leaf_sf_not_ready(w, "\"%s\" is damaged, so the last timestamp issued with worker ID %d is not known; once this node has been stopped for longer than %d ms and its clock is right (or \"leaf.worker_id\" is set to a worker ID no node ever used), move the file away and restart the snowflake worker",
 					   LEAF_SF_STATE_FILE, leaf_sf_worker_id,
 					   2 * leaf_sf_heartbeat_ms + 1000);
 	}
 	else if (file->foreign && leaf_sf_state_mark(file, leaf_sf_worker_id) > 0)
 	{
 		/* a copy must not serve with the original's worker ID */
-		leaf_sf_not_ready(w, "worker ID %d belongs to another data directory: \"%s\" is a copy of the state of %s; set leaf.worker_id to a worker ID no other node uses, or, if the original data directory will never serve again, delete the line \"bound_to\" from \"%s\"",
+		leaf_sf_not_ready(w, "worker ID %d belongs to another data directory: \"%s\" is a copy of the state of %s; set \"leaf.worker_id\" to a worker ID no other node uses, or, if the original data directory will never serve again, delete the line \"bound_to\" from \"%s\"",
 					   leaf_sf_worker_id, LEAF_SF_STATE_FILE,
 					   file->bound_to, LEAF_SF_STATE_FILE);
 	}
@@ -1042,7 +1042,7 @@ leaf_sf_take_setting(LeafSfWorkerState *w)
 
 			if (bad != NULL)
 			{
-				leaf_sf_not_ready(w, "leaf.worker_id is set with leaf.zk_hosts, so it is claimed in ZooKeeper before it is used, but %s", bad);
+				leaf_sf_not_ready(w, "\"leaf.worker_id\" is set with \"leaf.zk_hosts\", so it is claimed in ZooKeeper before it is used, but %s", bad);
 				leaf_sf_report_zk("not used");
 				w->have_floor = false;
 				w->claim = false;
@@ -1245,7 +1245,7 @@ leaf_sf_claim_step(LeafSfWorkerState *w, long *delay)
 	}
 	else if (!connected && !w->serving &&
 			 strcmp(w->claimed_in, w->node.root) != 0)
-		leaf_sf_not_ready(w, "leaf.worker_id %d is not used before it is claimed in ZooKeeper (leaf.zk_hosts is set), and ZooKeeper at \"%s\" is unreachable; once claimed, the worker ID is used from \"%s\" when ZooKeeper is down",
+		leaf_sf_not_ready(w, "\"leaf.worker_id\" %d is not used before it is claimed in ZooKeeper (\"leaf.zk_hosts\" is set), and ZooKeeper at \"%s\" is unreachable; once claimed, the worker ID is used from \"%s\" when ZooKeeper is down",
 					   w->wid, leaf_sf_zk_hosts, LEAF_SF_STATE_FILE);
 	return true;
 }
@@ -1349,10 +1349,10 @@ leaf_sf_fall_back(LeafSfWorkerState *w, long *delay)
 		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and ZooKeeper, when last reached, held no forever node of worker ID %d of \"%s\"; the node waits for a registration in ZooKeeper",
 					   leaf_sf_zk_hosts, w->file.worker_id, LEAF_SF_STATE_FILE);
 	else if (leaf_sf_file_usable(w) && leaf_sf_reclaim_after_ms > 0)
-		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and leaf.worker_id_reclaim_after forbids using the cached worker ID",
+		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and \"leaf.worker_id_reclaim_after\" forbids using the cached worker ID",
 					   leaf_sf_zk_hosts);
 	else if (leaf_sf_file_usable(w))
-		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and worker ID %d in \"%s\" was last declared recyclable in ZooKeeper (leaf.worker_id_reclaim_after was set), so another node may have taken it over while this one was down; the worker ID is used again once ZooKeeper confirms it",
+		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and worker ID %d in \"%s\" was last declared recyclable in ZooKeeper (\"leaf.worker_id_reclaim_after\" was set), so another node may have taken it over while this one was down; the worker ID is used again once ZooKeeper confirms it",
 					   leaf_sf_zk_hosts, w->file.worker_id,
 					   LEAF_SF_STATE_FILE);
 	else if (w->file.valid && !w->file.foreign &&
@@ -1461,7 +1461,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 
 			leaf_sf_layout_describe_range(range, sizeof(range));
 			leaf_sf_layout_describe_span(span, sizeof(span));
-			leaf_sf_not_ready(&w, "the clock is outside the %s since leaf.snowflake_epoch (it is before the epoch, or more than %s after it): not registering until it is inside",
+			leaf_sf_not_ready(&w, "the clock is outside the %s since \"leaf.snowflake_epoch\" (it is before the epoch, or more than %s after it): not registering until it is inside",
 						   range, span);
 			if (!leaf_sf_wait(1000))
 				break;

@@ -502,7 +502,7 @@ leaf_snowflake_shmem_startup(void)
 	{
 		leaf_sf->phase = LEAF_SF_NOT_READY;
 		strlcpy(leaf_sf->reason,
-				"snowflake mode is not configured: neither leaf.worker_id nor leaf.zk_hosts is set",
+				"snowflake mode is not configured: neither \"leaf.worker_id\" nor \"leaf.zk_hosts\" is set",
 				sizeof(leaf_sf->reason));
 	}
 }
@@ -1269,7 +1269,7 @@ leaf_sf_not_ready_why(const LeafSfShared *snap, uint64 last_id,
 
 		leaf_sf_layout_describe_range(range, sizeof(range));
 		snprintf(buf, size,
-				 "the clock is outside the %s since leaf.snowflake_epoch: calls fail with LF103",
+				 "the clock is outside the %s since \"leaf.snowflake_epoch\": calls fail with LF103",
 				 range);
 		return buf;
 	}
@@ -1278,7 +1278,7 @@ leaf_sf_not_ready_why(const LeafSfShared *snap, uint64 last_id,
 		int64		behind = last_ms - leaf_sf_now_ms();
 
 		snprintf(buf, size,
-				 "the clock is " INT64_FORMAT " ms behind the last ID issued, more than leaf.max_backward_ms (%d ms): calls fail with LF101 until it catches up, or until a new worker ID is taken (leaf_snowflake_new_worker_id())",
+				 "the clock is " INT64_FORMAT " ms behind the last ID issued, more than \"leaf.max_backward_ms\" (%d ms): calls fail with LF101 until it catches up, or until a new worker ID is taken (leaf_snowflake_new_worker_id())",
 				 behind, leaf_sf_max_backward_ms);
 		return buf;
 	}

@@ -228,7 +228,7 @@ leaf_zk_check_layout(LeafZkSession *zk, const LeafSfNode *node,
 			(leaf_zk_folder_used(zk, node, LEAF_ZK_FOREVER) ||
 			 leaf_zk_folder_used(zk, node, LEAF_ZK_CLAIMED)))
 			return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-								  "ZooKeeper root %s holds nodes that registered before it recorded a layout, so its IDs have the default layout 41+10+12/1ms, but leaf.snowflake_layout is %s; give this node a root of its own layout (leaf.zk_root)",
+								  "ZooKeeper root %s holds nodes that registered before it recorded a layout, so its IDs have the default layout 41+10+12/1ms, but \"leaf.snowflake_layout\" is %s; give this node a root of its own layout (\"leaf.zk_root\")",
 								  node->root, mine);
 		if ((rc = leaf_zk_get_acl(zk, node->root, &acl)) != ZOK)
 			return leaf_zk_fail_rc(zk, reason, "read the root's ACL", rc);
@@ -252,7 +252,7 @@ leaf_zk_check_layout(LeafZkSession *zk, const LeafSfNode *node,
 		leaf_sf_layout_equal(&theirs, &leaf_sf_layout))
 		return LEAF_ZK_OK;
 	return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-						  "ZooKeeper root %s records layout %s, but leaf.snowflake_layout is %s; set leaf.snowflake_layout to %s, or give this node a root of its own layout (leaf.zk_root)",
+						  "ZooKeeper root %s records layout %s, but \"leaf.snowflake_layout\" is %s; set \"leaf.snowflake_layout\" to %s, or give this node a root of its own layout (\"leaf.zk_root\")",
 						  node->root, data, mine, data);
 }
 
@@ -455,7 +455,7 @@ leaf_zk_read_nodes(LeafZkSession *zk, const LeafSfNode *node,
 		{
 			/* our address, but another data directory's node */
 			return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-								  "node address %s is registered in ZooKeeper by another data directory (%s, worker ID %ld); set leaf.node_address to an address unique to this node, or delete that forever node if its data directory will never serve again",
+								  "node address %s is registered in ZooKeeper by another data directory (%s, worker ID %ld); set \"leaf.node_address\" to an address unique to this node, or delete that forever node if its data directory will never serve again",
 								  node->addr, n->name, n->seq);
 		}
 		if (n->seq <= leaf_sf_max_worker_id())
@@ -599,7 +599,7 @@ leaf_zk_check_peers(LeafZkSession *zk, const LeafSfNode *node,
 		(diff >= leaf_sf_max_clock_drift_ms || -diff >= leaf_sf_max_clock_drift_ms))
 	{
 		result = leaf_zk_refuse(out->reason, LEAF_ZK_RETRY,
-								"clock differs from the median of %d running peers by " INT64_FORMAT " ms, leaf.max_clock_drift_ms is %d",
+								"clock differs from the median of %d running peers by " INT64_FORMAT " ms, \"leaf.max_clock_drift_ms\" is %d",
 								npeers, diff, leaf_sf_max_clock_drift_ms);
 		goto done;
 	}
@@ -647,7 +647,7 @@ leaf_zk_mine_claimed(LeafZkSession *zk, const LeafSfNode *node,
 		strlcpy(claimer, "a node", sizeof(claimer));
 	leaf_zk_claim_path(cpath, node->root, (int) mine->seq);
 	return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-						  "worker ID %ld of %s (%s) is also claimed by %s, which has leaf.worker_id = %ld; two nodes must never serve with one worker ID: set leaf.worker_id there to an ID no node of %s uses, then delete %s",
+						  "worker ID %ld of %s (%s) is also claimed by %s, which has \"leaf.worker_id\" = %ld; two nodes must never serve with one worker ID: set \"leaf.worker_id\" there to an ID no node of %s uses, then delete %s",
 						  mine->seq, node->addr, path, claimer, mine->seq,
 						  node->root, cpath);
 }
@@ -904,7 +904,7 @@ leaf_zk_above_limit(const LeafSfNode *node, LeafZkRegistry *reg, long wid,
 							  wid, node->addr, leaf_sf_max_worker_id(), next->seq,
 							  Max(next->hwm - reg->zk_now, 0) + 1);
 	return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-						  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d, and no worker ID under %s may be taken over: set leaf.worker_id_reclaim_after to recycle worker IDs of nodes that have gone without heartbeat that long, or delete the forever nodes of nodes that will never serve again",
+						  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d, and no worker ID under %s may be taken over: set \"leaf.worker_id_reclaim_after\" to recycle worker IDs of nodes that have gone without heartbeat that long, or delete the forever nodes of nodes that will never serve again",
 						  wid, node->addr, leaf_sf_max_worker_id(), node->root);
 }
 
@@ -1034,7 +1034,7 @@ leaf_zk_claim_ephemeral(LeafZkSession *zk, const LeafSfNode *node,
 			 * delete it; try again later.
 			 */
 			return leaf_zk_refuse(out->reason, LEAF_ZK_FAIL,
-								  "node address %s is in use by another running node (ZooKeeper session 0x%llx holds %s); give each node its own leaf.node_address",
+								  "node address %s is in use by another running node (ZooKeeper session 0x%llx holds %s); give each node its own \"leaf.node_address\"",
 								  node->addr, (unsigned long long) st.ephemeralOwner,
 								  path);
 		}
@@ -1173,7 +1173,7 @@ leaf_zk_claim_numbered(LeafZkSession *zk, const LeafSfNode *node, int wid,
 			continue;
 		leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, children.data[i]);
 		(void) leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-							  "leaf.worker_id is %d, but ZooKeeper gave worker ID %d to %s (%s): two nodes must never serve with one worker ID; set leaf.worker_id to an ID that no node under %s uses",
+							  "\"leaf.worker_id\" is %d, but ZooKeeper gave worker ID %d to %s (%s): two nodes must never serve with one worker ID; set \"leaf.worker_id\" to an ID that no node under %s uses",
 							  wid, wid, owner, path, node->root);
 		deallocate_String_vector(&children);
 		if (created)
@@ -1233,7 +1233,7 @@ leaf_zk_claim_node(LeafZkSession *zk, const LeafSfNode *node, int wid,
 		  (strcmp(owner, node->addr) == 0 &&
 		   strcmp(claimed_in, node->root) == 0)))
 		return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-							  "leaf.worker_id is %d, but %s (data directory %s) claims worker ID %d by hand as well (%s): two nodes must never serve with one worker ID; give each node its own leaf.worker_id, or, if %s will never serve again, delete %s",
+							  "\"leaf.worker_id\" is %d, but %s (data directory %s) claims worker ID %d by hand as well (%s): two nodes must never serve with one worker ID; give each node its own \"leaf.worker_id\", or, if %s will never serve again, delete %s",
 							  wid, owner[0] ? owner : "another node", id[0] ? id : "unknown",
 							  wid, path, owner[0] ? owner : "that node", path);
 	/* ours: say which data directory holds it now */

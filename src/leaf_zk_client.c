@@ -167,14 +167,14 @@ leaf_zk_load_auth(LeafZkSession *zk)
 	f = AllocateFile(leaf_sf_zk_auth_file, "r");
 	if (f == NULL)
 	{
-		snprintf(buf, sizeof(buf), "could not open leaf.zk_auth_file \"%s\": %s",
+		snprintf(buf, sizeof(buf), "could not open \"leaf.zk_auth_file\" \"%s\": %s",
 				 leaf_sf_zk_auth_file, strerror(errno));
 		return buf;
 	}
 	if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
 	{
 		FreeFile(f);
-		snprintf(buf, sizeof(buf), "leaf.zk_auth_file \"%s\" has group or world access; it must be readable by the server's user only (chmod 0600)",
+		snprintf(buf, sizeof(buf), "\"leaf.zk_auth_file\" \"%s\" has group or world access; it must be readable by the server's user only (chmod 0600)",
 				 leaf_sf_zk_auth_file);
 		return buf;
 	}
@@ -185,7 +185,7 @@ leaf_zk_load_auth(LeafZkSession *zk)
 	if (strchr(zk->auth, ':') == NULL || zk->auth[0] == ':')
 	{
 		zk->auth[0] = '\0';
-		snprintf(buf, sizeof(buf), "leaf.zk_auth_file \"%s\" must hold user:password on its first line",
+		snprintf(buf, sizeof(buf), "\"leaf.zk_auth_file\" \"%s\" must hold user:password on its first line",
 				 leaf_sf_zk_auth_file);
 		return buf;
 	}
@@ -212,16 +212,16 @@ leaf_zk_config_problem(LeafZkSession *zk, const LeafSfNode *node,
 	if (!leaf_zk_hosts_valid(leaf_sf_zk_hosts))
 	{
 		*zk_state = "invalid hosts";
-		snprintf(buf, sizeof(buf), "leaf.zk_hosts is not a list of host:port: \"%s\"",
+		snprintf(buf, sizeof(buf), "\"leaf.zk_hosts\" is not a list of host:port: \"%s\"",
 				 leaf_sf_zk_hosts);
 	}
 	else if (node->root[0] == '\0')
-		snprintf(buf, sizeof(buf), "leaf.zk_root is not set: every node of a fleet must name the fleet's root, such as '/leaf/orders'");
+		snprintf(buf, sizeof(buf), "\"leaf.zk_root\" is not set: every node of a fleet must name the fleet's root, such as '/leaf/orders'");
 	else if (!leaf_zk_root_valid(node->root))
-		snprintf(buf, sizeof(buf), "leaf.zk_root is not an absolute ZooKeeper path: \"%s\"",
+		snprintf(buf, sizeof(buf), "\"leaf.zk_root\" is not an absolute ZooKeeper path: \"%s\"",
 				 node->root);
 	else if (node->addr[0] == '\0')
-		snprintf(buf, sizeof(buf), "no node address unique to this host: listen_addresses has only loopback or wildcard entries and the host name is not usable; set leaf.node_address");
+		snprintf(buf, sizeof(buf), "no node address unique to this host: listen_addresses has only loopback or wildcard entries and the host name is not usable; set \"leaf.node_address\"");
 	else if (strpbrk(node->addr, "/\"\\") != NULL)
 		snprintf(buf, sizeof(buf), "node address \"%s\" must not contain \"/\", a double quote or a backslash",
 				 node->addr);

@@ -37,7 +37,7 @@ LeafZK::wait_decided($node);
 
 like(
 	$node->safe_psql('postgres', 'SELECT ready, not_ready_reason FROM leaf_snowflake_status'),
-	qr/^f\|ZooKeeper assigned worker ID 1024 to .* above the limit of 1023, and no worker ID under \/leaf\/limit may be taken over: set leaf\.worker_id_reclaim_after .* or delete the forever nodes of nodes that will never serve again$/,
+	qr/^f\|ZooKeeper assigned worker ID 1024 to .* above the limit of 1023, and no worker ID under \/leaf\/limit may be taken over: set "leaf\.worker_id_reclaim_after" .* or delete the forever nodes of nodes that will never serve again$/,
 	'worker ID 1024 is refused, and the status view says why');
 my ($ret, $stdout, $stderr) =
   $node->psql('postgres', "\\set VERBOSITY verbose\nSELECT leaf_snowflake()");
