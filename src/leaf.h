@@ -10,11 +10,12 @@
  *	  from double-buffered segments in shared memory, refilled from the
  *	  leaf_alloc table by a per-database background worker;
  *	- snowflake mode (leaf_snowflake.c; its worker in leaf_sf_worker.c,
- *	  leaf_sf_state.c, leaf_zk_client.c and leaf_zk_assign.c): IDs of a
- *	  timestamp, a worker ID and a sequence number (1+41+10+12 bits in
- *	  the default layout, others set by leaf.snowflake_layout, see
- *	  leaf_sf_layout.h) from a lock-free generator in shared memory, with
- *	  the worker ID set by hand or taken from ZooKeeper.
+ *	  leaf_sf_state.c, leaf_sf_ordinal.c, leaf_zk_client.c and
+ *	  leaf_zk_assign.c): IDs of a timestamp, a worker ID and a sequence
+ *	  number (1+41+10+12 bits in the default layout, others set by
+ *	  leaf.snowflake_layout, see leaf_sf_layout.h) from a lock-free
+ *	  generator in shared memory, with the worker ID set by hand, taken
+ *	  from a pod ordinal or taken from ZooKeeper.
  * Public IDs (leaf_public_id.c) are a keyed permutation of IDs, to show
  * to users instead of the IDs themselves.
  *

@@ -1349,8 +1349,8 @@ leaf_sf_fall_back(LeafSfWorkerState *w, long *delay)
 		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and ZooKeeper, when last reached, held no forever node of worker ID %d of \"%s\"; the node waits for a registration in ZooKeeper",
 					   leaf_sf_zk_hosts, w->file.worker_id, LEAF_SF_STATE_FILE);
 	else if (leaf_sf_file_usable(w) && leaf_sf_reclaim_after_ms > 0)
-		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and \"leaf.worker_id_reclaim_after\" forbids using the cached worker ID",
-					   leaf_sf_zk_hosts);
+		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and \"leaf.worker_id_reclaim_after\" forbids using worker ID %d from \"%s\"",
+					   leaf_sf_zk_hosts, w->file.worker_id, LEAF_SF_STATE_FILE);
 	else if (leaf_sf_file_usable(w))
 		leaf_sf_not_ready(w, "could not connect to ZooKeeper at \"%s\", and worker ID %d in \"%s\" was last declared recyclable in ZooKeeper (\"leaf.worker_id_reclaim_after\" was set), so another node may have taken it over while this one was down; the worker ID is used again once ZooKeeper confirms it",
 					   leaf_sf_zk_hosts, w->file.worker_id,
