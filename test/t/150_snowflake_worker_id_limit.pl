@@ -48,7 +48,7 @@ is($node->safe_psql('postgres', "SELECT leaf_segment_nextval('still')"),
 	'1', 'Postgres and segment mode keep working');
 
 # with recycling on, an ID whose owner has been silent long enough is freed
-sleep 2;
+sleep 2;	# longer than the 1 s set below
 $node->append_conf('postgresql.conf', "leaf.worker_id_reclaim_after = '1s'\n");
 $node->restart;
 ok( $node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
