@@ -26,6 +26,9 @@
 #               table fed from three shards: leaf_snowflake() with its
 #               worker ID bits replaced by 1 + (row mod 3), the row
 #               numbered within its batch (worker IDs 1, 2 and 3)
+#   snowflake3c the same by client: each client writes as one node, with
+#               worker ID 1 + (pgbench's client_id mod 3), so every batch
+#               holds the IDs of one node (4 clients: nodes 1, 2, 3, 1)
 #   uuid        id uuid DEFAULT gen_random_uuid()
 #   uuidv7      id uuid DEFAULT uuidv7() (PostgreSQL 18 and later; left
 #               out of the default list, with a note, on an older server)
@@ -115,7 +118,7 @@ BATCH=${BENCH_BATCH:-1000}
 CLIENTS=${BENCH_CLIENTS:-4}
 THREADS=${BENCH_THREADS:-2}
 STEP=${BENCH_STEP:-10000}
-ALL_KEYS="bigserial segment snowflake snowflake3 uuid uuidv7"
+ALL_KEYS="bigserial segment snowflake snowflake3 snowflake3c uuid uuidv7"
 OUT=${BENCH_OUT:-./bench-out/pk.md}
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
 OUT_DIR=$(dirname "$OUT")
@@ -234,7 +237,7 @@ PAYLOAD="pg_catalog.lpad(g::text, 80, 'leaf-pk-bench-')"
 # setup_key KEY: the table, and the INSERT of one batch into
 # $WORK/scripts/KEY.sql
 setup_key() {
-	local k=$1 col cols="created, payload" sel="now(), $PAYLOAD"
+	local k=$1 col cols="created, payload" sel="now(), $PAYLOAD" pre=""
 	case $k in
 		bigserial) col="id bigserial PRIMARY KEY" ;;
 		segment)
@@ -242,21 +245,26 @@ setup_key() {
 			col="id bigint PRIMARY KEY DEFAULT leaf_segment_nextval('pk')"
 			;;
 		snowflake) col="id bigint PRIMARY KEY DEFAULT leaf_snowflake()" ;;
-		snowflake3)
-			local sb wb
+		snowflake3 | snowflake3c)
+			local sb wb node="1 + g % 3"
 			IFS='|' read -r sb wb <<<"$(q "$PORT" "SELECT sequence_bits, worker_bits FROM leaf_snowflake_layout()")"
+			[ "$k" = snowflake3c ] && node=":node" pre='\set node 1 + :client_id % 3'
 			col="id bigint PRIMARY KEY"
 			cols="id, $cols"
-			sel="(leaf_snowflake() & ~(((1::bigint << $wb) - 1) << $sb)) | ((1 + g % 3)::bigint << $sb), $sel"
+			sel="(leaf_snowflake() & ~(((1::bigint << $wb) - 1) << $sb)) | (($node)::bigint << $sb), $sel"
 			;;
 		uuid) col="id uuid PRIMARY KEY DEFAULT gen_random_uuid()" ;;
 		uuidv7) col="id uuid PRIMARY KEY DEFAULT uuidv7()" ;;
 	esac
 	q "$PORT" "CREATE TABLE t ($col, created timestamptz NOT NULL, payload text NOT NULL)"
-	printf '%s\n' "INSERT INTO t ($cols) SELECT $sel FROM generate_series(1, $BATCH) AS g;" >"$WORK/scripts/$k.sql"
+	{
+		[ -z "$pre" ] || printf '%s\n' "$pre"
+		printf '%s\n' "INSERT INTO t ($cols) SELECT $sel FROM generate_series(1, $BATCH) AS g;"
+	} >"$WORK/scripts/$k.sql"
 	KEYDEF[$k]="$col"
-	# the ID of snowflake3 comes with the INSERT ("|" escaped for the table)
-	[ "$k" = snowflake3 ] && KEYDEF[$k]="id bigint PRIMARY KEY\`, the INSERT gives \`${sel%%, now()*}"
+	# the ID of snowflake3* comes with the INSERT ("|" escaped for the table)
+	case $k in snowflake3*) KEYDEF[$k]="id bigint PRIMARY KEY\`, the INSERT gives \`${sel%%, now()*}" ;; esac
+	[ -z "$pre" ] || KEYDEF[$k]="${KEYDEF[$k]}\`, after pgbench's \`$pre"
 	KEYDEF[$k]=${KEYDEF[$k]//|/\\|}
 	return 0
 }
@@ -336,7 +344,7 @@ run_key() {
 	ELAPSED[$k]=$((SECONDS - t0))
 	case $k in
 		segment) EXTRA[$k]="step at the end $(q "$PORT" "SELECT step FROM leaf_segments WHERE biz_tag = 'pk' AND database = current_database()"), first ID $(q "$PORT" "SELECT min(id) FROM t"), last $(q "$PORT" "SELECT max(id) FROM t")" ;;
-		snowflake3) EXTRA[$k]="worker IDs in the table: $(q "$PORT" "SELECT string_agg(w || ': ' || n, ', ' ORDER BY w) FROM (SELECT (leaf_snowflake_decode(id)).worker_id AS w, count(*) AS n FROM t GROUP BY 1) x")" ;;
+		snowflake3*) EXTRA[$k]="worker IDs in the table: $(q "$PORT" "SELECT string_agg(w || ': ' || n, ', ' ORDER BY w) FROM (SELECT (leaf_snowflake_decode(id)).worker_id AS w, count(*) AS n FROM t GROUP BY 1) x")" ;;
 	esac
 	[ "$(q "$PORT" "SELECT count(*) FROM t")" = "$ROWS" ] || die "$k: the table does not hold $ROWS rows"
 	stop_cluster
