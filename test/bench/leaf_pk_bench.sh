@@ -42,8 +42,10 @@
 # (connection time left out).  WAL bytes are counted from the WAL insert
 # position, full-page images from pg_stat_wal, hits and reads from
 # pg_statio_user_tables, checkpoints from pg_stat_bgwriter (before 17) or
-# pg_stat_checkpointer, all from after a CHECKPOINT that follows the
-# table's creation.
+# pg_stat_checkpointer, the CPU time of the cluster's processes from
+# /proc (a figure that other work on the machine hardly changes, unlike
+# the throughput), all from after a CHECKPOINT that follows the table's
+# creation.
 #
 # Settings of every cluster: shared_buffers = BENCH_SHARED_BUFFERS, small
 # enough that the index outgrows it early (a bigint index passes 128 MB
@@ -301,8 +303,25 @@ wait_clients() {
 	log "pgbench's backends did not exit within 5 s; sampling anyway"
 }
 
+# cluster_cpu: CPU seconds of the running cluster so far: the postmaster's
+# own and those of its children, living (from their /proc/PID/stat) or
+# exited and reaped (the postmaster's cutime and cstime).  Other work on
+# the machine slows the inserts down but hardly changes this.
+cluster_cpu() {
+	local pm
+	pm=$(head -n 1 "$DATA/postmaster.pid")
+	# processes that end meanwhile make cat fail
+	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v pm="$pm" -v hz="$(getconf CLK_TCK)" '
+		{
+			pid = $1; sub(/^.*\) /, "")	# state ppid ... utime stime cutime cstime
+			if (pid == pm) t += $12 + $13 + $14 + $15
+			else if ($2 == pm) t += $12 + $13
+		}
+		END { printf "%.2f\n", t / hz }'
+}
+
 TSV=$WORK/pk.tsv
-printf 'key\trows\tsecs\trows_per_s\theap_bytes\tidx_bytes\twal_bytes\twal_fpi\theap_hit\theap_read\tidx_hit\tidx_read\tcheckpoints\tload1\n' >"$TSV"
+printf 'key\trows\tsecs\trows_per_s\theap_bytes\tidx_bytes\twal_bytes\twal_fpi\theap_hit\theap_read\tidx_hit\tidx_read\tcheckpoints\tload1\tcpu_s\n' >"$TSV"
 declare -A KEYDEF LOADS ELAPSED EXTRA
 
 # run_key KEY: a fresh cluster, BENCH_ROWS rows, a line of pk.tsv per
@@ -316,7 +335,7 @@ run_key() {
 	case $k in snowflake*) snowflake_ready ;; esac
 	q "$PORT" "CHECKPOINT"
 	q "$PORT" "SELECT pg_stat_reset()" >/dev/null
-	base=$(q "$PORT" "$(stats_sql)")
+	base=$(q "$PORT" "$(stats_sql)")"|$(cluster_cpu)"
 	log "== $k: port $PORT, load $lb"
 	txns=$((SAMPLE / (CLIENTS * BATCH)))
 	t0=$SECONDS
@@ -328,7 +347,7 @@ run_key() {
 		fi
 		tps=$(awk '/^tps = / {print $3; exit}' "$WORK/logs/$k.pgbench.out")
 		wait_clients
-		cur=$(q "$PORT" "$(stats_sql)")
+		cur=$(q "$PORT" "$(stats_sql)")"|$(cluster_cpu)"
 		rows=$((i * SAMPLE))
 		secs=$(awk -v r="$SAMPLE" -v t="$tps" -v b="$BATCH" 'BEGIN {printf "%.3f", r / (t * b)}')
 		rps=$(awk -v t="$tps" -v b="$BATCH" 'BEGIN {printf "%.0f", t * b}')
@@ -336,7 +355,7 @@ run_key() {
 			-v base="$base" -v OFS='\t' '
 			BEGIN { split(base, b0, "|") }
 			{ print k, rows, secs, rps, $1, $2, $3 - b0[3], $4 - b0[4],
-				$5 - b0[5], $6 - b0[6], $7 - b0[7], $8 - b0[8], $9 - b0[9], l }' <<<"$cur" >>"$TSV"
+				$5 - b0[5], $6 - b0[6], $7 - b0[7], $8 - b0[8], $9 - b0[9], l, $10 - b0[10] }' <<<"$cur" >>"$TSV"
 		if [ $((i % 5)) = 0 ] || [ "$i" = "$NSAMPLES" ]; then
 			log "   $k: $rows rows, $(tail -n 1 "$TSV" | cut -f4) rows/s in the last sample, $((SECONDS - t0)) s"
 		fi
@@ -416,28 +435,34 @@ done
 out ""
 out "## Summary"
 out ""
-out "Throughput: rows over pgbench's time (connections left out). Last $(mrows "$LASTROWS"): the last $NLAST samples. WAL: from the WAL insert position; FPI: full-page images (pg_stat_wal). Index reads: blocks of the index read from outside shared_buffers (the kernel's page cache or the disk) against all the index's block accesses, over the whole run and over the last $(mrows "$LASTROWS")."
+out "Throughput: rows over pgbench's time (connections left out). Last $(mrows "$LASTROWS"): the last $NLAST samples. Server CPU: of the cluster's processes (postmaster, backends, checkpointer, WAL writer, autovacuum ...; from /proc), which other work on the machine hardly changes. WAL: from the WAL insert position; FPI: full-page images (pg_stat_wal). Index reads: blocks of the index read from outside shared_buffers (the kernel's page cache or the disk) against all the index's block accesses, over the whole run and over the last $(mrows "$LASTROWS")."
 out ""
-out "| key | rows/s, all | rows/s, first $(mrows "$LASTROWS") | rows/s, last $(mrows "$LASTROWS") | last / bigserial | table MB | index MB | WAL MB | WAL bytes/row | FPI | checkpoints | index reads, all | index reads, last $(mrows "$LASTROWS") |"
-out "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+out "| key | rows/s, all | rows/s, first $(mrows "$LASTROWS") | rows/s, last $(mrows "$LASTROWS") | last / bigserial | server CPU µs/row, last $(mrows "$LASTROWS") | / bigserial | table MB | index MB | WAL MB | WAL bytes/row | FPI | checkpoints | index reads, all | index reads, last $(mrows "$LASTROWS") |"
+out "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 awk -F'\t' -v n="$NSAMPLES" -v nl="$NLAST" -v keys="$KEYS" '
 	NR == 1 { next }
 	{
 		k = $1; i = ++cnt[k]; secs[k, i] = $3; rows = $2
-		ih[k, i] = $11; ir[k, i] = $12
+		ih[k, i] = $11; ir[k, i] = $12; cpu[k, i] = $15
 		if (i == n) { heap[k] = $5; idx[k] = $6; wal[k] = $7; fpi[k] = $8; ck[k] = $13; total[k] = rows }
 	}
 	function rate(k, a, b,   s, j) { s = 0; for (j = a; j <= b; j++) s += secs[k, j]; return (b - a + 1) * (total[k] / n) / s }
+	# server CPU per row over the last nl samples, in microseconds
+	function us(k) { return (cpu[k, n] - cpu[k, n - nl]) * 1e6 / (nl * total[k] / n) }
 	function share(k, a,   h, r) { h = ih[k, n] - (a ? ih[k, a] : 0); r = ir[k, n] - (a ? ir[k, a] : 0); return (h + r) ? sprintf("%.1f%%", 100 * r / (h + r)) : "-" }
 	END {
 		m = split(keys, K, " ")
-		if (cnt["bigserial"] == n) ref = rate("bigserial", n - nl + 1, n)
+		if (cnt["bigserial"] == n) {
+			ref = rate("bigserial", n - nl + 1, n)
+			cref = us("bigserial")
+		}
 		for (x = 1; x <= m; x++) {
 			k = K[x]
 			if (cnt[k] != n) continue
 			last = rate(k, n - nl + 1, n)
-			printf "| %s | %.0f | %.0f | %.0f | %s | %.0f | %.0f | %.0f | %.0f | %d | %d | %s | %s |\n", k,
+			printf "| %s | %.0f | %.0f | %.0f | %s | %.2f | %s | %.0f | %.0f | %.0f | %.0f | %d | %d | %s | %s |\n", k,
 				rate(k, 1, n), rate(k, 1, nl), last, ref ? sprintf("%.3f", last / ref) : "-",
+				us(k), cref ? sprintf("%.3f", us(k) / cref) : "-",
 				heap[k] / 1048576, idx[k] / 1048576, wal[k] / 1048576, wal[k] / total[k], fpi[k], ck[k],
 				share(k, 0), share(k, n - nl)
 		}
@@ -447,22 +472,22 @@ out ""
 # every SAMPLES-th sample, or all: the rows of the table by key
 sample_table() {
 	local every=$1
-	out "| key | rows | rows/s in the sample | table MB | index MB | WAL MB | FPI | heap hit | heap read | index hit | index read | checkpoints | load |"
-	out "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	out "| key | rows | rows/s in the sample | table MB | index MB | WAL MB | FPI | heap hit | heap read | index hit | index read | checkpoints | server CPU s | load |"
+	out "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	awk -F'\t' -v every="$every" -v sample="$SAMPLE" '
 		NR == 1 { next }
 		$1 != prev { prev = $1; ph = pr = pih = pir = 0; i = 0 }
 		{
 			i++
 			if (i % every == 0)
-				printf "| %s | %g M | %s | %.0f | %.0f | %.0f | %d | %d | %d | %d | %d | %d | %s |\n", $1, $2 / 1e6, $4,
-					$5 / 1048576, $6 / 1048576, $7 / 1048576, $8, $9 - ph, $10 - pr, $11 - pih, $12 - pir, $13, $14
+				printf "| %s | %g M | %s | %.0f | %.0f | %.0f | %d | %d | %d | %d | %d | %d | %.1f | %s |\n", $1, $2 / 1e6, $4,
+					$5 / 1048576, $6 / 1048576, $7 / 1048576, $8, $9 - ph, $10 - pr, $11 - pih, $12 - pir, $13, $15, $14
 			if (i % every == 0) { ph = $9; pr = $10; pih = $11; pir = $12 }
 		}' "$TSV" >>"$REPORT"
 }
 out "## Every $(mrows $((5 * SAMPLE))) rows"
 out ""
-out "Sizes, WAL, FPI and checkpoints: at that point, from the start. Hits and reads: of the $(mrows $((5 * SAMPLE))) rows before it. Load: 1-minute load average."
+out "Sizes, WAL, FPI, checkpoints and server CPU: at that point, from the start. Hits and reads: of the $(mrows $((5 * SAMPLE))) rows before it. Load: 1-minute load average."
 out ""
 sample_table 5
 out ""
