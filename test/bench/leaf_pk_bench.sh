@@ -43,8 +43,8 @@
 # position, full-page images from pg_stat_wal, hits and reads from
 # pg_statio_user_tables, checkpoints from pg_stat_bgwriter (before 17) or
 # pg_stat_checkpointer, the CPU time of the cluster's processes from
-# /proc (a figure that other work on the machine hardly changes, unlike
-# the throughput), all from after a CHECKPOINT that follows the table's
+# /proc (other work on the machine moves it less than the throughput, but
+# it does move it), all from after a CHECKPOINT that follows the table's
 # creation.
 #
 # Settings of every cluster: shared_buffers = BENCH_SHARED_BUFFERS, small
@@ -306,7 +306,8 @@ wait_clients() {
 # cluster_cpu: CPU seconds of the running cluster so far: the postmaster's
 # own and those of its children, living (from their /proc/PID/stat) or
 # exited and reaped (the postmaster's cutime and cstime).  Other work on
-# the machine slows the inserts down but hardly changes this.
+# the machine moves this less than the throughput: through the caches
+# the processes share, and locks held by a process that waits for a CPU.
 cluster_cpu() {
 	local pm
 	pm=$(head -n 1 "$DATA/postmaster.pid")
@@ -435,7 +436,7 @@ done
 out ""
 out "## Summary"
 out ""
-out "Throughput: rows over pgbench's time (connections left out). Last $(mrows "$LASTROWS"): the last $NLAST samples. Server CPU: of the cluster's processes (postmaster, backends, checkpointer, WAL writer, autovacuum ...; from /proc), which other work on the machine hardly changes. WAL: from the WAL insert position; FPI: full-page images (pg_stat_wal). Index reads: blocks of the index read from outside shared_buffers (the kernel's page cache or the disk) against all the index's block accesses, over the whole run and over the last $(mrows "$LASTROWS")."
+out "Throughput: rows over pgbench's time (connections left out). Last $(mrows "$LASTROWS"): the last $NLAST samples. Server CPU: of the cluster's processes (postmaster, backends, checkpointer, WAL writer, autovacuum ...; from /proc), which other work on the machine moves less than the throughput, but moves. WAL: from the WAL insert position; FPI: full-page images (pg_stat_wal). Index reads: blocks of the index read from outside shared_buffers (the kernel's page cache or the disk) against all the index's block accesses, over the whole run and over the last $(mrows "$LASTROWS")."
 out ""
 out "| key | rows/s, all | rows/s, first $(mrows "$LASTROWS") | rows/s, last $(mrows "$LASTROWS") | last / bigserial | server CPU µs/row, last $(mrows "$LASTROWS") | / bigserial | table MB | index MB | WAL MB | WAL bytes/row | FPI | checkpoints | index reads, all | index reads, last $(mrows "$LASTROWS") |"
 out "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
