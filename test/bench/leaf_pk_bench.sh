@@ -167,7 +167,11 @@ STARTED=()						# data directories of running clusters
 cleanup() {
 	local rc=$? d
 	trap - EXIT INT TERM
-	for d in "${STARTED[@]}"; do
+	# every cluster of $WORK still running, also one that a signal caught
+	# between its start and its entry in STARTED
+	for d in "${STARTED[@]}" "$WORK"/*/postmaster.pid; do
+		[ -f "$d" ] && d=$(dirname "$d")
+		[ -d "$d" ] || continue
 		as_pg "$PGBIN/pg_ctl -D '$d' -m immediate -w stop" >/dev/null 2>&1 || true
 	done
 	if [ "${BENCH_KEEP:-0}" = 1 ]; then
