@@ -379,10 +379,11 @@ leaf_sf_db_clock_ok(LeafSfDbLease *lease, int64 t0, int64 t1, int64 db_ms,
 					char *reason, size_t reasonlen)
 {
 	int64		offset = (t0 + t1) / 2 - db_ms;
-	int64		limit = Max(leaf_sf_max_clock_drift_ms, 1);
+	int64		limit = leaf_sf_max_clock_drift_ms;
 
 	lease->clock_offset_ms = offset;
-	if (offset >= limit || -offset >= limit)
+	/* 0 turns the check off, as for the peers' clocks in ZooKeeper */
+	if (leaf_sf_max_clock_drift_ms > 0 && (offset >= limit || -offset >= limit))
 	{
 		snprintf(reason, reasonlen,
 				 "this node's clock differs from the allocation database's by " INT64_FORMAT " ms, leaf.max_clock_drift_ms is %d",
@@ -395,8 +396,9 @@ leaf_sf_db_clock_ok(LeafSfDbLease *lease, int64 t0, int64 t1, int64 db_ms,
 /*
  * May a new holder take a worker ID now?  Not within the longest lease of
  * the former timeline after the database moved to a new one, unless that
- * move was synchronous.  Records a new timeline first seen.  Runs inside
- * the acquisition's transaction.
+ * move was synchronous.  Records a new timeline first seen, in a statement
+ * of its own (committed whatever the acquisition does), so that the wait
+ * counts from the first time any node saw it.
  */
 static LeafSfDbResult
 leaf_sf_db_timeline_check(int64 timeline, int64 db_ms, char *reason,
@@ -446,7 +448,8 @@ leaf_sf_db_timeline_check(int64 timeline, int64 db_ms, char *reason,
 		params[1] = sync;
 		snprintf(sql, sizeof(sql),
 				 "INSERT INTO %s (timeline, seen_at, synchronous) "
-				 "VALUES ($1::pg_catalog.int8, pg_catalog.clock_timestamp(), $2::pg_catalog.bool)",
+				 "VALUES ($1::pg_catalog.int8, pg_catalog.clock_timestamp(), $2::pg_catalog.bool) "
+				 "ON CONFLICT (timeline) DO NOTHING",
 				 leaf_sf_tl_table);
 		if (!leaf_sf_db_run(sql, 2, params, NULL, reason, reasonlen))
 			return LEAF_SF_DB_RETRY;
@@ -504,7 +507,8 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	int64		row_hwm = 0;
 	bool		own = false;
 	bool		exists = false;
-	LeafSfDbResult r;
+	LeafSfDbResult tl_result;
+	char		tl_reason[LEAF_SF_REASON_LEN];
 
 	reason[0] = '\0';
 	leaf_sf_deadline = mono0 + LEAF_SF_DB_CONNECT_MS;
@@ -512,15 +516,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 		return LEAF_SF_DB_RETRY;
 	leaf_sf_layout_format(&leaf_sf_layout, layout, sizeof(layout));
 
-	/*
-	 * One acquisition at a time (renewals, which take row locks, go on);
-	 * then the clock, and the timeline.
-	 */
-	snprintf(sql, sizeof(sql), "LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE",
-			 leaf_sf_lease_table);
-	if (!leaf_sf_db_run("BEGIN", 0, NULL, NULL, reason, reasonlen) ||
-		!leaf_sf_db_run(sql, 0, NULL, NULL, reason, reasonlen))
-		return LEAF_SF_DB_RETRY;
+	/* the clock, and the timeline */
 	t0 = leaf_sf_clock_ms();
 	if (!leaf_sf_db_run("SELECT " LEAF_SF_DB_NOW_SQL ", " LEAF_SF_DB_TIMELINE_SQL,
 						0, NULL, &res, reason, reasonlen))
@@ -530,10 +526,21 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	timeline = strtoi64(PQgetvalue(res, 0, 1), NULL, 10);
 	PQclear(res);
 	if (!leaf_sf_db_clock_ok(lease, t0, t1, db_ms, reason, reasonlen))
-	{
-		leaf_sf_db_abort();
 		return LEAF_SF_DB_FAIL;
+	tl_result = leaf_sf_db_timeline_check(timeline, db_ms, tl_reason,
+										  sizeof(tl_reason));
+	if (tl_result == LEAF_SF_DB_RETRY)
+	{
+		strlcpy(reason, tl_reason, reasonlen);
+		return LEAF_SF_DB_RETRY;
 	}
+
+	/* one acquisition at a time (renewals, which take row locks, go on) */
+	snprintf(sql, sizeof(sql), "LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE",
+			 leaf_sf_lease_table);
+	if (!leaf_sf_db_run("BEGIN", 0, NULL, NULL, reason, reasonlen) ||
+		!leaf_sf_db_run(sql, 0, NULL, NULL, reason, reasonlen))
+		return LEAF_SF_DB_RETRY;
 
 	/* never mix layouts among the holders of one table */
 	params[0] = layout;
@@ -639,14 +646,11 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 		wid = want_wid;
 
 	/* a new holder: not within the longest lease of a lost timeline */
-	if (!own)
+	if (!own && tl_result != LEAF_SF_DB_OK)
 	{
-		r = leaf_sf_db_timeline_check(timeline, db_ms, reason, reasonlen);
-		if (r != LEAF_SF_DB_OK)
-		{
-			leaf_sf_db_abort();
-			return r;
-		}
+		strlcpy(reason, tl_reason, reasonlen);
+		leaf_sf_db_abort();
+		return tl_result;
 	}
 
 	snprintf(p_wid, sizeof(p_wid), "%d", wid);

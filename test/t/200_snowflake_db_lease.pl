@@ -83,7 +83,7 @@ sub wait_reason
 	my $ok = LeafTest::wait_until(sub {
 		$last = status($node, 'coalesce(not_ready_reason, \'\')');
 		return $last =~ $re;
-	}, "not_ready_reason of " . $node->name . " to match $re");
+	}, "not_ready_reason of " . $node->name . " to match $re", 60);
 	diag("last not_ready_reason: $last") unless $ok;
 	return $ok;
 }
