@@ -72,6 +72,11 @@ _PG_init(void)
 	leaf_alloc_source_init_settings();
 	leaf_warm_start_init_settings();
 	leaf_drop_guard_init_settings();
+	leaf_sf_worker_init_settings();
+	leaf_zk_client_init_settings();
+#ifdef LEAF_TEST_HOOKS
+	leaf_zk_assign_init_test_settings();
+#endif
 	leaf_snowflake_init();
 	leaf_public_id_init();
 

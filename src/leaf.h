@@ -12,11 +12,12 @@
  *	  restart the first segments of the tags in use before are loaded
  *	  before their first call (leaf_warm_start.c);
  *	- snowflake mode (leaf_snowflake.c; its worker in leaf_sf_worker.c,
- *	  leaf_sf_state.c, leaf_zk_client.c and leaf_zk_assign.c): IDs of a
- *	  timestamp, a worker ID and a sequence number (1+41+10+12 bits in
- *	  the default layout, others set by leaf.snowflake_layout, see
- *	  leaf_sf_layout.h) from a lock-free generator in shared memory, with
- *	  the worker ID set by hand or taken from ZooKeeper.
+ *	  leaf_sf_state.c, leaf_sf_ordinal.c, leaf_zk_client.c and
+ *	  leaf_zk_assign.c): IDs of a timestamp, a worker ID and a sequence
+ *	  number (1+41+10+12 bits in the default layout, others set by
+ *	  leaf.snowflake_layout, see leaf_sf_layout.h) from a lock-free
+ *	  generator in shared memory, with the worker ID set by hand, taken
+ *	  from a pod ordinal or taken from ZooKeeper.
  * Public IDs (leaf_public_id.c) are a keyed permutation of IDs, to show
  * to users instead of the IDs themselves.
  *
@@ -99,5 +100,12 @@ extern void leaf_public_id_init(void);
 extern void leaf_snowflake_init(void);
 extern void leaf_snowflake_shmem_request(void);
 extern void leaf_snowflake_shmem_startup(void);
+
+/* the snowflake worker: leaf_sf_worker.c, leaf_zk_client.c, leaf_zk_assign.c */
+extern void leaf_sf_worker_init_settings(void);
+extern void leaf_zk_client_init_settings(void);
+#ifdef LEAF_TEST_HOOKS
+extern void leaf_zk_assign_init_test_settings(void);
+#endif
 
 #endif							/* LEAF_H */

@@ -38,6 +38,27 @@
 
 #include "libpq-fe.h"
 
+/*
+ * The connection to the publisher, made by a superuser who waits for the
+ * answer of leaf_alloc_cutover().
+ *
+ * LEAF_CUTOVER_CONNECT_TIMEOUT (s, per host): a publisher that does not
+ * answer fails the cut-over with an error that says so, rather than
+ * leaving the caller waiting for the kernel's TCP timeout.
+ * LEAF_CUTOVER_LOCK_TIMEOUT: the lock of the publisher's leaf_alloc waits
+ * for the loads under way there, which hold a row for a moment; a lock
+ * held much longer (an open transaction of an administrator) fails the
+ * cut-over, which may be called again, rather than holding up every load
+ * of the publisher behind the waiting lock.
+ * LEAF_CUTOVER_STATEMENT_TIMEOUT: twice the lock's wait, so that a lock
+ * wait fails first, with its own reason; any other statement that stalls
+ * (a publisher that stops answering) is cancelled, and the transaction,
+ * with the fence, rolled back.
+ */
+#define LEAF_CUTOVER_CONNECT_TIMEOUT	"10"
+#define LEAF_CUTOVER_STATEMENT_TIMEOUT	"60s"
+#define LEAF_CUTOVER_LOCK_TIMEOUT		"30s"
+
 #include "leaf_alloc.h"
 #include "leaf_alloc_replica.h"
 #include "leaf_alloc_source.h"
@@ -204,7 +225,8 @@ static void
 leaf_cutover_fence(const char *conninfo, LeafCutoverPublisher *pub)
 {
 	const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
-	const char *vals[] = {conninfo, "10", "leaf_alloc_cutover", NULL};
+	const char *vals[] = {conninfo, LEAF_CUTOVER_CONNECT_TIMEOUT,
+	"leaf_alloc_cutover", NULL};
 	PGconn	   *volatile conn;
 
 	conn = PQconnectdbParams(keys, vals, 1);
@@ -228,7 +250,8 @@ leaf_cutover_fence(const char *conninfo, LeafCutoverPublisher *pub)
 		/* the fence is durable before anything here relies on it */
 		PQclear(leaf_cutover_exec(conn,
 								  "SET search_path = pg_catalog, pg_temp; "
-								  "SET statement_timeout = '60s'; SET lock_timeout = '30s'; "
+								  "SET statement_timeout = '" LEAF_CUTOVER_STATEMENT_TIMEOUT "'; "
+								  "SET lock_timeout = '" LEAF_CUTOVER_LOCK_TIMEOUT "'; "
 								  "SET synchronous_commit = on; "
 								  "BEGIN ISOLATION LEVEL READ COMMITTED",
 								  0, NULL, PGRES_COMMAND_OK));

@@ -85,6 +85,29 @@ static int	leaf_test_tags_pause_ms = 0;
 #define LEAF_REMOTE_LOCK_TIMEOUT		"2s"
 #define LEAF_REMOTE_IDLE_IN_XACT_TIMEOUT "10s"
 
+/*
+ * The connection's own defaults, which leaf.alloc_conninfo may override.
+ *
+ * LEAF_REMOTE_CONNECT_TIMEOUT (s): libpq ignores connect_timeout for a
+ * connection made with PQconnectPoll, as this one is; leaf_remote_poll
+ * bounds the connection by leaf.alloc_timeout instead.  The value, half
+ * of that setting's default, is what a blocking connection with the same
+ * string would wait.
+ * LEAF_REMOTE_KEEPALIVES_*: a connection idle between loads whose server
+ * vanished without closing it (power loss, a partition) is found dead
+ * after about 10 + 3 * 3 = 19 s, and the next load connects again at
+ * once, instead of waiting on the dead socket until leaf.alloc_timeout.
+ * LEAF_REMOTE_TCP_USER_TIMEOUT (ms): a request sent to such a server
+ * fails when it has not been acknowledged after leaf.alloc_timeout's
+ * default (10 s), instead of after the kernel's retransmission timeout,
+ * many minutes (see docs/fleet.md).
+ */
+#define LEAF_REMOTE_CONNECT_TIMEOUT		"5"
+#define LEAF_REMOTE_KEEPALIVES_IDLE		"10"
+#define LEAF_REMOTE_KEEPALIVES_INTERVAL	"3"
+#define LEAF_REMOTE_KEEPALIVES_COUNT	"3"
+#define LEAF_REMOTE_TCP_USER_TIMEOUT	"10000"
+
 static PGconn *leaf_conn = NULL;
 static char *leaf_conn_info = NULL; /* conninfo leaf_conn was opened with */
 static char leaf_qual_table[2 * NAMEDATALEN + 16];	/* "schema".leaf_alloc */
@@ -511,8 +534,10 @@ leaf_remote_open(char *errbuf, size_t errlen)
 	const char *keywords[] = {"connect_timeout", "application_name",
 		"keepalives_idle", "keepalives_interval", "keepalives_count",
 	"tcp_user_timeout", "dbname", NULL};
-	const char *values[] = {"5", appname, "10", "3", "3",
-	"10000", leaf_alloc_conninfo, NULL};
+	const char *values[] = {LEAF_REMOTE_CONNECT_TIMEOUT, appname,
+		LEAF_REMOTE_KEEPALIVES_IDLE, LEAF_REMOTE_KEEPALIVES_INTERVAL,
+		LEAF_REMOTE_KEEPALIVES_COUNT, LEAF_REMOTE_TCP_USER_TIMEOUT,
+	leaf_alloc_conninfo, NULL};
 
 	leaf_shard_appname(appname, sizeof(appname));
 

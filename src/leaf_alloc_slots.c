@@ -56,6 +56,17 @@
 /* A launch that has not come up in this time is taken for lost. */
 #define LEAF_LAUNCH_TIMEOUT_MS	(10 * 1000)
 
+/*
+ * How long leaf_stop_alloc_worker waits for a worker to go, and how often
+ * it looks.  Nothing wakes the waiting backend when the worker gives its
+ * slot back, so it looks again every LEAF_STOP_POLL_MS, short beside the
+ * database command (DROP DATABASE, ALTER DATABASE, ...) it holds up; a
+ * worker still there after LEAF_STOP_WAIT_MS is left, and the command
+ * goes on.
+ */
+#define LEAF_STOP_WAIT_MS		(5 * 1000)
+#define LEAF_STOP_POLL_MS		10
+
 /* Room for the name of a database command, as "ALTER DATABASE". */
 #define LEAF_COMMAND_LEN		32
 
@@ -354,7 +365,7 @@ leaf_stop_alloc_worker(Oid dboid, const char *command)
 	int			i;
 	pid_t		signalled = 0;
 
-	for (i = 0; i < 500; i++)
+	for (i = 0; i < LEAF_STOP_WAIT_MS / LEAF_STOP_POLL_MS; i++)
 	{
 		LeafSlotView view;
 
@@ -372,7 +383,7 @@ leaf_stop_alloc_worker(Oid dboid, const char *command)
 			signalled = view.pid;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10, PG_WAIT_EXTENSION);
+						 LEAF_STOP_POLL_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}

@@ -121,7 +121,7 @@ leaf_sf_layout_parse(const char *value, LeafSfLayout *out,
 	return true;
 
 syntax:
-	*problem = "leaf.snowflake_layout must be \"default\", \"js53\", or timestamp+worker+sequence bits with an optional unit of time, such as \"41+10+12\" or \"38+12+13/10ms\".";
+	*problem = "\"leaf.snowflake_layout\" must be \"default\", \"js53\", or timestamp+worker+sequence bits with an optional unit of time, such as \"41+10+12\" or \"38+12+13/10ms\".";
 	return false;
 }
 

@@ -30,7 +30,7 @@
 
 #include "leaf_snowflake.h"
 
-char	   *leaf_sf_worker_id_from = NULL;
+static char *leaf_sf_worker_id_from = NULL;
 static int	leaf_sf_worker_id_offset = 0;
 
 /* why leaf.worker_id_from gave no worker ID, or NULL */
@@ -82,6 +82,13 @@ leaf_sf_ordinal_define_settings(void)
 							NULL, NULL, NULL);
 }
 
+/* Is leaf.worker_id_from set (the worker ID comes from a pod ordinal)? */
+bool
+leaf_sf_ordinal_configured(void)
+{
+	return leaf_sf_worker_id_from[0] != '\0';
+}
+
 /* Say why no worker ID came from the ordinal. */
 static void
 leaf_sf_ordinal_refuse(const char *fmt,...) pg_attribute_printf(1, 2);
@@ -117,10 +124,11 @@ leaf_sf_ordinal_parse(const char *value)
 
 /*
  * Set leaf.worker_id from the ordinal, at start-up in the postmaster, so
- * that every process reads the same worker ID.
+ * that every process reads the same worker ID.  worker_id is the value of
+ * leaf.worker_id given at server start, which the caller defines.
  */
 void
-leaf_sf_ordinal_resolve(void)
+leaf_sf_ordinal_resolve(int worker_id)
 {
 	char		host[256];
 	const char *value;
@@ -130,7 +138,7 @@ leaf_sf_ordinal_resolve(void)
 
 	if (leaf_sf_worker_id_from[0] == '\0')
 		return;
-	if (leaf_sf_worker_id != -1)
+	if (worker_id != -1)
 		ereport(FATAL,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"leaf.worker_id\" and \"leaf.worker_id_from\" are both set"),
@@ -142,7 +150,7 @@ leaf_sf_ordinal_resolve(void)
 		what = "the host name";
 		if (gethostname(host, sizeof(host)) != 0)
 		{
-			leaf_sf_ordinal_refuse("leaf.worker_id_from is 'hostname', but the host name could not be read: %m");
+			leaf_sf_ordinal_refuse("\"leaf.worker_id_from\" is 'hostname', but the host name could not be read: %m");
 			return;
 		}
 		host[sizeof(host) - 1] = '\0';
@@ -154,7 +162,7 @@ leaf_sf_ordinal_resolve(void)
 		value = getenv(leaf_sf_worker_id_from + 4);
 		if (value == NULL)
 		{
-			leaf_sf_ordinal_refuse("leaf.worker_id_from is '%s', but the server was started without the environment variable %s: set it in the server's environment (in a StatefulSet, from the pod's name or its label apps.kubernetes.io/pod-index)",
+			leaf_sf_ordinal_refuse("\"leaf.worker_id_from\" is '%s', but the server was started without the environment variable %s: set it in the server's environment (in a StatefulSet, from the pod's name or its label apps.kubernetes.io/pod-index)",
 								   leaf_sf_worker_id_from,
 								   leaf_sf_worker_id_from + 4);
 			return;
@@ -164,13 +172,13 @@ leaf_sf_ordinal_resolve(void)
 	ordinal = leaf_sf_ordinal_parse(value);
 	if (ordinal < 0)
 	{
-		leaf_sf_ordinal_refuse("leaf.worker_id_from is '%s', but %s is \"%s\", which ends in no ordinal: a StatefulSet's pod is named NAME-N",
+		leaf_sf_ordinal_refuse("\"leaf.worker_id_from\" is '%s', but %s is \"%s\", which ends in no ordinal: a StatefulSet's pod is named NAME-N",
 							   leaf_sf_worker_id_from, what, value);
 		return;
 	}
 	snprintf(buf, sizeof(buf), "%ld", ordinal + leaf_sf_worker_id_offset);
 	SetConfigOption("leaf.worker_id", buf, PGC_POSTMASTER, PGC_S_OVERRIDE);
 	ereport(LOG,
-			(errmsg("leaf snowflake worker ID %s comes from %s \"%s\" (ordinal %ld, leaf.worker_id_offset %d)",
+			(errmsg("leaf snowflake worker ID %s comes from %s \"%s\" (ordinal %ld, \"leaf.worker_id_offset\" %d)",
 					buf, what, value, ordinal, leaf_sf_worker_id_offset)));
 }

@@ -410,7 +410,7 @@ leaf_sf_state_layout_differs(const LeafSfStateFile *file, char *reason,
 		leaf_sf_layout_format(&file->layout, theirs, sizeof(theirs));
 	leaf_sf_layout_format(&leaf_sf_layout, conf, sizeof(conf));
 	snprintf(reason, size,
-			 "\"%s\" records IDs of layout %s, but leaf.snowflake_layout is %s, and IDs of two layouts may be equal; set leaf.snowflake_layout back to %s, or see \"Changing the layout\" in docs/snowflake.md",
+			 "\"%s\" records IDs of layout %s, but \"leaf.snowflake_layout\" is %s, and IDs of two layouts may be equal; set \"leaf.snowflake_layout\" back to %s, or see \"Changing the layout\" in docs/snowflake.md",
 			 LEAF_SF_STATE_FILE, theirs, conf, theirs);
 	return true;
 }

@@ -60,6 +60,7 @@
 #include "leaf_errcodes.h"
 #include "leaf_sf_layout.h"
 #include "leaf_snowflake.h"
+#include "leaf_sf_db.h"
 
 
 
@@ -80,12 +81,19 @@
 /* settings */
 int			leaf_sf_worker_id = -1;
 char	   *leaf_sf_zk_hosts = NULL;
-char	   *leaf_sf_zk_root = NULL;
 char	   *leaf_sf_zk_auth = NULL;
-char	   *leaf_sf_zk_auth_file = NULL;
 int64		leaf_sf_epoch_ms = INT64CONST(1288834974657);
-int			leaf_sf_heartbeat_ms = 3000;
 int			leaf_sf_max_backward_ms = 5;
+
+/*
+ * Settings that more than one part of the snowflake worker reads, defined
+ * here, where none of those parts depends on another for them (as the
+ * allocator's are in leaf_alloc.c): leaf.heartbeat_interval (the worker,
+ * registration through leaf_sf_margin_ms, and the client for the session
+ * timeout), leaf.max_clock_drift_ms and leaf.worker_id_reclaim_after (the
+ * worker and registration).
+ */
+int			leaf_sf_heartbeat_ms = 3000;
 int			leaf_sf_max_clock_drift_ms = 5000;
 int			leaf_sf_reclaim_after_ms = 0;
 static char *leaf_sf_epoch_string = NULL;
@@ -93,19 +101,16 @@ static char *leaf_sf_layout_string = NULL;
 
 /*
  * Test hooks: a build for the test suite (make LEAF_TEST_HOOKS=1, which
- * ./install.sh test and test/majors.sh use) has five leaf.test_* settings
- * that shift the clocks, stall a call, stall a registration and lose the
- * reply to a give-up.  The default build has none of them: there the hooks
- * are constants, and the settings do not exist.
+ * ./install.sh test and test/majors.sh use) has three leaf.test_* settings
+ * here that shift the clocks and stall a call (and two in
+ * leaf_zk_assign.c, which stall a registration and lose the reply to a
+ * give-up).  The default build has none of them: there the hooks are
+ * constants, and the settings do not exist.
  */
 #ifdef LEAF_TEST_HOOKS
 static int	leaf_sf_test_clock_offset_ms = 0;	/* this session's clock */
 static int	leaf_sf_test_reserve_pause_ms = 0;	/* stall before the CAS */
 static int	leaf_sf_test_node_clock_offset_ms = 0;	/* every process's clock */
-int			leaf_sf_test_register_pause_ms = 0; /* stall after a new forever
-												 * node (leaf_zk_assign.c) */
-int			leaf_sf_test_abandon_lost_ms = 0;	/* a give-up written, its reply
-												 * lost (leaf_zk_assign.c) */
 #else
 #define leaf_sf_test_clock_offset_ms 0
 #define leaf_sf_test_reserve_pause_ms 0
@@ -262,7 +267,9 @@ leaf_sf_show_zk_auth(void)
 /*
  * The settings of worker IDs: by hand, or from ZooKeeper.  leaf.node_address,
  * which fleet mode reads too, is defined with leaf.wait_timeout in
- * leaf_common.c.
+ * leaf_common.c; leaf.zk_root by the worker (leaf_sf_worker.c) and
+ * leaf.zk_auth_file by the ZooKeeper client (leaf_zk_client.c), which
+ * read them.
  */
 static void
 leaf_sf_define_worker_id_settings(void)
@@ -285,15 +292,6 @@ leaf_sf_define_worker_id_settings(void)
 							   0,
 							   NULL, NULL, NULL);
 
-	DefineCustomStringVariable("leaf.zk_root",
-							   "Sets the ZooKeeper path under which snowflake nodes register.",
-							   NULL,
-							   &leaf_sf_zk_root,
-							   "",
-							   PGC_POSTMASTER,
-							   0,
-							   NULL, NULL, NULL);
-
 	DefineCustomStringVariable("leaf.zk_auth",
 							   "Sets the ZooKeeper digest credentials (user:password) of the snowflake worker.",
 							   "When set, every node leaf creates in ZooKeeper is readable and writable by these credentials only.",
@@ -302,15 +300,6 @@ leaf_sf_define_worker_id_settings(void)
 							   PGC_POSTMASTER,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							   leaf_sf_check_zk_auth, NULL, leaf_sf_show_zk_auth);
-
-	DefineCustomStringVariable("leaf.zk_auth_file",
-							   "Sets a file holding the ZooKeeper digest credentials (user:password) of the snowflake worker.",
-							   "Used when leaf.zk_auth is empty.  Unlike a setting, the file's content is not shown by pg_file_settings.",
-							   &leaf_sf_zk_auth_file,
-							   "",
-							   PGC_POSTMASTER,
-							   GUC_SUPERUSER_ONLY,
-							   NULL, NULL, NULL);
 }
 
 /* The settings of the IDs themselves and of the clock checks. */
@@ -403,24 +392,6 @@ leaf_sf_define_test_settings(void)
 							PGC_POSTMASTER,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("leaf.test_register_pause_ms",
-							"Pauses the snowflake worker after it created a forever node in ZooKeeper, before the registration goes on (for tests only).",
-							NULL,
-							&leaf_sf_test_register_pause_ms,
-							0, 0, 60000,
-							PGC_SIGHUP,
-							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("leaf.test_abandon_lost_ms",
-							"Makes the snowflake worker take a give-up it wrote to ZooKeeper for one whose reply was lost, after a pause this long (for tests only).",
-							NULL,
-							&leaf_sf_test_abandon_lost_ms,
-							0, 0, 60000,
-							PGC_SIGHUP,
-							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
-							NULL, NULL, NULL);
 }
 #endif
 
@@ -455,12 +426,13 @@ void
 leaf_snowflake_init(void)
 {
 	leaf_sf_define_worker_id_settings();
+	leaf_sf_db_define_settings();
 	leaf_sf_ordinal_define_settings();
 	leaf_sf_define_id_settings();
 #ifdef LEAF_TEST_HOOKS
 	leaf_sf_define_test_settings();
 #endif
-	leaf_sf_ordinal_resolve();
+	leaf_sf_ordinal_resolve(leaf_sf_worker_id);
 
 	if (!leaf_sf_configured())
 		return;
@@ -484,8 +456,9 @@ leaf_snowflake_init(void)
 static bool
 leaf_sf_configured(void)
 {
-	return leaf_sf_worker_id != -1 || leaf_sf_worker_id_from[0] != '\0' ||
-		(leaf_sf_zk_hosts != NULL && leaf_sf_zk_hosts[0] != '\0');
+	return leaf_sf_worker_id != -1 || leaf_sf_ordinal_configured() ||
+		(leaf_sf_zk_hosts != NULL && leaf_sf_zk_hosts[0] != '\0') ||
+		leaf_sf_id_source != LEAF_SF_SOURCE_AUTO;
 }
 
 void
@@ -532,7 +505,7 @@ leaf_snowflake_shmem_startup(void)
 	{
 		leaf_sf->phase = LEAF_SF_NOT_READY;
 		strlcpy(leaf_sf->reason,
-				"snowflake mode is not configured: neither leaf.worker_id nor leaf.zk_hosts is set",
+				"snowflake mode is not configured: neither \"leaf.worker_id\" nor \"leaf.zk_hosts\" is set",
 				sizeof(leaf_sf->reason));
 	}
 }
@@ -1299,7 +1272,7 @@ leaf_sf_not_ready_why(const LeafSfShared *snap, uint64 last_id,
 
 		leaf_sf_layout_describe_range(range, sizeof(range));
 		snprintf(buf, size,
-				 "the clock is outside the %s since leaf.snowflake_epoch: calls fail with LF103",
+				 "the clock is outside the %s since \"leaf.snowflake_epoch\": calls fail with LF103",
 				 range);
 		return buf;
 	}
@@ -1308,7 +1281,7 @@ leaf_sf_not_ready_why(const LeafSfShared *snap, uint64 last_id,
 		int64		behind = last_ms - leaf_sf_now_ms();
 
 		snprintf(buf, size,
-				 "the clock is " INT64_FORMAT " ms behind the last ID issued, more than leaf.max_backward_ms (%d ms): calls fail with LF101 until it catches up, or until a new worker ID is taken (leaf_snowflake_new_worker_id())",
+				 "the clock is " INT64_FORMAT " ms behind the last ID issued, more than \"leaf.max_backward_ms\" (%d ms): calls fail with LF101 until it catches up, or until a new worker ID is taken (leaf_snowflake_new_worker_id())",
 				 behind, leaf_sf_max_backward_ms);
 		return buf;
 	}

@@ -26,24 +26,18 @@ typedef enum LeafSfPhase
 
 extern int	leaf_sf_worker_id;
 extern char *leaf_sf_zk_hosts;
-extern char *leaf_sf_zk_root;
 extern char *leaf_sf_zk_auth;
-extern char *leaf_sf_zk_auth_file;
 extern int64 leaf_sf_epoch_ms;
 extern int	leaf_sf_heartbeat_ms;
 extern int	leaf_sf_max_backward_ms;
 extern int	leaf_sf_max_clock_drift_ms;
 extern int	leaf_sf_reclaim_after_ms;
-extern char *leaf_sf_worker_id_from;
 extern const char *leaf_sf_ordinal_problem;
-#ifdef LEAF_TEST_HOOKS
-extern int	leaf_sf_test_register_pause_ms;
-extern int	leaf_sf_test_abandon_lost_ms;
-#endif
 
 /* leaf_sf_ordinal.c */
 extern void leaf_sf_ordinal_define_settings(void);
-extern void leaf_sf_ordinal_resolve(void);
+extern bool leaf_sf_ordinal_configured(void);
+extern void leaf_sf_ordinal_resolve(int worker_id);
 
 pg_noreturn extern PGDLLEXPORT void leaf_snowflake_worker_main(Datum main_arg);
 extern int64 leaf_sf_clock_ms(void);

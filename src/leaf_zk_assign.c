@@ -36,11 +36,45 @@
 #include "postgres.h"
 
 #include "postmaster/interrupt.h"
+#include "utils/guc.h"
 
+#include "leaf.h"
 #include "leaf_sf_layout.h"
 #include "leaf_snowflake.h"
 #include "leaf_zk_assign.h"
 #include "leaf_zk_client.h"
+
+#ifdef LEAF_TEST_HOOKS
+/*
+ * The leaf.test_* settings of registration, in a test build only (see
+ * leaf_snowflake.c): a stall after a new forever node, and a give-up
+ * written whose reply is taken as lost.
+ */
+static int	leaf_sf_test_register_pause_ms = 0;
+static int	leaf_sf_test_abandon_lost_ms = 0;
+
+void
+leaf_zk_assign_init_test_settings(void)
+{
+	DefineCustomIntVariable("leaf.test_register_pause_ms",
+							"Pauses the snowflake worker after it created a forever node in ZooKeeper, before the registration goes on (for tests only).",
+							NULL,
+							&leaf_sf_test_register_pause_ms,
+							0, 0, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.test_abandon_lost_ms",
+							"Makes the snowflake worker take a give-up it wrote to ZooKeeper for one whose reply was lost, after a pause this long (for tests only).",
+							NULL,
+							&leaf_sf_test_abandon_lost_ms,
+							0, 0, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+}
+#endif
 
 /* A child of forever, as read at registration. */
 typedef struct LeafZkNode
@@ -194,7 +228,7 @@ leaf_zk_check_layout(LeafZkSession *zk, const LeafSfNode *node,
 			(leaf_zk_folder_used(zk, node, LEAF_ZK_FOREVER) ||
 			 leaf_zk_folder_used(zk, node, LEAF_ZK_CLAIMED)))
 			return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-								  "ZooKeeper root %s holds nodes that registered before it recorded a layout, so its IDs have the default layout 41+10+12/1ms, but leaf.snowflake_layout is %s; give this node a root of its own layout (leaf.zk_root)",
+								  "ZooKeeper root %s holds nodes that registered before it recorded a layout, so its IDs have the default layout 41+10+12/1ms, but \"leaf.snowflake_layout\" is %s; give this node a root of its own layout (\"leaf.zk_root\")",
 								  node->root, mine);
 		if ((rc = leaf_zk_get_acl(zk, node->root, &acl)) != ZOK)
 			return leaf_zk_fail_rc(zk, reason, "read the root's ACL", rc);
@@ -218,7 +252,7 @@ leaf_zk_check_layout(LeafZkSession *zk, const LeafSfNode *node,
 		leaf_sf_layout_equal(&theirs, &leaf_sf_layout))
 		return LEAF_ZK_OK;
 	return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-						  "ZooKeeper root %s records layout %s, but leaf.snowflake_layout is %s; set leaf.snowflake_layout to %s, or give this node a root of its own layout (leaf.zk_root)",
+						  "ZooKeeper root %s records layout %s, but \"leaf.snowflake_layout\" is %s; set \"leaf.snowflake_layout\" to %s, or give this node a root of its own layout (\"leaf.zk_root\")",
 						  node->root, data, mine, data);
 }
 
@@ -291,7 +325,6 @@ leaf_zk_read_node(LeafZkSession *zk, const LeafSfNode *node,
 {
 	LeafZkNode *n = &reg->nodes[i];
 	const char *child = reg->children.data[i];
-	const char *dash = strrchr(child, '-');
 	char		path[LEAF_ZK_PATH_LEN];
 	LeafZkNodeData data;
 	struct Stat st;
@@ -299,7 +332,7 @@ leaf_zk_read_node(LeafZkSession *zk, const LeafSfNode *node,
 	int			j;
 
 	strlcpy(n->name, child, sizeof(n->name));
-	n->seq = dash ? strtol(dash + 1, NULL, 10) : -1;
+	n->seq = leaf_zk_forever_parse(child, NULL, 0);
 	leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, n->name);
 	rc = leaf_zk_node_read(zk, path, &data, &st);
 	if (rc == ZNONODE)
@@ -322,9 +355,8 @@ leaf_zk_read_node(LeafZkSession *zk, const LeafSfNode *node,
 	strlcpy(n->owner, data.addr, sizeof(n->owner));
 	n->given_up = strncmp(data.addr, LEAF_ZK_GIVEN_UP_PREFIX,
 						  strlen(LEAF_ZK_GIVEN_UP_PREFIX)) == 0;
-	if (n->owner[0] == '\0' && dash)
-		snprintf(n->owner, sizeof(n->owner), "%.*s", (int) (dash - child),
-				 child);
+	if (n->owner[0] == '\0')
+		(void) leaf_zk_forever_parse(child, n->owner, sizeof(n->owner));
 	strlcpy(n->id, data.id, sizeof(n->id));
 	n->ts = data.ts;
 	n->hwm = Max(data.hwm, data.ts);
@@ -423,7 +455,7 @@ leaf_zk_read_nodes(LeafZkSession *zk, const LeafSfNode *node,
 		{
 			/* our address, but another data directory's node */
 			return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-								  "node address %s is registered in ZooKeeper by another data directory (%s, worker ID %ld); set leaf.node_address to an address unique to this node, or delete that forever node if its data directory will never serve again",
+								  "node address %s is registered in ZooKeeper by another data directory (%s, worker ID %ld); set \"leaf.node_address\" to an address unique to this node, or delete that forever node if its data directory will never serve again",
 								  node->addr, n->name, n->seq);
 		}
 		if (n->seq <= leaf_sf_max_worker_id())
@@ -567,7 +599,7 @@ leaf_zk_check_peers(LeafZkSession *zk, const LeafSfNode *node,
 		(diff >= leaf_sf_max_clock_drift_ms || -diff >= leaf_sf_max_clock_drift_ms))
 	{
 		result = leaf_zk_refuse(out->reason, LEAF_ZK_RETRY,
-								"clock differs from the median of %d running peers by " INT64_FORMAT " ms, leaf.max_clock_drift_ms is %d",
+								"clock differs from the median of %d running peers by " INT64_FORMAT " ms, \"leaf.max_clock_drift_ms\" is %d",
 								npeers, diff, leaf_sf_max_clock_drift_ms);
 		goto done;
 	}
@@ -615,7 +647,7 @@ leaf_zk_mine_claimed(LeafZkSession *zk, const LeafSfNode *node,
 		strlcpy(claimer, "a node", sizeof(claimer));
 	leaf_zk_claim_path(cpath, node->root, (int) mine->seq);
 	return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-						  "worker ID %ld of %s (%s) is also claimed by %s, which has leaf.worker_id = %ld; two nodes must never serve with one worker ID: set leaf.worker_id there to an ID no node of %s uses, then delete %s",
+						  "worker ID %ld of %s (%s) is also claimed by %s, which has \"leaf.worker_id\" = %ld; two nodes must never serve with one worker ID: set \"leaf.worker_id\" there to an ID no node of %s uses, then delete %s",
 						  mine->seq, node->addr, path, claimer, mine->seq,
 						  node->root, cpath);
 }
@@ -791,14 +823,12 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 	LeafZkNodeData data;
 	char		created[LEAF_ZK_PATH_LEN];
 	char		claimer[LEAF_SF_ADDR_LEN];
-	const char *dash;
 	long		seq;
 	int			skipped;
 	int			rc;
 
-	/* forever/<address>-: ZooKeeper appends the number */
-	leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, node->addr);
-	strlcat(path, "-", sizeof(path));
+	/* ZooKeeper appends the number */
+	leaf_zk_forever_prefix(path, node->root, node->addr);
 	/* no heartbeat yet (see leaf_zk_choose) */
 	leaf_zk_node_data_own(&data, node);
 	data.bounded = leaf_sf_reclaim_after_ms > 0;
@@ -814,8 +844,7 @@ leaf_zk_create_node(LeafZkSession *zk, const LeafSfNode *node,
 			/* after a connection loss the node may exist: list again first */
 			return leaf_zk_fail_rc(zk, out->reason, "create forever node", rc);
 		}
-		dash = strrchr(created, '-');
-		seq = dash ? strtol(dash + 1, NULL, 10) : -1;
+		seq = leaf_zk_forever_parse(created, NULL, 0);
 		if (seq < 0 || seq > leaf_sf_max_worker_id() || skipped > leaf_sf_max_worker_id())
 			break;
 		leaf_zk_claim_path(cpath, node->root, (int) seq);
@@ -875,7 +904,7 @@ leaf_zk_above_limit(const LeafSfNode *node, LeafZkRegistry *reg, long wid,
 							  wid, node->addr, leaf_sf_max_worker_id(), next->seq,
 							  Max(next->hwm - reg->zk_now, 0) + 1);
 	return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-						  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d, and no worker ID under %s may be taken over: set leaf.worker_id_reclaim_after to recycle worker IDs of nodes that have gone without heartbeat that long, or delete the forever nodes of nodes that will never serve again",
+						  "ZooKeeper assigned worker ID %ld to %s, above the limit of %d, and no worker ID under %s may be taken over: set \"leaf.worker_id_reclaim_after\" to recycle worker IDs of nodes that have gone without heartbeat that long, or delete the forever nodes of nodes that will never serve again",
 						  wid, node->addr, leaf_sf_max_worker_id(), node->root);
 }
 
@@ -969,7 +998,7 @@ leaf_zk_claim_ephemeral(LeafZkSession *zk, const LeafSfNode *node,
 						LeafZkRegistration *out)
 {
 	char		path[LEAF_ZK_PATH_LEN];
-	const char *name = strrchr(out->node_path, '/') + 1;
+	const char *name = leaf_zk_node_name(out->node_path);
 	struct Stat st;
 	int64		my_session = leaf_zk_session_id(zk);
 	bool		made;
@@ -1005,7 +1034,7 @@ leaf_zk_claim_ephemeral(LeafZkSession *zk, const LeafSfNode *node,
 			 * delete it; try again later.
 			 */
 			return leaf_zk_refuse(out->reason, LEAF_ZK_FAIL,
-								  "node address %s is in use by another running node (ZooKeeper session 0x%llx holds %s); give each node its own leaf.node_address",
+								  "node address %s is in use by another running node (ZooKeeper session 0x%llx holds %s); give each node its own \"leaf.node_address\"",
 								  node->addr, (unsigned long long) st.ephemeralOwner,
 								  path);
 		}
@@ -1139,15 +1168,12 @@ leaf_zk_claim_numbered(LeafZkSession *zk, const LeafSfNode *node, int wid,
 		return leaf_zk_fail_rc(zk, reason, "list registered nodes", rc);
 	for (i = 0; i < children.count; i++)
 	{
-		const char *dash = strrchr(children.data[i], '-');
-
-		if (dash == NULL || strtol(dash + 1, NULL, 10) != wid)
+		if (leaf_zk_forever_parse(children.data[i], owner,
+								  sizeof(owner)) != wid)
 			continue;
-		snprintf(owner, sizeof(owner), "%.*s",
-				 (int) (dash - children.data[i]), children.data[i]);
 		leaf_zk_path(path, node->root, LEAF_ZK_FOREVER, children.data[i]);
 		(void) leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-							  "leaf.worker_id is %d, but ZooKeeper gave worker ID %d to %s (%s): two nodes must never serve with one worker ID; set leaf.worker_id to an ID that no node under %s uses",
+							  "\"leaf.worker_id\" is %d, but ZooKeeper gave worker ID %d to %s (%s): two nodes must never serve with one worker ID; set \"leaf.worker_id\" to an ID that no node under %s uses",
 							  wid, wid, owner, path, node->root);
 		deallocate_String_vector(&children);
 		if (created)
@@ -1207,7 +1233,7 @@ leaf_zk_claim_node(LeafZkSession *zk, const LeafSfNode *node, int wid,
 		  (strcmp(owner, node->addr) == 0 &&
 		   strcmp(claimed_in, node->root) == 0)))
 		return leaf_zk_refuse(reason, LEAF_ZK_FAIL,
-							  "leaf.worker_id is %d, but %s (data directory %s) claims worker ID %d by hand as well (%s): two nodes must never serve with one worker ID; give each node its own leaf.worker_id, or, if %s will never serve again, delete %s",
+							  "\"leaf.worker_id\" is %d, but %s (data directory %s) claims worker ID %d by hand as well (%s): two nodes must never serve with one worker ID; give each node its own \"leaf.worker_id\", or, if %s will never serve again, delete %s",
 							  wid, owner[0] ? owner : "another node", id[0] ? id : "unknown",
 							  wid, path, owner[0] ? owner : "that node", path);
 	/* ours: say which data directory holds it now */

@@ -10,12 +10,13 @@
  * nodes it creates.  Waiting for it to connect is the worker's part, since
  * the worker also handles its signals meanwhile.
  *
- * The nodes: leaf_zk_path names every node under leaf.zk_root.  The data
- * of forever and claimed nodes is a small JSON object that only leaf
- * writes, LeafZkNodeData: leaf_zk_node_format writes it and
- * leaf_zk_node_parse reads it, here only, so that a field is added in one
- * place, and nodes written by older releases keep being read as they
- * were.
+ * The nodes: leaf_zk_path names every node under leaf.zk_root, and
+ * leaf_zk_forever_prefix and leaf_zk_forever_parse write and read the
+ * names of forever nodes (<address>-<worker ID>).  The data of forever
+ * and claimed nodes is a small JSON object that only leaf writes,
+ * LeafZkNodeData: leaf_zk_node_format writes it and leaf_zk_node_parse
+ * reads it, here only, so that a field is added in one place, and nodes
+ * written by older releases keep being read as they were.
  *
  * The requests: creating leaf.zk_root with the nodes above it and its
  * folders, and one thin function per kind of request, so that the callers
@@ -39,9 +40,28 @@
 #include <sys/stat.h>
 
 #include "storage/fd.h"
+#include "utils/guc.h"
 
+#include "leaf.h"
 #include "leaf_snowflake.h"
 #include "leaf_zk_client.h"
+
+/* leaf.zk_auth_file */
+static char *leaf_sf_zk_auth_file = NULL;
+
+/* The client's own setting: the file of the credentials. */
+void
+leaf_zk_client_init_settings(void)
+{
+	DefineCustomStringVariable("leaf.zk_auth_file",
+							   "Sets a file holding the ZooKeeper digest credentials (user:password) of the snowflake worker.",
+							   "Used when leaf.zk_auth is empty.  Unlike a setting, the file's content is not shown by pg_file_settings.",
+							   &leaf_sf_zk_auth_file,
+							   "",
+							   PGC_POSTMASTER,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+}
 
 /* ---------------------------------------------------------------------
  * The session
@@ -147,14 +167,14 @@ leaf_zk_load_auth(LeafZkSession *zk)
 	f = AllocateFile(leaf_sf_zk_auth_file, "r");
 	if (f == NULL)
 	{
-		snprintf(buf, sizeof(buf), "could not open leaf.zk_auth_file \"%s\": %s",
+		snprintf(buf, sizeof(buf), "could not open \"leaf.zk_auth_file\" \"%s\": %s",
 				 leaf_sf_zk_auth_file, strerror(errno));
 		return buf;
 	}
 	if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
 	{
 		FreeFile(f);
-		snprintf(buf, sizeof(buf), "leaf.zk_auth_file \"%s\" has group or world access; it must be readable by the server's user only (chmod 0600)",
+		snprintf(buf, sizeof(buf), "\"leaf.zk_auth_file\" \"%s\" has group or world access; it must be readable by the server's user only (chmod 0600)",
 				 leaf_sf_zk_auth_file);
 		return buf;
 	}
@@ -165,7 +185,7 @@ leaf_zk_load_auth(LeafZkSession *zk)
 	if (strchr(zk->auth, ':') == NULL || zk->auth[0] == ':')
 	{
 		zk->auth[0] = '\0';
-		snprintf(buf, sizeof(buf), "leaf.zk_auth_file \"%s\" must hold user:password on its first line",
+		snprintf(buf, sizeof(buf), "\"leaf.zk_auth_file\" \"%s\" must hold user:password on its first line",
 				 leaf_sf_zk_auth_file);
 		return buf;
 	}
@@ -192,16 +212,16 @@ leaf_zk_config_problem(LeafZkSession *zk, const LeafSfNode *node,
 	if (!leaf_zk_hosts_valid(leaf_sf_zk_hosts))
 	{
 		*zk_state = "invalid hosts";
-		snprintf(buf, sizeof(buf), "leaf.zk_hosts is not a list of host:port: \"%s\"",
+		snprintf(buf, sizeof(buf), "\"leaf.zk_hosts\" is not a list of host:port: \"%s\"",
 				 leaf_sf_zk_hosts);
 	}
 	else if (node->root[0] == '\0')
-		snprintf(buf, sizeof(buf), "leaf.zk_root is not set: every node of a fleet must name the fleet's root, such as '/leaf/orders'");
+		snprintf(buf, sizeof(buf), "\"leaf.zk_root\" is not set: every node of a fleet must name the fleet's root, such as '/leaf/orders'");
 	else if (!leaf_zk_root_valid(node->root))
-		snprintf(buf, sizeof(buf), "leaf.zk_root is not an absolute ZooKeeper path: \"%s\"",
+		snprintf(buf, sizeof(buf), "\"leaf.zk_root\" is not an absolute ZooKeeper path: \"%s\"",
 				 node->root);
 	else if (node->addr[0] == '\0')
-		snprintf(buf, sizeof(buf), "no node address unique to this host: listen_addresses has only loopback or wildcard entries and the host name is not usable; set leaf.node_address");
+		snprintf(buf, sizeof(buf), "no node address unique to this host: listen_addresses has only loopback or wildcard entries and the host name is not usable; set \"leaf.node_address\"");
 	else if (strpbrk(node->addr, "/\"\\") != NULL)
 		snprintf(buf, sizeof(buf), "node address \"%s\" must not contain \"/\", a double quote or a backslash",
 				 node->addr);
@@ -337,6 +357,50 @@ leaf_zk_claim_path(char *buf, const char *root, int worker_id)
 
 	snprintf(name, sizeof(name), "%010d", worker_id);
 	leaf_zk_path(buf, root, LEAF_ZK_CLAIMED, name);
+}
+
+/*
+ * Forever nodes are named <address>-<worker ID>: leaf creates them
+ * sequential under the name <address>-, and ZooKeeper appends the number.
+ * The next two functions alone know this format.
+ */
+
+/* Path of a new forever node of addr under root, before its number. */
+void
+leaf_zk_forever_prefix(char *buf, const char *root, const char *addr)
+{
+	leaf_zk_path(buf, root, LEAF_ZK_FOREVER, addr);
+	strlcat(buf, "-", LEAF_ZK_PATH_LEN);
+}
+
+/*
+ * The worker ID in the name (or path) of a forever node: the number after
+ * its last hyphen, -1 if it has no hyphen.  If addr is not NULL, the node
+ * address before that hyphen goes there (addr_size bytes, cut if longer),
+ * or "" if there is none.
+ */
+long
+leaf_zk_forever_parse(const char *name, char *addr, size_t addr_size)
+{
+	const char *dash = strrchr(name, '-');
+
+	if (addr != NULL && addr_size > 0)
+	{
+		if (dash != NULL)
+			snprintf(addr, addr_size, "%.*s", (int) (dash - name), name);
+		else
+			addr[0] = '\0';
+	}
+	return dash != NULL ? strtol(dash + 1, NULL, 10) : -1;
+}
+
+/* The name of the node at path: what follows its last slash. */
+const char *
+leaf_zk_node_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash != NULL ? slash + 1 : path;
 }
 
 /* ---------------------------------------------------------------------

@@ -96,6 +96,11 @@ typedef struct LeafZkNodeData
 extern void leaf_zk_path(char *buf, const char *root, LeafZkPlace place,
 						 const char *name);
 extern void leaf_zk_claim_path(char *buf, const char *root, int worker_id);
+extern void leaf_zk_forever_prefix(char *buf, const char *root,
+								   const char *addr);
+extern long leaf_zk_forever_parse(const char *name, char *addr,
+								  size_t addr_size);
+extern const char *leaf_zk_node_name(const char *path);
 
 /* node data */
 extern void leaf_zk_node_data_own(LeafZkNodeData *data,

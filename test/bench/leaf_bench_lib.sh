@@ -1,5 +1,5 @@
 # test/bench/leaf_bench_lib.sh: what the benchmark scripts share, sourced
-# by leaf_bench.sh and leaf_tp999.sh once PGBIN is set.
+# by leaf_bench.sh, leaf_tp999.sh and leaf_pk_bench.sh once PGBIN is set.
 #
 #   log, die             a timed line on stderr; die also exits 1
 #   loadavg              the three load averages
@@ -12,6 +12,8 @@
 #                        cluster
 #   q PORT SQL, qf PORT  psql on a cluster of $WORK: one statement, or
 #                        SQL from stdin; unaligned, tuples only
+#   free_port            a loopback TCP port nobody listens on now
+#                        (Python 3: $PYTHON, default python3)
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -51,4 +53,11 @@ q() {
 
 qf() {
 	psql -X -q -A -t -v ON_ERROR_STOP=1 -h "$WORK" -p "$1" -U postgres -d postgres
+}
+
+free_port() {
+	"${PYTHON:-python3}" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
 }

@@ -180,14 +180,6 @@ trap 'exit 143' TERM
 
 # ---------------------------------------------------------------- clusters
 
-# free_port: a loopback TCP port nobody listens on now
-free_port() {
-	"$PYTHON" -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
-}
-
 init_template
 
 # start_cluster NAME [EXTRA-CONF-LINE...]: a copy of the template on a free

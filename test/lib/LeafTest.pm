@@ -390,6 +390,27 @@ sub allocator_pids
 
 =pod
 
+=item wait_setting($node, $name, $value)
+
+After a reload of $node's configuration, waits until a new session sees
+setting $name at $value (pg_settings.setting, without a unit).  By then
+the postmaster has read the files again and signalled every process of
+the node, which reads them at its next wait or command.  Returns false if
+that did not come within the default test timeout.
+
+=cut
+
+sub wait_setting
+{
+	my ($node, $name, $value) = @_;
+
+	return $node->poll_query_until('postgres',
+		"SELECT setting FROM pg_catalog.pg_settings WHERE name = '$name'",
+		$value);
+}
+
+=pod
+
 =item count_repeats(\@ids)
 
 Returns the number of IDs that occur more than once in the list.

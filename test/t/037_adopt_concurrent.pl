@@ -90,6 +90,7 @@ sub run_steps
 	}
 }
 
+# each step comes after the clients have inserted for a while
 sleep 4;
 run_steps('adopt', "SELECT leaf_adopt('%s', 'id', step => 50)");
 my $clamp = $node->safe_psql('postgres',
@@ -125,9 +126,9 @@ $cached->query_safe(
 	  . "}'::bigint[]) v");
 pass('and what it handed out can be inserted by hand');
 
-sleep 4;
+sleep 4;	# the clients insert on leaf for a while
 run_steps('unadopt', "SELECT leaf_unadopt('%s', 'id')");
-sleep 4;
+sleep 4;	# and on the sequences again
 run_steps('adopt again', "SELECT leaf_adopt('%s', 'id', step => 50)");
 
 my %processed;

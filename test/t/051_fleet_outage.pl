@@ -151,7 +151,8 @@ ok( $s1->poll_query_until(
 	'(b2) tag hang has both buffers loaded');
 $alloc->safe_psql('postgres', "ALTER SYSTEM SET synchronous_standby_names = 'nosuch'");
 $alloc->safe_psql('postgres', 'SELECT pg_reload_conf()');
-sleep 1;	# every backend of the allocation database has read it by now
+ok(LeafTest::wait_setting($alloc, 'synchronous_standby_names', 'nosuch'),
+	'(b2) every backend of the allocation database was told of it');
 my ($hnext, $hend, $hnstart, $hnend) = seg_row($s1, 'hang',
 	'next_id, segment_end, next_segment_start, next_segment_end');
 my $hleft = ($hend - $hnext + 1) + ($hnend - $hnstart + 1);

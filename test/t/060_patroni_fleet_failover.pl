@@ -177,7 +177,7 @@ for my $i (0 .. $#shards)
 	}
 }
 my $t_load = time;
-usleep(5_000_000);
+usleep(5_000_000);	# load before the first event
 
 my %event;
 
@@ -200,7 +200,7 @@ $event{crash} = {
 $pc->start_member($old);
 ok($pc->wait_replica($old, 150), "the old leader $old, started again, runs as a replica");
 note 'members: ' . $pc->members_text;
-usleep(3_000_000);
+usleep(3_000_000);	# load with the old leader back, before the next event
 
 # 3. switchover to the synchronous standby
 $leader = $pc->leader;
@@ -220,7 +220,7 @@ $event{switchover} = {
 	promoted => $t_sw_done - $t_sw, first => [ map { defined $_ ? $_ - $t_sw : undef } @first ],
 };
 ok($pc->wait_replica($leader, 150), "the former leader $leader runs as a replica after the switchover");
-usleep(3_000_000);
+usleep(3_000_000);	# load after the last event, before the clients stop
 
 for my $b (@bench)
 {

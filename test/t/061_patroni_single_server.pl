@@ -114,7 +114,7 @@ ok( $pc->wait_until(
 		},
 		60, 'IDs from the clients'),
 	'the clients take IDs in both modes from the leader');
-usleep(3_000_000);
+usleep(3_000_000);	# load before the first event
 
 # ---------- 1. kill -9 of the leader ----------
 
@@ -155,7 +155,7 @@ my ($third) = grep { $_ ne $old && $_ ne $new } $pc->names;
 $pc->stop_member($third) if ($pc->sync_standby // '') ne $old;
 ok( $pc->wait_until(sub { ($pc->sync_standby // '') eq $old }, 60, "$old synchronous"),
 	"$old becomes the synchronous standby");
-usleep(2_000_000);
+usleep(2_000_000);	# load on this topology before the switchover
 my $t_sw = time;
 my ($rc) = $pc->switchover($old);
 is($rc, 0, "patronictl switchover from $new back to $old succeeds");
@@ -176,7 +176,7 @@ if (!$pc->member($third)->{pid})
 	$pc->start_member($third);
 	ok($pc->wait_replica($third, 150), "$third, started again, runs as a replica");
 }
-usleep(2_000_000);
+usleep(2_000_000);	# load after the last event, before the clients stop
 
 kill 'TERM', @kids;
 waitpid($_, 0) for @kids;

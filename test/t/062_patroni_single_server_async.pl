@@ -195,7 +195,7 @@ ok( $pc->wait_until(
 		},
 		60, 'an ID after the confirmation'),
 	'once confirmed, the new leader serves');
-usleep(2_000_000);
+usleep(2_000_000);	# load after the confirmation, before the clients stop
 
 kill 'TERM', @kids;
 waitpid($_, 0) for @kids;

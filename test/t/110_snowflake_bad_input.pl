@@ -55,15 +55,15 @@ $node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 $node->stop;
 
 check_case('worker ID out of range', "leaf.worker_id = 5000\n",
-	'LF102', qr/leaf\.worker_id is 5000, but must be between 0 and 1023/);
+	'LF102', qr/"leaf\.worker_id" is 5000, but must be between 0 and 1023/);
 check_case('negative worker ID', "leaf.worker_id = -7\n",
-	'LF102', qr/leaf\.worker_id is -7/);
+	'LF102', qr/"leaf\.worker_id" is -7/);
 check_case('nothing configured', '',
 	'LF102', qr/snowflake mode is not configured/);
 check_case('unparsable ZooKeeper address', "leaf.zk_hosts = 'zk.example.com'\n",
-	'LF102', qr/leaf\.zk_hosts is not a list of host:port/);
+	'LF102', qr/"leaf\.zk_hosts" is not a list of host:port/);
 check_case('bad ZooKeeper port', "leaf.zk_hosts = '127.0.0.1:99999'\n",
-	'LF102', qr/leaf\.zk_hosts is not a list of host:port/);
+	'LF102', qr/"leaf\.zk_hosts" is not a list of host:port/);
 
 # nothing listens on this port; no cache file: the first call waits for
 # the worker's verdict instead of failing with "not registered"
@@ -72,10 +72,10 @@ my $port = PostgreSQL::Test::Cluster::get_free_port();
 # leaf.zk_root has no default: a node whose configuration lost the line
 # must not join another fleet's numbering (the old default root)
 check_case('ZooKeeper without leaf.zk_root', "leaf.zk_hosts = '127.0.0.1:$port'\n",
-	'LF102', qr/leaf\.zk_root is not set: every node of a fleet must name the fleet's root/);
+	'LF102', qr/"leaf\.zk_root" is not set: every node of a fleet must name the fleet's root/);
 check_case('worker ID by hand, ZooKeeper without leaf.zk_root',
 	"leaf.worker_id = 4\nleaf.zk_hosts = '127.0.0.1:$port'\n",
-	'LF102', qr/leaf\.worker_id is set with leaf\.zk_hosts, so it is claimed in ZooKeeper before it is used, but leaf\.zk_root is not set/);
+	'LF102', qr/"leaf\.worker_id" is set with "leaf\.zk_hosts", so it is claimed in ZooKeeper before it is used, but "leaf\.zk_root" is not set/);
 # a quote in the address would break the node's data in ZooKeeper
 check_case('quote in leaf.node_address',
 	"leaf.zk_hosts = '127.0.0.1:$port'\nleaf.zk_root = '/leaf/x'\nleaf.node_address = 'a\"b:1'\n",
@@ -83,7 +83,7 @@ check_case('quote in leaf.node_address',
 # a worker ID set by hand is not used before it is claimed
 check_case('worker ID by hand, ZooKeeper unreachable, never claimed',
 	"leaf.worker_id = 4\nleaf.zk_hosts = '127.0.0.1:$port'\nleaf.zk_root = '/leaf/x'\n",
-	'LF102', qr/leaf\.worker_id 4 is not used before it is claimed in ZooKeeper/);
+	'LF102', qr/"leaf\.worker_id" 4 is not used before it is claimed in ZooKeeper/);
 
 my $elapsed = check_case('ZooKeeper unreachable, no cache file',
 	"leaf.zk_hosts = '127.0.0.1:$port'\nleaf.zk_root = '/leaf/x'\n",
@@ -106,7 +106,7 @@ check_case('epoch in the future, ZooKeeper',
 	"leaf.zk_hosts = '127.0.0.1:$port'\nleaf.zk_root = '/leaf/x'\nleaf.snowflake_epoch = '$epoch'\n",
 	'LF103', qr/the clock is before "leaf\.snowflake_epoch"/);
 like(slurp_file($node->logfile),
-	qr/the clock is outside the 41-bit range of timestamps since leaf\.snowflake_epoch \(it is before the epoch, or more than 2\^41 ms after it\): not registering/,
+	qr/the clock is outside the 41-bit range of timestamps since "leaf\.snowflake_epoch" \(it is before the epoch, or more than 2\^41 ms after it\): not registering/,
 	'the worker says it does not register with a clock before the epoch');
 
 # and a good setting works again on the same data directory

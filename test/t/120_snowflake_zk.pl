@@ -102,7 +102,7 @@ ok( $nodes[1]->poll_query_until('postgres',
 my $c_last = $nodes[2]->safe_psql('postgres', 'SELECT leaf_snowflake()');
 $nodes[2]->stop;
 my ($c_hwm) = slurp_file($nodes[2]->data_dir . '/leaf_snowflake.state') =~ /^high_water_ms (\d+)$/m;
-sleep 3;
+sleep 3;	# c's node goes without heartbeat for longer than 2 s
 my $d = new_node('sf_zk_d', "leaf.worker_id_reclaim_after = '2s'\nleaf.node_address = 'reclaimer.example:1'\n");
 my $d_first = $d->safe_psql('postgres', 'SELECT leaf_snowflake()');
 is($d->safe_psql('postgres', "SELECT (leaf_snowflake_decode($d_first)).worker_id"),

@@ -37,7 +37,7 @@ LeafZK::wait_decided($node);
 
 like(
 	$node->safe_psql('postgres', 'SELECT ready, not_ready_reason FROM leaf_snowflake_status'),
-	qr/^f\|ZooKeeper assigned worker ID 1024 to .* above the limit of 1023, and no worker ID under \/leaf\/limit may be taken over: set leaf\.worker_id_reclaim_after .* or delete the forever nodes of nodes that will never serve again$/,
+	qr/^f\|ZooKeeper assigned worker ID 1024 to .* above the limit of 1023, and no worker ID under \/leaf\/limit may be taken over: set "leaf\.worker_id_reclaim_after" .* or delete the forever nodes of nodes that will never serve again$/,
 	'worker ID 1024 is refused, and the status view says why');
 my ($ret, $stdout, $stderr) =
   $node->psql('postgres', "\\set VERBOSITY verbose\nSELECT leaf_snowflake()");
@@ -48,7 +48,7 @@ is($node->safe_psql('postgres', "SELECT leaf_segment_nextval('still')"),
 	'1', 'Postgres and segment mode keep working');
 
 # with recycling on, an ID whose owner has been silent long enough is freed
-sleep 2;
+sleep 2;	# longer than the 1 s set below
 $node->append_conf('postgresql.conf', "leaf.worker_id_reclaim_after = '1s'\n");
 $node->restart;
 ok( $node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),

@@ -37,7 +37,8 @@ like($reason2, qr/node address db\.example:5432 is (in use by another running no
 my ($state, $err) = LeafTest::sqlstate($n2, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF102', 'leaf_snowflake() on the second node fails with LF102');
 
-# the first node keeps its registration, ephemeral node included
+# the first node keeps its registration, ephemeral node included, a while
+# after the second one was refused
 sleep 2;
 is($n1->safe_psql('postgres',
 		'SELECT ready, worker_id, zk_state FROM leaf_snowflake_status'),

@@ -44,7 +44,7 @@ my ($ready, $reason) = split /\|/,
   $copy->safe_psql('postgres', 'SELECT ready, not_ready_reason FROM leaf_snowflake_status');
 is($ready, 'f', 'the copy does not serve with the worker ID of the original');
 like($reason, qr/worker ID 5 belongs to another data directory/, 'and says why');
-like($reason, qr/set leaf\.worker_id to a worker ID no other node uses/, 'and what to do');
+like($reason, qr/set "leaf\.worker_id" to a worker ID no other node uses/, 'and what to do');
 my ($state) = LeafTest::sqlstate($copy, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF102', 'leaf_snowflake() on the copy fails with LF102');
 

@@ -34,7 +34,7 @@ if (defined $state)
 {
 	is($state, 'LF102', 'right after the epoch moved later, the node does not serve');
 	like(LeafZK::status($node, 'not_ready_reason'),
-		qr/^leaf\.snowflake_epoch was moved later, from $epoch to $later, since worker ID 3 recorded its last mark, .* set leaf\.snowflake_epoch back to $epoch and restart, or set leaf\.worker_id to a worker ID no node ever used$/,
+		qr/^"leaf\.snowflake_epoch" was moved later, from $epoch to $later, since worker ID 3 recorded its last mark, .* set "leaf\.snowflake_epoch" back to $epoch and restart, or set "leaf\.worker_id" to a worker ID no node ever used$/,
 		'the status says the epoch moved, and the ways out');
 	ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
 		'it serves once its IDs are above the ones it issued');
@@ -62,9 +62,9 @@ $zn->stop;
 my $zlater = $epoch + 30000;
 $zn->append_conf('postgresql.conf', "leaf.snowflake_epoch = '$zlater'\n");
 $zn->start;
-my $moved = qr/^leaf\.snowflake_epoch was moved later, from $epoch to $zlater, since worker ID $zwid recorded its last mark, so its IDs stay above those it issued only from \d+ ms from now; to serve sooner, set leaf\.snowflake_epoch back to $epoch and restart, or call leaf_snowflake_new_worker_id\(\) for another worker ID$/;
+my $moved = qr/^"leaf\.snowflake_epoch" was moved later, from $epoch to $zlater, since worker ID $zwid recorded its last mark, so its IDs stay above those it issued only from \d+ ms from now; to serve sooner, set "leaf\.snowflake_epoch" back to $epoch and restart, or call leaf_snowflake_new_worker_id\(\) for another worker ID$/;
 ok($zn->poll_query_until('postgres',
-	q[SELECT not_ready_reason LIKE 'leaf.snowflake_epoch was moved later%' FROM leaf_snowflake_status]),
+	q[SELECT not_ready_reason LIKE '"leaf.snowflake_epoch" was moved later%' FROM leaf_snowflake_status]),
 	'a ZooKeeper node whose epoch moved later waits')
   or note LeafZK::status($zn, 'not_ready_reason');
 like(LeafZK::status($zn, 'not_ready_reason'), $moved, '... and says the epoch moved, with the ways out');
@@ -74,7 +74,7 @@ unlike(LeafZK::status($zn, 'not_ready_reason'), qr/clock is/, '... not that the 
 $zn->stop('immediate');
 $zn->start;
 ok($zn->poll_query_until('postgres',
-	q[SELECT not_ready_reason LIKE 'leaf.snowflake_epoch was moved later%' FROM leaf_snowflake_status]),
+	q[SELECT not_ready_reason LIKE '"leaf.snowflake_epoch" was moved later%' FROM leaf_snowflake_status]),
 	'after a restart during the wait, it still says the epoch moved')
   or note LeafZK::status($zn, 'not_ready_reason');
 like(slurp_file($zn->data_dir . '/leaf_snowflake.state'), qr/^epoch_moved_from $epoch$/m,
@@ -87,11 +87,11 @@ my $zlater2 = $epoch + 40000;
 $zn->append_conf('postgresql.conf', "leaf.snowflake_epoch = '$zlater2'\n");
 $zn->start;
 ok($zn->poll_query_until('postgres',
-	q[SELECT not_ready_reason LIKE 'leaf.snowflake_epoch was moved later%' FROM leaf_snowflake_status]),
+	q[SELECT not_ready_reason LIKE '"leaf.snowflake_epoch" was moved later%' FROM leaf_snowflake_status]),
 	'moved later again during the wait, it says the epoch moved')
   or note LeafZK::status($zn, 'not_ready_reason');
 like(LeafZK::status($zn, 'not_ready_reason'),
-	qr/^leaf\.snowflake_epoch was moved later, from $epoch to $zlater2, .* set leaf\.snowflake_epoch back to $epoch and restart/,
+	qr/^"leaf\.snowflake_epoch" was moved later, from $epoch to $zlater2, .* set "leaf\.snowflake_epoch" back to $epoch and restart/,
 	'... from the epoch its last mark was written under, which is the one to set back');
 
 # the way out: the epoch set back serves at once, above the IDs issued

@@ -33,7 +33,7 @@ while (time() < $deadline)
 	usleep(500_000);
 }
 like($zk->cli('ls', '/leaf/mixed/temporary'), qr/^\[\]$/m, "n1's session has expired in ZooKeeper");
-sleep 3;
+sleep 3;	# cut off for a while, within the lease
 is($n1->safe_psql('postgres', 'SELECT ready FROM leaf_snowflake_status'), 't',
 	'n1 keeps serving from its local lease while cut off');
 

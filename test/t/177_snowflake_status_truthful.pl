@@ -56,7 +56,7 @@ SELECT leaf_snowflake_nextvals(1000);
 SET leaf.test_clock_offset_ms = -5000;
 DO $$BEGIN PERFORM leaf_snowflake(); EXCEPTION WHEN OTHERS THEN RAISE NOTICE 'call: %', SQLSTATE; END$$;
 SELECT ready, not_ready_reason FROM leaf_snowflake_status;]);
-like($lf101, qr/^f\|the clock is \d+ ms behind the last ID issued, more than leaf\.max_backward_ms \(5 ms\): calls fail with LF101/m,
+like($lf101, qr/^f\|the clock is \d+ ms behind the last ID issued, more than "leaf\.max_backward_ms" \(5 ms\): calls fail with LF101/m,
 	'with the clock 5 s behind the last ID, the status says not ready, and why');
 my ($ret, $out, $err2) = $node->psql('postgres',
 	"SET leaf.test_clock_offset_ms = -5000; SELECT leaf_snowflake()");
@@ -74,7 +74,7 @@ ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'
 ok($node->poll_query_until('postgres', 'SELECT NOT ready FROM leaf_snowflake_status'),
 	'not ready once the range has run out');
 like($node->safe_psql('postgres', 'SELECT not_ready_reason FROM leaf_snowflake_status'),
-	qr/outside the 41-bit range of timestamps since leaf\.snowflake_epoch/, 'and says why');
+	qr/outside the 41-bit range of timestamps since "leaf\.snowflake_epoch"/, 'and says why');
 ($state) = LeafTest::sqlstate($node, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF103', 'calls fail with LF103');
 

@@ -61,7 +61,7 @@ my $a1 = $zk->start_pg_node('sf_auth1', root => $root,
 	extra => "leaf.node_address = 'a1.example:1'\nleaf.zk_auth_file = '$authfile'\n");
 ok(LeafZK::wait_decided($a1), 'a1 has decided');
 like(LeafZK::status($a1, 'ready, not_ready_reason'),
-	qr/^f\|leaf\.zk_auth_file "[^"]+" has group or world access/,
+	qr/^f\|"leaf\.zk_auth_file" "[^"]+" has group or world access/,
 	'a credentials file readable by others is refused');
 chmod 0600, $authfile;
 $a1->restart;

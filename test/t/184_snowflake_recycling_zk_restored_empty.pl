@@ -60,7 +60,7 @@ my $t_stop = time();
 $n4->restart;
 LeafZK::wait_decided($n4);
 is(LeafZK::status($n4, 'ready'), 'f', 'n4, restarted during the outage, does not serve');
-like(LeafZK::status($n4, 'not_ready_reason'), qr/leaf\.worker_id_reclaim_after forbids using the cached worker ID/,
+like(LeafZK::status($n4, 'not_ready_reason'), qr/"leaf\.worker_id_reclaim_after" forbids using worker ID \d+ from "leaf_snowflake\.state"/,
 	'and says why');
 push @$load, @{ LeafZK::start_load(100, $n4) };
 for my $node ($n1, $n2, $n3)

@@ -38,7 +38,7 @@ is(LeafZK::status($z1, 'worker_id'), '0', 'ZooKeeper gave z1 worker ID 0');
 my $h0 = node('hs_h0', 'h0.example:1', "leaf.worker_id = 0\n");
 ok(LeafZK::wait_decided($h0), 'h0 has decided');
 like(LeafZK::status($h0, 'ready, not_ready_reason'),
-	qr/^f\|leaf\.worker_id is 0, but ZooKeeper gave worker ID 0 to z1\.example:1 \(\/leaf\/hand\/forever\/z1\.example:1-0000000000\)/,
+	qr/^f\|"leaf\.worker_id" is 0, but ZooKeeper gave worker ID 0 to z1\.example:1 \(\/leaf\/hand\/forever\/z1\.example:1-0000000000\)/,
 	'h0 (worker ID 0 by hand) is refused, and told which node holds it');
 my ($state) = LeafTest::sqlstate($h0, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF102', 'h0 hands out no ID');
@@ -62,7 +62,7 @@ ok($z2->log_contains(qr/skips worker ID 1: h1\.example:1 claims it with "leaf\.w
 my $h1b = node('hs_h1b', 'h1b.example:1', "leaf.worker_id = 1\n");
 ok(LeafZK::wait_decided($h1b), 'h1b has decided');
 like(LeafZK::status($h1b, 'ready, not_ready_reason'),
-	qr/^f\|leaf\.worker_id is 1, but h1\.example:1 \(data directory \S+\) claims worker ID 1 by hand as well/,
+	qr/^f\|"leaf\.worker_id" is 1, but h1\.example:1 \(data directory \S+\) claims worker ID 1 by hand as well/,
 	'a second node with worker ID 1 by hand is refused, and told which node claims it');
 
 # every node at once: no repeats (h0 and h1b hand out nothing)
@@ -79,7 +79,7 @@ ok($h1->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
 my $h5 = node('hs_h5', 'h5.example:1', "leaf.worker_id = 5\n");
 ok(LeafZK::wait_decided($h5), 'h5 has decided');
 like(LeafZK::status($h5, 'ready, not_ready_reason'),
-	qr/^f\|leaf\.worker_id 5 is not used before it is claimed in ZooKeeper/,
+	qr/^f\|"leaf\.worker_id" 5 is not used before it is claimed in ZooKeeper/,
 	'h5, never claimed, does not serve while ZooKeeper is down');
 $zk->start_node(1);
 ok($h5->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),

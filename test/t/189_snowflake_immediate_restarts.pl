@@ -23,7 +23,7 @@ my @ids = split /\n/, $node->safe_psql('postgres', 'SELECT leaf_snowflake_nextva
 
 $node->stop('immediate');
 $node->start;
-usleep(1_500_000);
+usleep(1_500_000);	# the second restart 1.5 s after the first
 $node->stop('immediate');
 my $offset = -s $node->logfile;
 my $t0 = time();

@@ -59,7 +59,7 @@ $node->append_conf('postgresql.conf', "leaf.worker_id = 64\n");
 $node->start;
 my ($state, $err) = LeafTest::sqlstate($node, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF102', 'worker ID 64 under js53: LF102');
-like($err, qr/leaf\.worker_id is 64, but must be between 0 and 63/, '... saying the range');
+like($err, qr/"leaf\.worker_id" is 64, but must be between 0 and 63/, '... saying the range');
 
 # another layout over the state file of js53: refused, naming both
 $node->stop;
@@ -67,7 +67,7 @@ $node->append_conf('postgresql.conf', "leaf.worker_id = 63\nleaf.snowflake_layou
 $node->start;
 ($state, $err) = LeafTest::sqlstate($node, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF102', 'the default layout over a js53 state file: LF102');
-like($err, qr/"leaf_snowflake\.state" records IDs of layout 41\+6\+6\/1ms, but leaf\.snowflake_layout is 41\+10\+12\/1ms/,
+like($err, qr/"leaf_snowflake\.state" records IDs of layout 41\+6\+6\/1ms, but "leaf\.snowflake_layout" is 41\+10\+12\/1ms/,
 	'... naming both layouts');
 is(LeafTest::sqlstate($node, 'postgres', 'SELECT leaf_snowflake()'), 'LF102',
 	'... and it stays so');

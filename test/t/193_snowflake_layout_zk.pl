@@ -39,7 +39,7 @@ my $b = $zk->start_pg_node('sf_lz_b', root => '/leaf/js53', wait_timeout => '2s'
 LeafZK::wait_decided($b);
 my ($state, $err) = LeafTest::sqlstate($b, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF102', 'a default node under the js53 root: LF102');
-like($err, qr/ZooKeeper root \/leaf\/js53 records layout 41\+6\+6\/1ms, but leaf\.snowflake_layout is 41\+10\+12\/1ms/,
+like($err, qr/ZooKeeper root \/leaf\/js53 records layout 41\+6\+6\/1ms, but "leaf\.snowflake_layout" is 41\+10\+12\/1ms/,
 	'... naming both layouts');
 unlike($zk->cli('ls', '/leaf/js53/forever'), qr/b\.example/,
 	'it made no forever node there');
@@ -48,7 +48,7 @@ unlike($zk->cli('ls', '/leaf/js53/forever'), qr/b\.example/,
 my $c = $zk->start_pg_node('sf_lz_c', root => '/leaf/js53', wait_timeout => '2s',
 	extra => "leaf.worker_id = 5\nleaf.node_address = 'c.example:1'\n");
 ok($c->poll_query_until('postgres',
-	q[SELECT not_ready_reason LIKE '%records layout 41+6+6/1ms, but leaf.snowflake_layout is 41+10+12/1ms%' FROM leaf_snowflake_status]),
+	q[SELECT not_ready_reason LIKE '%records layout 41+6+6/1ms, but "leaf.snowflake_layout" is 41+10+12/1ms%' FROM leaf_snowflake_status]),
 	'a hand-set node of another layout does not claim its worker ID there');
 is(LeafTest::sqlstate($c, 'postgres', 'SELECT leaf_snowflake()'), 'LF102', '... and does not serve');
 unlike($zk->cli('ls', '/leaf/js53/claimed'), qr/0000000005/, '... nor is worker ID 5 claimed');
@@ -63,7 +63,7 @@ unlike($out, qr/KeeperErrorCode/, 'a root with a forever node and no layout node
 my $d = $zk->start_pg_node('sf_lz_d', root => '/leaf/old', wait_timeout => '2s',
 	extra => "leaf.snowflake_layout = 'js53'\nleaf.node_address = 'd.example:1'\n");
 ok($d->poll_query_until('postgres',
-	q[SELECT not_ready_reason LIKE '%ZooKeeper root /leaf/old holds nodes that registered before it recorded a layout, so its IDs have the default layout 41+10+12/1ms, but leaf.snowflake_layout is 41+6+6/1ms%' FROM leaf_snowflake_status]),
+	q[SELECT not_ready_reason LIKE '%ZooKeeper root /leaf/old holds nodes that registered before it recorded a layout, so its IDs have the default layout 41+10+12/1ms, but "leaf.snowflake_layout" is 41+6+6/1ms%' FROM leaf_snowflake_status]),
 	'a js53 node is refused under a root older releases numbered');
 unlike($zk->cli('ls', '/leaf/old'), qr/\blayout\b/, 'and records no layout there');
 $d->stop;

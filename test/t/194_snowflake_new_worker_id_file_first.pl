@@ -33,6 +33,8 @@ my $offset = -s $node->logfile;
 $node->safe_psql('postgres', 'SELECT leaf_snowflake_new_worker_id()');
 ok($node->wait_for_log(qr/gave up worker ID \Q$old\E on request/, $offset),
 	'the worker ID was given up in ZooKeeper');
+# time for the registration that follows to write the state file again,
+# which it must not do with the given-up worker ID
 sleep 2;
 note 'log since the request: ' . slurp_file($node->logfile, $offset);
 note 'state file after the give-up: ' . join(' ', map { "$_=" . LeafZK::state_file($node)->{$_} } qw(worker_id source));

@@ -31,7 +31,8 @@ ok(LeafZK::wait_state_file_names($node, $old),
 # hold the worker after its next new forever node
 $node->append_conf('postgresql.conf', "leaf.test_register_pause_ms = 6000\n");
 $node->reload;
-sleep 1;
+ok(LeafTest::wait_setting($node, 'leaf.test_register_pause_ms', '6000'),
+	'the worker is told of the pause');
 
 my $offset = -s $node->logfile;
 $zk->cli('delete', $path);
@@ -46,7 +47,7 @@ $zk->stop_node(1);
 kill 'KILL', $worker;
 $node->append_conf('postgresql.conf', "leaf.test_register_pause_ms = 0\n");
 ok(LeafZK::wait_decided($node), 'the node decided after the crash');
-sleep 3;
+sleep 3;	# time for it to start serving, which it must not do with $old
 my $st = LeafZK::status($node, q[ready, worker_id, worker_id_source, not_ready_reason]);
 note "status after the crash with ZooKeeper away: $st";
 my ($ready, $wid) = split /\|/, $st;

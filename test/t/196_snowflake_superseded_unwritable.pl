@@ -55,7 +55,7 @@ rmdir $tmp or die "rmdir $tmp: $!";
 $node->append_conf('postgresql.conf', "leaf.test_register_pause_ms = 0\n");
 $node->start;
 ok(LeafZK::wait_decided($node), 'the node decided after the restart');
-sleep 3;
+sleep 3;	# time for it to start serving, which it must not do with $old
 my $st = LeafZK::status($node, q[ready, worker_id, worker_id_source, not_ready_reason]);
 note "status after the restart with ZooKeeper away: $st";
 my ($ready, $wid) = split /\|/, $st;

@@ -27,7 +27,7 @@ LeafTest::start_pod($node, 'shard-b-3');
 my $started = Time::HiRes::time();
 $node->safe_psql('postgres', 'CREATE EXTENSION leaf');
 is($node->safe_psql('postgres', 'SHOW leaf.worker_id'), '7', 'leaf.worker_id is the ordinal plus the offset');
-ok($node->log_contains(qr/worker ID 7 comes from the environment variable "shard-b-3" \(ordinal 3, leaf\.worker_id_offset 4\)/),
+ok($node->log_contains(qr/worker ID 7 comes from the environment variable "shard-b-3" \(ordinal 3, "leaf\.worker_id_offset" 4\)/),
 	'the log says where the worker ID came from');
 my $reason = LeafZK::status($node, 'not_ready_reason');
 like($reason, qr/^(new worker ID 7 is used only from \d+ ms from now|the snowflake worker is starting)/,
@@ -56,7 +56,7 @@ LeafTest::start_pod($node, 'shard-b');
 is($node->safe_psql('postgres', 'SHOW leaf.worker_id'), '-1', 'a value without an ordinal sets no worker ID');
 LeafZK::wait_decided($node);
 like(LeafZK::status($node, 'not_ready_reason'),
-	qr/^leaf\.worker_id_from is 'env:LEAF_POD', but the environment variable is "shard-b", which ends in no ordinal/,
+	qr/^"leaf\.worker_id_from" is 'env:LEAF_POD', but the environment variable is "shard-b", which ends in no ordinal/,
 	'the status says the value holds no ordinal');
 ($state) = LeafTest::sqlstate($node, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF102', 'calls fail with LF102');
@@ -64,7 +64,7 @@ $node->stop;
 LeafTest::start_pod($node, undef);
 LeafZK::wait_decided($node);
 like(LeafZK::status($node, 'not_ready_reason'),
-	qr/^leaf\.worker_id_from is 'env:LEAF_POD', but the server was started without the environment variable LEAF_POD/,
+	qr/^"leaf\.worker_id_from" is 'env:LEAF_POD', but the server was started without the environment variable LEAF_POD/,
 	'without the variable, the status says so');
 $node->stop;
 
@@ -94,7 +94,7 @@ if ($host =~ /(?:^|-)(\d{1,6})$/)
 else
 {
 	like(LeafZK::status($node, 'not_ready_reason'),
-		qr/^leaf\.worker_id_from is 'hostname', but the host name is "\Q$host\E", which ends in no ordinal/,
+		qr/^"leaf\.worker_id_from" is 'hostname', but the host name is "\Q$host\E", which ends in no ordinal/,
 		"the host name $host holds no ordinal, and the status says so");
 }
 $node->stop;
@@ -115,7 +115,7 @@ for my $i (0, 1)
 }
 LeafZK::wait_decided($zn[1]);
 like(LeafZK::status($zn[1], 'not_ready_reason'),
-	qr/leaf\.worker_id is 2, but pod0\.example:5432 .* claims worker ID 2 by hand as well/,
+	qr/"leaf\.worker_id" is 2, but pod0\.example:5432 .* claims worker ID 2 by hand as well/,
 	'the second pod with ordinal 2 is refused by the claim in ZooKeeper');
 like($zk->cli('get', '/leaf/ordinal/claimed/0000000002'), qr/pod0\.example:5432/, 'the claim names the first pod');
 $_->stop for @zn;

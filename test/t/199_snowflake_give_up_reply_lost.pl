@@ -28,7 +28,8 @@ my $path = LeafZK::state_file($node)->{zk_node};
 
 $node->safe_psql('postgres', 'ALTER SYSTEM SET leaf.test_abandon_lost_ms = 3000');
 $node->reload;
-sleep 1;
+ok(LeafTest::wait_setting($node, 'leaf.test_abandon_lost_ms', '3000'),
+	'the worker is told to lose the reply');
 
 my $offset = -s $node->logfile;
 $node->safe_psql('postgres', 'SELECT leaf_snowflake_new_worker_id()');
@@ -38,6 +39,8 @@ ok(LeafTest::wait_until(sub { $zk->cli('get', $path) =~ /abandoned by lr\.exampl
 $zk->stop_node(1);
 ok($node->wait_for_log(qr/could not give up worker ID \Q$old\E in ZooKeeper/, $offset),
 	'the worker takes the give-up for failed');
+# time for the worker to write the state file again, which it must not do
+# naming the worker ID with source zookeeper
 sleep 2;
 note 'log since the request: ' . slurp_file($node->logfile, $offset);
 isnt(LeafZK::state_file($node)->{source}, 'zookeeper',
@@ -68,7 +71,8 @@ $path = LeafZK::status($node, 'zk_node');
 $zk->cli('setAcl', $path, 'world:anyone:ra');
 $node->safe_psql('postgres', 'ALTER SYSTEM SET leaf.test_abandon_lost_ms = 1');
 $node->reload;
-sleep 1;
+ok(LeafTest::wait_setting($node, 'leaf.test_abandon_lost_ms', '1'),
+	'the worker is told to lose the reply at once');
 $offset = -s $node->logfile;
 $node->safe_psql('postgres', 'SELECT leaf_snowflake_new_worker_id()');
 ok($node->wait_for_log(qr/could not give up worker ID \Q$old\E in ZooKeeper/, $offset),

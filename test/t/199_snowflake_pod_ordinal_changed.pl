@@ -116,7 +116,7 @@ $copy->append_conf('postgresql.conf', "leaf.worker_id_offset = 1020\n");
 LeafTest::start_pod($copy, 'ids-4');
 LeafZK::wait_decided($copy);
 like(LeafZK::status($copy, 'not_ready_reason'),
-	qr/^leaf\.worker_id is 1024, the pod ordinal of leaf\.worker_id_from plus leaf\.worker_id_offset, but must be between 0 and 1023; lower leaf\.worker_id_offset/,
+	qr/^"leaf\.worker_id" is 1024, the pod ordinal of "leaf\.worker_id_from" plus "leaf\.worker_id_offset", but must be between 0 and 1023; lower "leaf\.worker_id_offset"/,
 	'a worker ID past the layout names the ordinal and the offset');
 $copy->stop;
 done_testing();
