@@ -60,7 +60,6 @@
 #include "leaf_errcodes.h"
 #include "leaf_sf_layout.h"
 #include "leaf_snowflake.h"
-#include "leaf_sf_db.h"
 
 
 
@@ -426,7 +425,6 @@ void
 leaf_snowflake_init(void)
 {
 	leaf_sf_define_worker_id_settings();
-	leaf_sf_db_define_settings();
 	leaf_sf_ordinal_define_settings();
 	leaf_sf_define_id_settings();
 #ifdef LEAF_TEST_HOOKS
@@ -457,8 +455,7 @@ static bool
 leaf_sf_configured(void)
 {
 	return leaf_sf_worker_id != -1 || leaf_sf_ordinal_configured() ||
-		(leaf_sf_zk_hosts != NULL && leaf_sf_zk_hosts[0] != '\0') ||
-		leaf_sf_id_source != LEAF_SF_SOURCE_AUTO;
+		(leaf_sf_zk_hosts != NULL && leaf_sf_zk_hosts[0] != '\0');
 }
 
 void
