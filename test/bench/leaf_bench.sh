@@ -116,20 +116,12 @@ STARTED=()						# data directories of running clusters
 BGPIDS=()						# background pgbench runs
 
 cleanup() {
-	local rc=$? d p
+	local rc=$? p
 	trap - EXIT INT TERM
 	for p in "${BGPIDS[@]}"; do
 		kill "$p" 2>/dev/null || true
 	done
-	for d in "${STARTED[@]}"; do
-		as_pg "$PGBIN/pg_ctl -D '$d' -m immediate -w stop" >/dev/null 2>&1 || true
-	done
-	if [ "${BENCH_KEEP:-0}" = 1 ]; then
-		log "kept $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-	exit $rc
+	bench_finish "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT

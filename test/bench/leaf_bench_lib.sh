@@ -14,6 +14,9 @@
 #                        SQL from stdin; unaligned, tuples only
 #   free_port            a loopback TCP port nobody listens on now
 #                        (Python 3: $PYTHON, default python3)
+#   bench_finish RC      the end of every run, failed or not: stop the
+#                        clusters of $WORK, remove it (unless BENCH_KEEP=1)
+#                        and exit RC
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -60,4 +63,23 @@ free_port() {
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'
+}
+
+# bench_finish RC: stop every cluster of $WORK still running, those named
+# in STARTED and any other with a postmaster.pid (one a signal caught
+# between its start and its entry in STARTED), remove $WORK unless
+# BENCH_KEEP=1, and exit RC.  Each script's cleanup trap ends with it.
+bench_finish() {
+	local d
+	for d in "${STARTED[@]}" "$WORK"/*/postmaster.pid; do
+		[ -f "$d" ] && d=$(dirname "$d")
+		[ -d "$d" ] || continue
+		as_pg "$PGBIN/pg_ctl -D '$d' -m immediate -w stop" >/dev/null 2>&1 || true
+	done
+	if [ "${BENCH_KEEP:-0}" = 1 ]; then
+		log "kept $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+	exit "$1"
 }

@@ -165,21 +165,9 @@ bench_workdir leaf-pk
 STARTED=()						# data directories of running clusters
 
 cleanup() {
-	local rc=$? d
+	local rc=$?
 	trap - EXIT INT TERM
-	# every cluster of $WORK still running, also one that a signal caught
-	# between its start and its entry in STARTED
-	for d in "${STARTED[@]}" "$WORK"/*/postmaster.pid; do
-		[ -f "$d" ] && d=$(dirname "$d")
-		[ -d "$d" ] || continue
-		as_pg "$PGBIN/pg_ctl -D '$d' -m immediate -w stop" >/dev/null 2>&1 || true
-	done
-	if [ "${BENCH_KEEP:-0}" = 1 ]; then
-		log "kept $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-	exit $rc
+	bench_finish "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT

@@ -158,21 +158,13 @@ STARTED=()						# data directories of running clusters
 PROXY_PID=""
 
 cleanup() {
-	local rc=$? d
+	local rc=$?
 	trap - EXIT INT TERM
 	if [ -n "$PROXY_PID" ]; then
 		kill "$PROXY_PID" 2>/dev/null || true
 		wait "$PROXY_PID" 2>/dev/null || true
 	fi
-	for d in "${STARTED[@]}"; do
-		as_pg "$PGBIN/pg_ctl -D '$d' -m immediate -w stop" >/dev/null 2>&1 || true
-	done
-	if [ "${BENCH_KEEP:-0}" = 1 ]; then
-		log "kept $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-	exit $rc
+	bench_finish "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
