@@ -91,6 +91,16 @@ PGDLLEXPORT void leaf_warm_start_db_main(Datum main_arg);
 /* How often the leader looks at the tags that have a slot, in ms. */
 #define LEAF_WARM_CHECK_MS		1000
 
+/*
+ * Longest wait for the worker of one database, in ms: a database whose
+ * connection waits on a lock (an ALTER DATABASE left open, a long CREATE
+ * DATABASE ... TEMPLATE) must not hold up the others, nor the file.
+ */
+#define LEAF_WARM_DB_TIMEOUT_MS	30000
+
+/* How often the leader looks whether that worker has exited, in ms. */
+#define LEAF_WARM_DB_POLL_MS	100
+
 /* Restart of a leader that failed, in s. */
 #define LEAF_WARM_RESTART_S		10
 
@@ -473,12 +483,13 @@ leaf_warm_databases(void)
 static bool
 leaf_warm_recent(const LeafWarmEntry *e, pg_time_t now)
 {
-	return now - e->last_used <= (pg_time_t) leaf_warm_max_age_s;
+	/* (a time after now, as after a clock step, counts as now) */
+	return e->last_used >= now - (pg_time_t) leaf_warm_max_age_s;
 }
 
 /*
  * Start the worker that asks for the first segments of database dboid,
- * and wait until it has exited.
+ * and wait until it has exited, LEAF_WARM_DB_TIMEOUT_MS at most.
  */
 static void
 leaf_warm_database(Oid dboid)
@@ -486,6 +497,7 @@ leaf_warm_database(Oid dboid)
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
 	pid_t		pid;
+	TimestampTz start;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
@@ -512,41 +524,112 @@ leaf_warm_database(Oid dboid)
 	}
 	if (WaitForBackgroundWorkerStartup(handle, &pid) != BGWH_STARTED)
 		return;
-	(void) WaitForBackgroundWorkerShutdown(handle);
+	start = GetCurrentTimestamp();
+	while (GetBackgroundWorkerPid(handle, &pid) != BGWH_STOPPED)
+	{
+		if (ShutdownRequestPending ||
+			TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
+									   LEAF_WARM_DB_TIMEOUT_MS))
+		{
+			if (!ShutdownRequestPending)
+				ereport(LOG,
+						(errmsg("leaf warm start stopped its worker for the database with OID %u after %d ms",
+								dboid, LEAF_WARM_DB_TIMEOUT_MS),
+						 errdetail("The biz_tags not asked for yet are loaded at their first call.")));
+			TerminateBackgroundWorker(handle);
+			return;
+		}
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 LEAF_WARM_DB_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* A database of the file, and the last use of its most recent tag. */
+typedef struct LeafWarmDbUse
+{
+	Oid			dboid;
+	pg_time_t	last_used;
+} LeafWarmDbUse;
+
+/* qsort: the most recently used database first */
+static int
+leaf_warm_db_cmp(const void *a, const void *b)
+{
+	pg_time_t	ua = ((const LeafWarmDbUse *) a)->last_used;
+	pg_time_t	ub = ((const LeafWarmDbUse *) b)->last_used;
+
+	return (ua < ub) ? 1 : (ua > ub) ? -1 : 0;
 }
 
 /*
- * The warm start proper: each database of the file that has a tag used
- * within leaf.warm_start_max_age and still exists, one after the other.
+ * The warm start proper: the databases of the file that have a tag used
+ * within leaf.warm_start_max_age and still exist, one after the other,
+ * the most recently used first.  Each gets its allocator started, which
+ * stays until leaf.alloc_idle_timeout, so at most half of
+ * leaf.max_databases are warmed: the other allocators stay free for the
+ * databases whose callers come first.
  */
 static void
 leaf_warm_start_databases(HTAB *entries)
 {
 	List	   *exist = leaf_warm_databases();
-	List	   *todo = NIL;
 	HASH_SEQ_STATUS seq;
 	LeafWarmEntry *e;
 	pg_time_t	now = timestamptz_to_time_t(GetCurrentTimestamp());
-	ListCell   *lc;
+	LeafWarmDbUse *dbs;
+	int			ndbs = 0;
+	int			warmed = 0;
+	int			budget;
+	const char *maxdb = GetConfigOption("leaf.max_databases", true, false);
+	int			i;
 
+	budget = Max((maxdb != NULL ? atoi(maxdb) : 0) / 2, 1);
+	dbs = palloc(sizeof(LeafWarmDbUse) * Max(hash_get_num_entries(entries), 1));
 	hash_seq_init(&seq, entries);
 	while ((e = hash_seq_search(&seq)) != NULL)
-		if (leaf_warm_recent(e, now))
-			todo = list_append_unique_oid(todo, e->key.dboid);
-	foreach(lc, todo)
 	{
-		Oid			dboid = lfirst_oid(lc);
+		if (!leaf_warm_recent(e, now))
+			continue;
+		for (i = 0; i < ndbs; i++)
+			if (dbs[i].dboid == e->key.dboid)
+				break;
+		if (i == ndbs)
+		{
+			dbs[ndbs].dboid = e->key.dboid;
+			dbs[ndbs].last_used = e->last_used;
+			ndbs++;
+		}
+		else
+			dbs[i].last_used = Max(dbs[i].last_used, e->last_used);
+	}
+	qsort(dbs, ndbs, sizeof(LeafWarmDbUse), leaf_warm_db_cmp);
+
+	for (i = 0; i < ndbs; i++)
+	{
+		Oid			dboid = dbs[i].dboid;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ShutdownRequestPending)
 			break;
-		if (list_member_oid(exist, dboid))
-			leaf_warm_database(dboid);
-		else
+		if (!list_member_oid(exist, dboid))
 			ereport(LOG,
 					(errmsg("leaf warm start skips the database with OID %u: it no longer exists",
 							dboid)));
+		else if (warmed >= budget)
+			ereport(LOG,
+					(errmsg("leaf warm start skips the database with OID %u: it warmed as many databases as half of \"leaf.max_databases\" (%d)",
+							dboid, budget),
+					 errdetail("Its biz_tags are loaded at their first call.")));
+		else
+		{
+			leaf_warm_database(dboid);
+			warmed++;
+		}
 	}
+	pfree(dbs);
 }
 
 /*
