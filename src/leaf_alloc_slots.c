@@ -160,6 +160,13 @@ leaf_alloc_slots_shmem_startup(void)
 	}
 }
 
+/* leaf.max_databases: how many allocators may run at once. */
+int
+leaf_alloc_slots_max(void)
+{
+	return leaf_max_databases;
+}
+
 /* Is the registry in shared memory (leaf loaded at server start)? */
 bool
 leaf_alloc_slots_ready(void)

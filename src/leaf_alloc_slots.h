@@ -11,6 +11,7 @@
 
 /* the shared memory (its hooks are in leaf.h) */
 extern bool leaf_alloc_slots_ready(void);
+extern int	leaf_alloc_slots_max(void);
 
 /* backends: the worker of a database */
 extern void leaf_wake_worker(Oid dboid);

@@ -75,6 +75,7 @@
 
 #include "leaf.h"
 #include "leaf_alloc.h"
+#include "leaf_alloc_slots.h"
 #include "leaf_compat.h"
 #include "leaf_segment_shmem.h"
 
@@ -582,11 +583,9 @@ leaf_warm_start_databases(HTAB *entries)
 	LeafWarmDbUse *dbs;
 	int			ndbs = 0;
 	int			warmed = 0;
-	int			budget;
-	const char *maxdb = GetConfigOption("leaf.max_databases", true, false);
+	int			budget = Max(leaf_alloc_slots_max() / 2, 1);
 	int			i;
 
-	budget = Max((maxdb != NULL ? atoi(maxdb) : 0) / 2, 1);
 	dbs = palloc(sizeof(LeafWarmDbUse) * Max(hash_get_num_entries(entries), 1));
 	hash_seq_init(&seq, entries);
 	while ((e = hash_seq_search(&seq)) != NULL)
