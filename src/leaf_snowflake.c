@@ -60,6 +60,7 @@
 #include "leaf_errcodes.h"
 #include "leaf_sf_layout.h"
 #include "leaf_snowflake.h"
+#include "leaf_sf_db.h"
 
 
 
@@ -425,6 +426,7 @@ void
 leaf_snowflake_init(void)
 {
 	leaf_sf_define_worker_id_settings();
+	leaf_sf_db_define_settings();
 	leaf_sf_ordinal_define_settings();
 	leaf_sf_define_id_settings();
 #ifdef LEAF_TEST_HOOKS
@@ -455,7 +457,8 @@ static bool
 leaf_sf_configured(void)
 {
 	return leaf_sf_worker_id != -1 || leaf_sf_ordinal_configured() ||
-		(leaf_sf_zk_hosts != NULL && leaf_sf_zk_hosts[0] != '\0');
+		(leaf_sf_zk_hosts != NULL && leaf_sf_zk_hosts[0] != '\0') ||
+		leaf_sf_id_source != LEAF_SF_SOURCE_AUTO;
 }
 
 void

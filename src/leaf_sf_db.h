@@ -1,0 +1,66 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_sf_db.h
+ *	  Snowflake worker IDs held as leases in the allocation database
+ *	  (leaf_sf_db.c).  Only the snowflake worker (leaf_sf_worker.c) uses
+ *	  it, and leaf_snowflake.c for the setting.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LEAF_SF_DB_H
+#define LEAF_SF_DB_H
+
+#include "leaf_snowflake.h"
+
+/* leaf.worker_id_source */
+typedef enum LeafSfIdSource
+{
+	LEAF_SF_SOURCE_AUTO,		/* as before 1.5: leaf.worker_id if set, else
+								 * ZooKeeper if leaf.zk_hosts is set */
+	LEAF_SF_SOURCE_ZOOKEEPER,
+	LEAF_SF_SOURCE_DATABASE,
+	LEAF_SF_SOURCE_SETTING
+} LeafSfIdSource;
+
+extern int	leaf_sf_id_source;
+
+/* the outcome of a request to the allocation database */
+typedef enum LeafSfDbResult
+{
+	LEAF_SF_DB_OK,
+	LEAF_SF_DB_RETRY,			/* unreachable: try again soon */
+	LEAF_SF_DB_WAIT,			/* not now: try again soon */
+	LEAF_SF_DB_FAIL,			/* refused: try again much later */
+	LEAF_SF_DB_LOST				/* our row is gone or held by another node */
+} LeafSfDbResult;
+
+/*
+ * The lease this node holds in the allocation database.  Kept by the
+ * worker; leaf_sf_db.c fills it in.
+ */
+typedef struct LeafSfDbLease
+{
+	bool		held;			/* a row of leaf_worker_lease is ours */
+	int			worker_id;
+	bool		fresh;			/* taken from no row, or from another
+								 * holder: wait out earlier holders */
+	int64		row_hwm;		/* the mark the row held when we took it */
+	int64		db_hwm;			/* the last mark the row holds for us */
+	int64		until_mono;		/* monotonic ms before which our lease in
+								 * the database cannot have ended */
+	int64		clock_offset_ms;	/* our clock minus the database's, at
+									 * the last request */
+} LeafSfDbLease;
+
+extern void leaf_sf_db_define_settings(void);
+extern const char *leaf_sf_db_config_problem(void);
+extern int64 leaf_sf_mono_ms(void);
+extern LeafSfDbResult leaf_sf_db_acquire(const LeafSfNode *node, int want_wid,
+										 int64 floor_hint, LeafSfDbLease *lease,
+										 char *reason, size_t reasonlen);
+extern LeafSfDbResult leaf_sf_db_renew(const LeafSfNode *node,
+									   LeafSfDbLease *lease, int64 hwm,
+									   char *reason, size_t reasonlen);
+extern void leaf_sf_db_disconnect(void);
+
+#endif							/* LEAF_SF_DB_H */
