@@ -63,17 +63,6 @@
 #include "leaf_sf_db.h"
 #include "leaf_sf_layout.h"
 
-/* leaf.worker_id_source */
-int			leaf_sf_id_source = LEAF_SF_SOURCE_AUTO;
-
-static const struct config_enum_entry leaf_sf_id_source_options[] = {
-	{"auto", LEAF_SF_SOURCE_AUTO, false},
-	{"zookeeper", LEAF_SF_SOURCE_ZOOKEEPER, false},
-	{"database", LEAF_SF_SOURCE_DATABASE, false},
-	{"setting", LEAF_SF_SOURCE_SETTING, false},
-	{NULL, 0, false}
-};
-
 /* how long a connection, or an acquisition, may take */
 #define LEAF_SF_DB_CONNECT_MS	5000
 
@@ -90,21 +79,6 @@ static int64 leaf_sf_deadline;	/* monotonic ms of the request under way */
 #define LEAF_SF_DB_NOW_SQL \
 	"(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) " \
 	"OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8"
-
-void
-leaf_sf_db_define_settings(void)
-{
-	DefineCustomEnumVariable("leaf.worker_id_source",
-							 "Sets where the snowflake worker ID comes from.",
-							 "\"auto\": leaf.worker_id if set, else ZooKeeper if leaf.zk_hosts is set; "
-							 "\"database\": a lease in the allocation database of leaf.alloc_conninfo.",
-							 &leaf_sf_id_source,
-							 LEAF_SF_SOURCE_AUTO,
-							 leaf_sf_id_source_options,
-							 PGC_POSTMASTER,
-							 0,
-							 NULL, NULL, NULL);
-}
 
 static const char *
 leaf_sf_db_conninfo(void)

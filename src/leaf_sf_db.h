@@ -12,18 +12,6 @@
 
 #include "leaf_snowflake.h"
 
-/* leaf.worker_id_source */
-typedef enum LeafSfIdSource
-{
-	LEAF_SF_SOURCE_AUTO,		/* as before 1.5: leaf.worker_id if set, else
-								 * ZooKeeper if leaf.zk_hosts is set */
-	LEAF_SF_SOURCE_ZOOKEEPER,
-	LEAF_SF_SOURCE_DATABASE,
-	LEAF_SF_SOURCE_SETTING
-} LeafSfIdSource;
-
-extern int	leaf_sf_id_source;
-
 /* the outcome of a request to the allocation database */
 typedef enum LeafSfDbResult
 {
@@ -52,7 +40,6 @@ typedef struct LeafSfDbLease
 									 * the last request */
 } LeafSfDbLease;
 
-extern void leaf_sf_db_define_settings(void);
 extern const char *leaf_sf_db_config_problem(void);
 extern int64 leaf_sf_mono_ms(void);
 extern LeafSfDbResult leaf_sf_db_acquire(const LeafSfNode *node, int want_wid,

@@ -60,7 +60,6 @@
 #include "leaf_errcodes.h"
 #include "leaf_sf_layout.h"
 #include "leaf_snowflake.h"
-#include "leaf_sf_db.h"
 
 
 
@@ -80,6 +79,18 @@
 
 /* settings */
 int			leaf_sf_worker_id = -1;
+
+/* leaf.worker_id_source: read here, by the worker and by leaf_sf_db.c */
+int			leaf_sf_id_source = LEAF_SF_SOURCE_AUTO;
+
+static const struct config_enum_entry leaf_sf_id_source_options[] = {
+	{"auto", LEAF_SF_SOURCE_AUTO, false},
+	{"zookeeper", LEAF_SF_SOURCE_ZOOKEEPER, false},
+	{"database", LEAF_SF_SOURCE_DATABASE, false},
+	{"setting", LEAF_SF_SOURCE_SETTING, false},
+	{NULL, 0, false}
+};
+
 char	   *leaf_sf_zk_hosts = NULL;
 char	   *leaf_sf_zk_auth = NULL;
 int64		leaf_sf_epoch_ms = INT64CONST(1288834974657);
@@ -300,6 +311,17 @@ leaf_sf_define_worker_id_settings(void)
 							   PGC_POSTMASTER,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							   leaf_sf_check_zk_auth, NULL, leaf_sf_show_zk_auth);
+
+	DefineCustomEnumVariable("leaf.worker_id_source",
+							 "Sets where the snowflake worker ID comes from.",
+							 "\"auto\": leaf.worker_id if set, else ZooKeeper if leaf.zk_hosts is set; "
+							 "\"database\": a lease in the allocation database of leaf.alloc_conninfo.",
+							 &leaf_sf_id_source,
+							 LEAF_SF_SOURCE_AUTO,
+							 leaf_sf_id_source_options,
+							 PGC_POSTMASTER,
+							 0,
+							 NULL, NULL, NULL);
 }
 
 /* The settings of the IDs themselves and of the clock checks. */
@@ -426,7 +448,6 @@ void
 leaf_snowflake_init(void)
 {
 	leaf_sf_define_worker_id_settings();
-	leaf_sf_db_define_settings();
 	leaf_sf_ordinal_define_settings();
 	leaf_sf_define_id_settings();
 #ifdef LEAF_TEST_HOOKS
