@@ -19,6 +19,7 @@ CREATE TABLE @extschema@.leaf_worker_lease (
 				CHECK (worker_id OPERATOR(pg_catalog.>=) 0),
 	holder_identity text NOT NULL,
 	holder_address text NOT NULL,
+	holder_token bigint NOT NULL,
 	hand_set	boolean NOT NULL DEFAULT false,
 	layout		text NOT NULL,
 	hwm_ms		bigint NOT NULL,
@@ -32,6 +33,8 @@ COMMENT ON TABLE @extschema@.leaf_worker_lease IS
 'snowflake worker IDs held by nodes with leaf.worker_id_source = ''database'', one row per worker ID';
 COMMENT ON COLUMN @extschema@.leaf_worker_lease.holder_identity IS
 'data directory of the holder: system identifier and inode';
+COMMENT ON COLUMN @extschema@.leaf_worker_lease.holder_token IS
+'random number drawn by the holder each time it takes the row; its renewals name it, so that a copy of the holder''s data directory (same identity) is another holder';
 COMMENT ON COLUMN @extschema@.leaf_worker_lease.hand_set IS
 'claimed with leaf.worker_id: never taken over, delete the row to move it';
 COMMENT ON COLUMN @extschema@.leaf_worker_lease.hwm_ms IS

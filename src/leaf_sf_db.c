@@ -12,13 +12,25 @@
  * on that database's clock.  The rules are those of ZooKeeper's forever
  * nodes with recycling on (leaf_zk_assign.c):
  *
- *	- one row per worker ID, so one holder;
- *	- a node takes back the row its data directory holds; else the lowest
- *	  worker ID without a row; else the worker ID of a holder whose lease
- *	  ended more than leaf.max_clock_drift_ms ago (on the database's
- *	  clock), keeping its mark.  A worker ID taken from no row or from
- *	  another holder is "fresh": the worker serves with it only past its
- *	  mark and past the longest lease an earlier holder could still use;
+ *	- one row per worker ID, so one holder.  A holder draws a random
+ *	  token each time it takes a row, and its renewals name the token: a
+ *	  copy of its data directory, which has the same identity, is another
+ *	  holder;
+ *	- a node takes back the row its data directory holds once that row's
+ *	  lease has ended (at once after a clean stop, which ends it); else
+ *	  the lowest worker ID without a row; else the worker ID of a holder
+ *	  whose lease ended more than leaf.max_clock_drift_ms ago (on the
+ *	  database's clock), keeping its mark.  A worker ID taken from no
+ *	  row, from another holder, or from a run of this data directory that
+ *	  the state file does not name (the row's token is not the file's: a
+ *	  copy ran with it, or the row came back from a backup) is "fresh":
+ *	  the worker serves with it only past its mark and past the longest
+ *	  lease an earlier holder could still use, leaf_sf_margin_ms() on a
+ *	  clock up to twice leaf.max_clock_drift_ms from ours (each clock was
+ *	  within it of the database's).  A holder serves no timestamp past
+ *	  the mark its row holds, so a row that is there bounds what its
+ *	  holders used; the wait is for a row that is not (deleted, truncated,
+ *	  lost with a failover or a restore);
  *	- a worker ID set by hand (leaf.worker_id) is claimed as a row of its
  *	  own, refused while another data directory holds it, and never taken
  *	  over;
@@ -28,8 +40,8 @@
  *	  last, counted on this node's monotonic clock from the moment the
  *	  renewal was sent;
  *	- every request measures this node's clock against the database's
- *	  clock_timestamp(): a difference of leaf.max_clock_drift_ms or more
- *	  is refused;
+ *	  clock_timestamp(): a difference of leaf.max_clock_drift_ms or more,
+ *	  counting half the round trip as unknown, is refused;
  *	- the database's timeline is recorded in each row and in
  *	  leaf_worker_lease_timeline: once it is on a new timeline (a
  *	  promotion or a restore, which may have lost rows written on the
@@ -57,16 +69,20 @@
 #include "postmaster/interrupt.h"
 #include "storage/latch.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/wait_event.h"
 
 #include "leaf.h"
 #include "leaf_sf_db.h"
 #include "leaf_sf_layout.h"
+#include "leaf_sf_state.h"
 
 /* how long a connection, or an acquisition, may take */
 #define LEAF_SF_DB_CONNECT_MS	5000
 
 static PGconn *leaf_sf_conn = NULL;
+static char *leaf_sf_conn_info = NULL;	/* leaf.alloc_conninfo it was made
+										 * with */
 static char leaf_sf_lease_table[2 * NAMEDATALEN + 32];	/* schema-qualified */
 static char leaf_sf_tl_table[2 * NAMEDATALEN + 32];
 static int64 leaf_sf_deadline;	/* monotonic ms of the request under way */
@@ -76,6 +92,18 @@ static int64 leaf_sf_deadline;	/* monotonic ms of the request under way */
 	"('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.pg_walfile_name(" \
 	"pg_catalog.pg_current_wal_insert_lsn()), 1, 8))::pg_catalog.bit(32)::pg_catalog.int8"
 /* the database's clock, in ms since 1970, in SQL */
+/*
+ * The longest an earlier holder whose row is gone may still serve, on our
+ * clock, from the moment its row could last be renewed (on the database's
+ * clock): its lease, and its clock and ours each within
+ * leaf.max_clock_drift_ms of the database's.
+ */
+static int64
+leaf_sf_db_hold_ms(void)
+{
+	return leaf_sf_margin_ms() + 2 * (int64) Max(leaf_sf_max_clock_drift_ms, 0);
+}
+
 #define LEAF_SF_DB_NOW_SQL \
 	"(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) " \
 	"OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8"
@@ -135,6 +163,9 @@ leaf_sf_db_disconnect(void)
 	if (leaf_sf_conn != NULL)
 		PQfinish(leaf_sf_conn);
 	leaf_sf_conn = NULL;
+	if (leaf_sf_conn_info != NULL)
+		pfree(leaf_sf_conn_info);
+	leaf_sf_conn_info = NULL;
 }
 
 /* One line of libpq's last error, after what. */
@@ -273,10 +304,15 @@ leaf_sf_db_connect(const LeafSfNode *node, char *reason, size_t reasonlen)
 		"-c statement_timeout=10s -c lock_timeout=2s "
 	"-c idle_in_transaction_session_timeout=10s", NULL};
 
+	/* a reloaded leaf.alloc_conninfo (a new primary) counts at once */
 	if (leaf_sf_conn != NULL && PQstatus(leaf_sf_conn) == CONNECTION_OK &&
-		PQtransactionStatus(leaf_sf_conn) == PQTRANS_IDLE)
+		PQtransactionStatus(leaf_sf_conn) == PQTRANS_IDLE &&
+		leaf_sf_conn_info != NULL &&
+		strcmp(leaf_sf_conn_info, leaf_sf_db_conninfo()) == 0)
 		return true;
 	leaf_sf_db_disconnect();
+	leaf_sf_conn_info = MemoryContextStrdup(TopMemoryContext,
+											leaf_sf_db_conninfo());
 
 	snprintf(appname, sizeof(appname), "leaf snowflake %s", node->addr);
 	leaf_sf_conn = PQconnectStartParams(keywords, values, 1);
@@ -308,13 +344,22 @@ leaf_sf_db_connect(const LeafSfNode *node, char *reason, size_t reasonlen)
 
 	if (!leaf_sf_db_run("SELECT pg_catalog.quote_ident(n.nspname), "
 						"pg_catalog.to_regclass(pg_catalog.quote_ident(n.nspname) "
-						"OPERATOR(pg_catalog.||) '.leaf_worker_lease') IS NOT NULL "
+						"OPERATOR(pg_catalog.||) '.leaf_worker_lease') IS NOT NULL, "
+						"pg_catalog.pg_is_in_recovery() "
 						"FROM pg_catalog.pg_extension e "
 						"JOIN pg_catalog.pg_namespace n "
 						"ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
 						"WHERE e.extname OPERATOR(pg_catalog.=) 'leaf'",
 						0, NULL, &res, reason, reasonlen))
 		return false;
+	if (PQntuples(res) == 1 && PQgetvalue(res, 0, 2)[0] == 't')
+	{
+		snprintf(reason, reasonlen,
+				 "the allocation database is in recovery (a standby): leases are kept on the primary, which \"leaf.alloc_conninfo\" should name (for example with several hosts and target_session_attrs=read-write)");
+		PQclear(res);
+		leaf_sf_db_disconnect();
+		return false;
+	}
 	if (PQntuples(res) != 1 || PQgetvalue(res, 0, 1)[0] != 't')
 	{
 		snprintf(reason, reasonlen,
@@ -353,26 +398,34 @@ leaf_sf_db_clock_ok(LeafSfDbLease *lease, int64 t0, int64 t1, int64 db_ms,
 					char *reason, size_t reasonlen)
 {
 	int64		offset = (t0 + t1) / 2 - db_ms;
+	int64		unknown = (t1 - t0 + 1) / 2;	/* where in the round trip
+												 * the database read its
+												 * clock */
 	int64		limit = leaf_sf_max_clock_drift_ms;
 
 	lease->clock_offset_ms = offset;
 	/* 0 turns the check off, as for the peers' clocks in ZooKeeper */
-	if (leaf_sf_max_clock_drift_ms > 0 && (offset >= limit || -offset >= limit))
+	if (leaf_sf_max_clock_drift_ms > 0 &&
+		(offset + unknown >= limit || -offset + unknown >= limit))
 	{
 		snprintf(reason, reasonlen,
-				 "this node's clock differs from the allocation database's by " INT64_FORMAT " ms, leaf.max_clock_drift_ms is %d",
-				 offset, leaf_sf_max_clock_drift_ms);
+				 "this node's clock differs from the allocation database's by " INT64_FORMAT " ms, give or take " INT64_FORMAT " ms of the round trip, and \"leaf.max_clock_drift_ms\" is %d",
+				 offset, unknown, leaf_sf_max_clock_drift_ms);
 		return false;
 	}
 	return true;
 }
 
 /*
- * May a new holder take a worker ID now?  Not within the longest lease of
- * the former timeline after the database moved to a new one, unless that
- * move was synchronous.  Records a new timeline first seen, in a statement
- * of its own (committed whatever the acquisition does), so that the wait
- * counts from the first time any node saw it.
+ * May a worker ID be taken now?  Not within the longest lease of the
+ * former timeline after the database moved to a new one, unless that move
+ * was synchronous.  Records a new timeline first seen, in a statement of
+ * its own (committed whatever the acquisition does), so that the wait
+ * counts from the first time any node saw it.  Nor within the longest
+ * lease after the database's server started, if it holds leases: a
+ * restore that keeps the timeline (a file-system snapshot) may have
+ * brought back rows older than the leases in use, and any restore starts
+ * the server.
  */
 static LeafSfDbResult
 leaf_sf_db_timeline_check(int64 timeline, int64 db_ms, char *reason,
@@ -386,13 +439,17 @@ leaf_sf_db_timeline_check(int64 timeline, int64 db_ms, char *reason,
 	int64		seen_ms = 0;
 	bool		synchronous = true;
 	int64		last = 0;
+	int64		started_ms;
+	bool		leases;
 	int64		hold;
 	const char *failover = GetConfigOption("leaf.alloc_failover", true, false);
 
 	snprintf(sql, sizeof(sql),
 			 "SELECT t.timeline, (pg_catalog.date_part('epoch', t.seen_at) "
 			 "OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8, t.synchronous, "
-			 "EXISTS (SELECT FROM %s) "
+			 "EXISTS (SELECT FROM %s), "
+			 "(pg_catalog.date_part('epoch', pg_catalog.pg_postmaster_start_time()) "
+			 "OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8 "
 			 "FROM (SELECT NULL) AS d LEFT JOIN (SELECT * FROM %s "
 			 "ORDER BY timeline DESC LIMIT 1) AS t ON true",
 			 leaf_sf_lease_table, leaf_sf_tl_table);
@@ -406,7 +463,17 @@ leaf_sf_db_timeline_check(int64 timeline, int64 db_ms, char *reason,
 	}
 	else
 		synchronous = PQgetvalue(res, 0, 3)[0] != 't';
+	leases = PQgetvalue(res, 0, 3)[0] == 't';
+	started_ms = strtoi64(PQgetvalue(res, 0, 4), NULL, 10);
 	PQclear(res);
+
+	if (leases && db_ms <= started_ms + leaf_sf_db_hold_ms())
+	{
+		snprintf(reason, reasonlen,
+				 "the allocation database's server started " INT64_FORMAT " ms ago and holds leases, which a restore may have set back: no worker ID is taken for " INT64_FORMAT " ms more",
+				 db_ms - started_ms, started_ms + leaf_sf_db_hold_ms() - db_ms + 1);
+		return LEAF_SF_DB_WAIT;
+	}
 
 	if (timeline > last)
 	{
@@ -434,16 +501,16 @@ leaf_sf_db_timeline_check(int64 timeline, int64 db_ms, char *reason,
 							timeline, last),
 					 synchronous ?
 					 errdetail("\"leaf.alloc_failover\" is \"synchronous\": the leases of the former timeline are taken to be kept.") :
-					 errdetail("Leases written on the former timeline may be lost: no worker ID goes to a new holder for %d ms.",
-							   (int) (leaf_sf_margin_ms() + Max(leaf_sf_max_clock_drift_ms, 0)))));
+					 errdetail("Leases written on the former timeline may be lost: no worker ID is taken for %d ms.",
+							   (int) leaf_sf_db_hold_ms())));
 	}
 	if (synchronous)
 		return LEAF_SF_DB_OK;
-	hold = seen_ms + leaf_sf_margin_ms() + Max(leaf_sf_max_clock_drift_ms, 0);
+	hold = seen_ms + leaf_sf_db_hold_ms();
 	if (db_ms <= hold)
 	{
 		snprintf(reason, reasonlen,
-				 "the allocation database moved to timeline " INT64_FORMAT " (a promotion or a restore, not confirmed as synchronous by \"leaf.alloc_failover\"), and leases of the former timeline may be lost: no worker ID goes to a new holder for " INT64_FORMAT " ms more",
+				 "the allocation database moved to timeline " INT64_FORMAT " (a promotion or a restore, not confirmed as synchronous by \"leaf.alloc_failover\"), and leases of the former timeline may be lost: no worker ID is taken for " INT64_FORMAT " ms more",
 				 timeline, hold - db_ms + 1);
 		return LEAF_SF_DB_WAIT;
 	}
@@ -454,12 +521,14 @@ leaf_sf_db_timeline_check(int64 timeline, int64 db_ms, char *reason,
  * Take a worker ID: want_wid if set by hand, else the row this data
  * directory holds, the lowest free worker ID, or the worker ID of a
  * holder whose lease has ended.  floor_hint is a mark to record at least
- * (the highest this node knows of).  On LEAF_SF_DB_OK the lease is
- * filled in; otherwise reason says why.
+ * (the highest this node knows of); file_token is the token the state
+ * file names for the row this data directory took last, or 0.  On
+ * LEAF_SF_DB_OK the lease is filled in; otherwise reason says why.
  */
 LeafSfDbResult
 leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
-				   LeafSfDbLease *lease, char *reason, size_t reasonlen)
+				   int64 file_token, LeafSfDbLease *lease,
+				   char *reason, size_t reasonlen)
 {
 	char		sql[2048];
 	char		layout[64];
@@ -470,7 +539,9 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	char		p_lease[32];
 	char		p_tl[32];
 	char		p_hand[8];
+	char		p_token[32];
 	const char *params[9];
+	int64		token;
 	PGresult   *res;
 	int64		t0;
 	int64		t1;
@@ -480,6 +551,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	int			wid = -1;
 	int64		row_hwm = 0;
 	bool		own = false;
+	bool		known = false;
 	bool		exists = false;
 	LeafSfDbResult tl_result;
 	char		tl_reason[LEAF_SF_REASON_LEN];
@@ -489,6 +561,17 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	if (!leaf_sf_db_connect(node, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
 	leaf_sf_layout_format(&leaf_sf_layout, layout, sizeof(layout));
+
+	/* a new token for every taking, positive and never 0 */
+	do
+	{
+		if (!pg_strong_random(&token, sizeof(token)))
+		{
+			snprintf(reason, reasonlen, "could not generate a random lease token");
+			return LEAF_SF_DB_FAIL;
+		}
+		token &= PG_INT64_MAX;
+	} while (token == 0);
 
 	/* the clock, and the timeline */
 	t0 = leaf_sf_clock_ms();
@@ -542,7 +625,11 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	params[1] = p_wid;
 	snprintf(sql, sizeof(sql),
 			 "SELECT worker_id, hwm_ms, holder_identity OPERATOR(pg_catalog.=) $1, "
-			 "holder_address, hand_set FROM %s "
+			 "holder_address, hand_set, holder_token, "
+			 "expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp(), "
+			 "(pg_catalog.date_part('epoch', expires_at OPERATOR(pg_catalog.-) "
+			 "pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8 "
+			 "FROM %s "
 			 "WHERE CASE WHEN $2::pg_catalog.int4 OPERATOR(pg_catalog.>=) 0 "
 			 "THEN worker_id OPERATOR(pg_catalog.=) $2::pg_catalog.int4 "
 			 "ELSE holder_identity OPERATOR(pg_catalog.=) $1 AND NOT hand_set END "
@@ -567,6 +654,26 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 			leaf_sf_db_abort();
 			return LEAF_SF_DB_FAIL;
 		}
+		if (PQgetvalue(res, 0, 6)[0] != 't')
+		{
+			/*
+			 * Our identity, but not our lease: a copy of this data
+			 * directory that runs (a volume clone keeps the inode), or
+			 * this node before a stop that did not end its lease.  A
+			 * holder stops serving before its lease ends, and serves
+			 * nothing past the row's mark.
+			 */
+			snprintf(reason, reasonlen,
+					 "worker ID %d is held in the allocation database by a node with this data directory's identity (%s, address %s) whose lease ends in %s ms: a copy of this data directory that is running, or this node before a stop that did not end its lease; waiting for the lease to end",
+					 wid, node->identity, PQgetvalue(res, 0, 3),
+					 PQgetvalue(res, 0, 7));
+			PQclear(res);
+			leaf_sf_db_abort();
+			return LEAF_SF_DB_WAIT;
+		}
+		/* the run that the state file names, or another one */
+		known = file_token != 0 &&
+			strtoi64(PQgetvalue(res, 0, 5), NULL, 10) == file_token;
 	}
 	PQclear(res);
 
@@ -619,8 +726,12 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	else if (!exists)
 		wid = want_wid;
 
-	/* a new holder: not within the longest lease of a lost timeline */
-	if (!own && tl_result != LEAF_SF_DB_OK)
+	/*
+	 * Not within the longest lease of a lost timeline or of a restore, not
+	 * even our own row: an earlier holder whose row was lost or set back
+	 * may still serve with it.
+	 */
+	if (tl_result != LEAF_SF_DB_OK)
 	{
 		strlcpy(reason, tl_reason, reasonlen);
 		leaf_sf_db_abort();
@@ -632,6 +743,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	snprintf(p_lease, sizeof(p_lease), INT64_FORMAT, leaf_sf_margin_ms());
 	snprintf(p_tl, sizeof(p_tl), INT64_FORMAT, timeline);
 	strlcpy(p_hand, want_wid >= 0 ? "true" : "false", sizeof(p_hand));
+	snprintf(p_token, sizeof(p_token), INT64_FORMAT, token);
 	params[0] = p_wid;
 	params[1] = node->identity;
 	params[2] = node->addr;
@@ -640,16 +752,20 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	params[5] = p_hwm;
 	params[6] = p_lease;
 	params[7] = p_tl;
+	params[8] = p_token;
 	snprintf(sql, sizeof(sql),
 			 "INSERT INTO %s AS l (worker_id, holder_identity, holder_address, "
-			 "hand_set, layout, hwm_ms, expires_at, renewed_at, held_since, timeline) "
-			 "VALUES ($1::pg_catalog.int4, $2, $3, $4::pg_catalog.bool, $5, "
+			 "holder_token, hand_set, layout, hwm_ms, expires_at, renewed_at, "
+			 "held_since, timeline) "
+			 "VALUES ($1::pg_catalog.int4, $2, $3, $9::pg_catalog.int8, "
+			 "$4::pg_catalog.bool, $5, "
 			 "$6::pg_catalog.int8, pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) "
 			 "($7::pg_catalog.float8 OPERATOR(pg_catalog.*) '1 ms'::pg_catalog.interval), "
 			 "pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(), $8::pg_catalog.int8) "
 			 "ON CONFLICT (worker_id) DO UPDATE SET "
 			 "holder_identity = excluded.holder_identity, "
 			 "holder_address = excluded.holder_address, "
+			 "holder_token = excluded.holder_token, "
 			 "hand_set = excluded.hand_set, layout = excluded.layout, "
 			 "hwm_ms = pg_catalog.int8larger(l.hwm_ms, excluded.hwm_ms), "
 			 "expires_at = excluded.expires_at, renewed_at = excluded.renewed_at, "
@@ -658,7 +774,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 			 "timeline = excluded.timeline "
 			 "RETURNING hwm_ms",
 			 leaf_sf_lease_table);
-	if (!leaf_sf_db_run(sql, 8, params, &res, reason, reasonlen))
+	if (!leaf_sf_db_run(sql, 9, params, &res, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
 	lease->db_hwm = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
@@ -669,9 +785,15 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 		ereport(LOG,
 				(errmsg("leaf snowflake worker took over worker ID %d, whose lease in the allocation database had ended, above its mark " INT64_FORMAT,
 						wid, row_hwm)));
+	else if (exists && !known)
+		ereport(LOG,
+				(errmsg("leaf snowflake worker took back worker ID %d, whose row in the allocation database has this data directory's identity but not the lease that \"%s\" names",
+						wid, LEAF_SF_STATE_FILE),
+				 errdetail("A copy of this data directory may have held it, or the row came back from a backup: the worker waits out the longest lease an earlier holder could still use.")));
 	lease->held = true;
+	lease->token = token;
 	lease->worker_id = wid;
-	lease->fresh = !own;
+	lease->fresh = !known;
 	lease->row_hwm = row_hwm;
 	lease->until_mono = mono0 + leaf_sf_margin_ms();
 	return LEAF_SF_DB_OK;
@@ -690,7 +812,8 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 	char		p_wid[16];
 	char		p_hwm[32];
 	char		p_lease[32];
-	const char *params[4];
+	char		p_token[32];
+	const char *params[5];
 	PGresult   *res;
 	int64		mono0 = leaf_sf_mono_ms();
 	int64		t0;
@@ -710,6 +833,8 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 	params[1] = node->identity;
 	params[2] = p_hwm;
 	params[3] = p_lease;
+	snprintf(p_token, sizeof(p_token), INT64_FORMAT, lease->token);
+	params[4] = p_token;
 	snprintf(sql, sizeof(sql),
 			 "UPDATE %s SET hwm_ms = pg_catalog.int8larger(hwm_ms, $3::pg_catalog.int8), "
 			 "expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) "
@@ -718,10 +843,11 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 			 "timeline = " LEAF_SF_DB_TIMELINE_SQL " "
 			 "WHERE worker_id OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
 			 "AND holder_identity OPERATOR(pg_catalog.=) $2 "
+			 "AND holder_token OPERATOR(pg_catalog.=) $5::pg_catalog.int8 "
 			 "RETURNING hwm_ms, " LEAF_SF_DB_NOW_SQL,
 			 leaf_sf_lease_table);
 	t0 = leaf_sf_clock_ms();
-	if (!leaf_sf_db_run(sql, 4, params, &res, reason, reasonlen))
+	if (!leaf_sf_db_run(sql, 5, params, &res, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
 	t1 = leaf_sf_clock_ms();
 	if (PQntuples(res) != 1)
@@ -741,4 +867,43 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 		return LEAF_SF_DB_FAIL;
 	lease->until_mono = mono0 + leaf_sf_margin_ms();
 	return LEAF_SF_DB_OK;
+}
+
+/*
+ * At a clean stop, once the generator serves no more: record mark hwm and
+ * end the lease now, so that this data directory takes the row back at
+ * once at its next start.  A failure only makes that start wait for the
+ * lease to end.
+ */
+void
+leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm)
+{
+	char		sql[1024];
+	char		p_wid[16];
+	char		p_hwm[32];
+	char		p_token[32];
+	const char *params[4];
+	char		reason[LEAF_SF_REASON_LEN];
+
+	if (!lease->held)
+		return;
+	leaf_sf_deadline = leaf_sf_mono_ms() + 1000;
+	if (!leaf_sf_db_connect(node, reason, sizeof(reason)))
+		return;
+	snprintf(p_wid, sizeof(p_wid), "%d", lease->worker_id);
+	snprintf(p_hwm, sizeof(p_hwm), INT64_FORMAT, hwm);
+	snprintf(p_token, sizeof(p_token), INT64_FORMAT, lease->token);
+	params[0] = p_wid;
+	params[1] = node->identity;
+	params[2] = p_hwm;
+	params[3] = p_token;
+	snprintf(sql, sizeof(sql),
+			 "UPDATE %s SET hwm_ms = pg_catalog.int8larger(hwm_ms, $3::pg_catalog.int8), "
+			 "expires_at = pg_catalog.clock_timestamp() "
+			 "WHERE worker_id OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
+			 "AND holder_identity OPERATOR(pg_catalog.=) $2 "
+			 "AND holder_token OPERATOR(pg_catalog.=) $4::pg_catalog.int8",
+			 leaf_sf_lease_table);
+	if (leaf_sf_db_run(sql, 4, params, NULL, reason, sizeof(reason)))
+		lease->held = false;
 }

@@ -30,8 +30,12 @@ typedef struct LeafSfDbLease
 {
 	bool		held;			/* a row of leaf_worker_lease is ours */
 	int			worker_id;
-	bool		fresh;			/* taken from no row, or from another
-								 * holder: wait out earlier holders */
+	int64		token;			/* drawn when the row was taken: the
+								 * renewals name it */
+	bool		fresh;			/* taken from no row, from another holder,
+								 * or from a run of this data directory
+								 * that the state file does not know:
+								 * wait out earlier holders */
 	int64		row_hwm;		/* the mark the row held when we took it */
 	int64		db_hwm;			/* the last mark the row holds for us */
 	int64		until_mono;		/* monotonic ms before which our lease in
@@ -43,11 +47,14 @@ typedef struct LeafSfDbLease
 extern const char *leaf_sf_db_config_problem(void);
 extern int64 leaf_sf_mono_ms(void);
 extern LeafSfDbResult leaf_sf_db_acquire(const LeafSfNode *node, int want_wid,
-										 int64 floor_hint, LeafSfDbLease *lease,
+										 int64 floor_hint, int64 file_token,
+										 LeafSfDbLease *lease,
 										 char *reason, size_t reasonlen);
 extern LeafSfDbResult leaf_sf_db_renew(const LeafSfNode *node,
 									   LeafSfDbLease *lease, int64 hwm,
 									   char *reason, size_t reasonlen);
+extern void leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease,
+							   int64 hwm);
 extern void leaf_sf_db_disconnect(void);
 
 #endif							/* LEAF_SF_DB_H */

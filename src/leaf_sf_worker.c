@@ -638,6 +638,18 @@ leaf_sf_abandon(LeafSfWorkerState *w, int64 hwm)
  */
 
 /*
+ * The token of the lease that the state file names: the one this data
+ * directory's last run took, or 0.
+ */
+static int64
+leaf_sf_db_file_token(LeafSfWorkerState *w)
+{
+	if (!w->file.valid || w->file.foreign || w->file.damaged)
+		return 0;
+	return w->file.session_id;
+}
+
+/*
  * Not holding a worker ID in the allocation database: take one there (or
  * claim the hand-set one).  The floor is past every mark known of it, and
  * for a worker ID taken from no row or from another holder, past the
@@ -660,7 +672,8 @@ leaf_sf_db_step(LeafSfWorkerState *w, long *delay)
 	hint = Max(hint, w->file_hwm);
 	if (want >= 0)
 		hint = Max(hint, leaf_sf_state_mark(&w->file, want));
-	r = leaf_sf_db_acquire(&w->node, want, hint, &w->db, reason, sizeof(reason));
+	r = leaf_sf_db_acquire(&w->node, want, hint, leaf_sf_db_file_token(w),
+						   &w->db, reason, sizeof(reason));
 	if (ShutdownRequestPending)
 		return false;
 	if (r != LEAF_SF_DB_OK)
@@ -683,10 +696,13 @@ leaf_sf_db_step(LeafSfWorkerState *w, long *delay)
 		f = Max(f, w->floor_ms);
 	if (w->db.fresh)
 	{
+		/* its lease, on a clock up to twice the drift from ours */
 		f = Max(f, leaf_sf_clock_ms() + leaf_sf_margin_ms() +
-				Max(leaf_sf_max_clock_drift_ms, 0));
+				2 * (int64) Max(leaf_sf_max_clock_drift_ms, 0));
 		w->fresh_floor = true;
 	}
+	/* the file names the lease, for the next start to know it as ours */
+	w->session_id = w->db.token;
 	w->floor_ms = f;
 	w->have_floor = true;
 	if (want < 0)
@@ -1063,6 +1079,9 @@ leaf_sf_shutdown(LeafSfWorkerState *w)
 	 * a millisecond boundary); anything later is below the new lease.
 	 */
 	hwm = Max(leaf_sf_last_issued_ms(), t1 + 1);
+	/* the lease in the allocation database ends now, above what was used */
+	if (w->use_db)
+		leaf_sf_db_release(&w->node, &w->db, hwm);
 	if (hwm >= w->file_hwm)
 		return;
 	if (!leaf_sf_file_write(w, hwm))
