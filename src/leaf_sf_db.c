@@ -703,6 +703,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 					 "AND (expires_at OPERATOR(pg_catalog.+) ($2::pg_catalog.float8 "
 					 "OPERATOR(pg_catalog.*) '1 ms'::pg_catalog.interval)) "
 					 "OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp() "
+					 "AND hwm_ms OPERATOR(pg_catalog.<) " LEAF_SF_DB_NOW_SQL " "
 					 "ORDER BY expires_at LIMIT 1 FOR UPDATE SKIP LOCKED",
 					 leaf_sf_lease_table);
 			if (!leaf_sf_db_run(sql, 2, params, &res, reason, reasonlen))
@@ -711,7 +712,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 		if (PQntuples(res) == 0)
 		{
 			snprintf(reason, reasonlen,
-					 "every worker ID from 0 to %d is held in the allocation database, and no holder's lease has ended: waiting for one",
+					 "every worker ID from 0 to %d is held in the allocation database, and none has a lease that ended and a mark that has passed: waiting for one",
 					 leaf_sf_max_worker_id());
 			PQclear(res);
 			leaf_sf_db_abort();
@@ -906,4 +907,64 @@ leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm)
 			 leaf_sf_lease_table);
 	if (leaf_sf_db_run(sql, 4, params, NULL, reason, sizeof(reason)))
 		lease->held = false;
+}
+
+/*
+ * leaf_snowflake_new_worker_id(): give our row up, with mark hwm.  The
+ * row stays, with a holder that is no data directory's, so that no node
+ * takes it back as its own; it is taken over, as a row whose lease ended,
+ * once its mark has passed.  False if the database did not confirm it
+ * (the update may still have been made: a renewal then finds the row
+ * gone).
+ */
+bool
+leaf_sf_db_give_up(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
+				   char *reason, size_t reasonlen)
+{
+	char		sql[1024];
+	char		p_wid[16];
+	char		p_hwm[32];
+	char		p_token[32];
+	const char *params[4];
+	PGresult   *res;
+
+	reason[0] = '\0';
+	if (!lease->held)
+	{
+		snprintf(reason, reasonlen, "no worker ID is held in the allocation database");
+		return false;
+	}
+	leaf_sf_deadline = leaf_sf_mono_ms() + LEAF_SF_DB_CONNECT_MS;
+	if (!leaf_sf_db_connect(node, reason, reasonlen))
+		return false;
+	snprintf(p_wid, sizeof(p_wid), "%d", lease->worker_id);
+	snprintf(p_hwm, sizeof(p_hwm), INT64_FORMAT, hwm);
+	snprintf(p_token, sizeof(p_token), INT64_FORMAT, lease->token);
+	params[0] = p_wid;
+	params[1] = node->identity;
+	params[2] = p_hwm;
+	params[3] = p_token;
+	snprintf(sql, sizeof(sql),
+			 "UPDATE %s SET hwm_ms = pg_catalog.int8larger(hwm_ms, $3::pg_catalog.int8), "
+			 "expires_at = pg_catalog.clock_timestamp(), "
+			 "holder_identity = 'given up by ' OPERATOR(pg_catalog.||) holder_identity "
+			 "WHERE worker_id OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
+			 "AND holder_identity OPERATOR(pg_catalog.=) $2 "
+			 "AND holder_token OPERATOR(pg_catalog.=) $4::pg_catalog.int8 "
+			 "RETURNING worker_id",
+			 leaf_sf_lease_table);
+	if (!leaf_sf_db_run(sql, 4, params, &res, reason, reasonlen))
+		return false;
+	if (PQntuples(res) != 1)
+	{
+		snprintf(reason, reasonlen,
+				 "the allocation database no longer holds worker ID %d for this node",
+				 lease->worker_id);
+		PQclear(res);
+		lease->held = false;
+		return false;
+	}
+	PQclear(res);
+	lease->held = false;
+	return true;
 }

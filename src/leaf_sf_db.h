@@ -55,6 +55,8 @@ extern LeafSfDbResult leaf_sf_db_renew(const LeafSfNode *node,
 									   char *reason, size_t reasonlen);
 extern void leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease,
 							   int64 hwm);
+extern bool leaf_sf_db_give_up(const LeafSfNode *node, LeafSfDbLease *lease,
+							   int64 hwm, char *reason, size_t reasonlen);
 extern void leaf_sf_db_disconnect(void);
 
 #endif							/* LEAF_SF_DB_H */

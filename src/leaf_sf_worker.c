@@ -1333,6 +1333,51 @@ leaf_sf_watch_session(LeafSfWorkerState *w)
 }
 
 /*
+ * leaf_snowflake_new_worker_id() with worker IDs from the allocation
+ * database: give our row up, with the mark of everything this node may
+ * have used, and take a worker ID anew.  The state file names the worker
+ * ID given up as superseded first, so that it never stands in with it.
+ */
+static void
+leaf_sf_db_handle_new_id(LeafSfWorkerState *w)
+{
+	char		reason[LEAF_SF_REASON_LEN];
+	int64		hwm;
+	int			wid = w->wid;
+
+	leaf_sf_not_ready(w, "a new worker ID was requested, giving up worker ID %d",
+					  wid);
+	hwm = leaf_sf_given_up_mark(w);
+	if (!leaf_sf_file_supersede(w, wid, hwm))
+	{
+		ereport(LOG,
+				(errmsg("could not give up worker ID %d: \"%s\" could not be written",
+						wid, LEAF_SF_STATE_FILE)));
+		return;
+	}
+	if (!leaf_sf_db_give_up(&w->node, &w->db, hwm, reason, sizeof(reason)))
+	{
+		/* a renewal tells whether the row is still ours */
+		ereport(LOG,
+				(errmsg("could not give up worker ID %d in the allocation database: %s",
+						wid, reason)));
+		return;
+	}
+	ereport(LOG,
+			(errmsg("leaf snowflake worker gave up worker ID %d in the allocation database, with mark " INT64_FORMAT,
+					wid, hwm),
+			 errdetail("The row stays; another node may take it over once its mark has passed.")));
+	leaf_sf_set_lease(0);
+	w->file_hwm = 0;
+	w->wid = -1;
+	w->have_floor = false;
+	w->fresh_floor = false;
+	w->floor_ms = 0;
+	w->last_issued = 0;
+	w->new_id = true;
+}
+
+/*
  * leaf_snowflake_new_worker_id(): give the worker ID from ZooKeeper up,
  * and register anew.
  */
@@ -1341,6 +1386,11 @@ leaf_sf_handle_new_id(LeafSfWorkerState *w)
 {
 	int64		hwm;
 
+	if (w->use_db && w->db.held && w->wid >= 0 && leaf_sf_worker_id < 0)
+	{
+		leaf_sf_db_handle_new_id(w);
+		return;
+	}
 	if (!(w->use_zk && w->zk.registered && w->zk.zh != NULL && w->wid >= 0 &&
 		  strcmp(w->source, "zookeeper") == 0))
 	{

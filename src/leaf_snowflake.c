@@ -1459,15 +1459,17 @@ leaf_snowflake_new_worker_id(PG_FUNCTION_ARGS)
 	SpinLockAcquire(&leaf_sf->mutex);
 	strlcpy(source, leaf_sf->source, sizeof(source));
 	pid = leaf_sf->worker_pid;
-	if (strcmp(source, "zookeeper") == 0 && pid != 0)
+	if ((strcmp(source, "zookeeper") == 0 || strcmp(source, "database") == 0) &&
+		pid != 0)
 		leaf_sf->new_id_requested = true;
 	SpinLockRelease(&leaf_sf->mutex);
 
-	if (pid == 0 || strcmp(source, "zookeeper") != 0)
+	if (pid == 0 ||
+		(strcmp(source, "zookeeper") != 0 && strcmp(source, "database") != 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the snowflake worker is not registered in ZooKeeper"),
-				 errdetail("The worker ID is from \"%s\"; a new one can only be had from ZooKeeper.",
+				 errmsg("the snowflake worker holds no worker ID from ZooKeeper or from the allocation database"),
+				 errdetail("The worker ID is from \"%s\"; a new one can only be had from ZooKeeper or the allocation database.",
 						   source[0] ? source : "nowhere yet"),
 				 errhint("See leaf_snowflake_status.")));
 	leaf_sf_wake_worker();

@@ -13,7 +13,8 @@
 #     from its state file (a worker ID held there may be taken over), and
 #     takes its row back once the database is up;
 #  6. a node whose clock is off by more than leaf.max_clock_drift_ms
-#     from the database's is refused.
+#     from the database's is refused;
+#  7. leaf_snowflake_new_worker_id() gives a row up and takes another.
 use strict;
 use warnings;
 
@@ -254,6 +255,21 @@ ok(wait_reason($c, qr/^this node's clock differs from the allocation database's 
 	'a node whose clock is 5 s ahead of the database is refused');
 ($state) = LeafTest::sqlstate($c, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF102', '... with LF102');
+
+# 7. leaf_snowflake_new_worker_id(): b gives its row up and takes another
+$wb = status($b, 'worker_id');
+@ib = ids($b, 2000);
+$b->safe_psql('postgres', 'SELECT leaf_snowflake_new_worker_id()');
+ok($b->poll_query_until('postgres',
+	"SELECT ready AND worker_id <> $wb FROM leaf_snowflake_status"),
+	'after leaf_snowflake_new_worker_id(), b serves with another worker ID');
+is(status($b, 'worker_id'), $wc, "... c's, whose lease ended at its stop and whose mark has passed");
+like($alloc->safe_psql('postgres', "SELECT holder_identity FROM leaf_worker_lease WHERE worker_id = $wb"),
+	qr/^given up by /, "... and its former row, worker ID $wb, is given up");
+my %ib = map { $_ => 1 } @ib;
+is(scalar(grep { $ib{$_} } ids($b, 5000)), 0, '... its new IDs repeat none of its earlier ones');
+like(slurp_file($b->logfile), qr/gave up worker ID $wb in the allocation database, with mark \d+/,
+	'... the log says so');
 
 $_->stop for reverse @started;
 done_testing();
