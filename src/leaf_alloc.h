@@ -43,6 +43,7 @@ typedef struct LeafLoadJob
 	TimestampTz last_load;
 	int			nloads;
 	TimestampTz collected;		/* when the worker picked the load up */
+	uint64		collected_no;	/* the slot's loads_collected for it */
 } LeafLoadJob;
 
 typedef enum LeafLoadStatus

@@ -43,10 +43,12 @@
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "leaf.h"
 #include "leaf_alloc.h"
@@ -80,6 +82,10 @@ static bool leaf_refused_timeline = false;	/* ... for its new timeline */
 static bool leaf_checked_tl = false;	/* the check saw the timeline column */
 static TimestampTz leaf_checked_at = 0; /* when the check last ran */
 
+#ifdef LEAF_TEST_HOOKS
+static int	leaf_test_source_pause_ms = 0;
+#endif
+
 /* Define the setting of the timeline check. */
 void
 leaf_alloc_source_init_settings(void)
@@ -95,6 +101,16 @@ leaf_alloc_source_init_settings(void)
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
+#ifdef LEAF_TEST_HOOKS
+	DefineCustomIntVariable("leaf.test_source_pause_ms",
+							"Makes the allocator sleep this long after it read leaf_alloc_source in a check (for tests only).",
+							NULL,
+							&leaf_test_source_pause_ms,
+							0, 0, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+#endif
 }
 
 /* A comparison of a source with the recorded one. */
@@ -575,6 +591,30 @@ leaf_source_check_txn(LeafSourceCheck *c)
 	tbl = psprintf("%s.leaf_alloc_source",
 				   quote_identifier(get_namespace_name(nsp)));
 	leaf_source_read(c, tbl, have_tl, &rows);
+#ifdef LEAF_TEST_HOOKS
+	if (leaf_test_source_pause_ms > 0 && c->write)
+	{
+		/* a wait that pg_stat_activity shows (wait event "Extension") */
+		TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														leaf_test_source_pause_ms);
+		long		left;
+		bool		woken = false;
+
+		while ((left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+													   until)) > 0)
+		{
+			if (WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						  left, PG_WAIT_EXTENSION) & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				woken = true;
+			}
+		}
+		/* the requests that came meanwhile are the worker's to see */
+		if (woken)
+			SetLatch(MyLatch);
+	}
+#endif
 
 	/*
 	 * A promotion or an archive recovery only ever raises the timeline.

@@ -372,6 +372,7 @@ leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
 				job->last_load = slot->last_load;
 				job->nloads = slot->nloads;
 				job->collected = now;
+				job->collected_no = ++slot->loads_collected;
 				njobs++;
 			}
 		}
@@ -459,6 +460,7 @@ leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
 		else
 		{
 			slot->fail_count++;
+			slot->fail_load = job->collected_no;
 			slot->fail_current = true;
 			slot->fail_final = (res->status == LEAF_LOAD_FINAL);
 			slot->fail_sqlstate = res->sqlstate;
@@ -827,6 +829,8 @@ leaf_init_slot(LeafTagSlot *slot, const LeafTagKey *key, uint64 generation)
 	slot->last_failure = 0;
 	slot->refill_timeline = 0;
 	slot->refill_server[0] = '\0';
+	slot->loads_collected = 0;
+	slot->fail_load = 0;
 	slot->fail_count = 0;
 	slot->fail_current = false;
 	slot->fail_final = false;
@@ -988,7 +992,7 @@ leaf_segment_tags_in_use(int *ntags)
  */
 static inline int64
 leaf_take(LeafTagSlot *slot, uint64 generation, int64 n, int64 want,
-		  int64 *first, bool *wake, uint64 *fail_count)
+		  int64 *first, bool *wake, uint64 *collected)
 {
 	LeafSegment *seg;
 	int64		take;
@@ -1023,8 +1027,8 @@ leaf_take(LeafTagSlot *slot, uint64 generation, int64 n, int64 want,
 		slot->want = Max(want - take, 0);
 		*wake = true;
 	}
-	if (fail_count)
-		*fail_count = slot->fail_count;
+	if (collected)
+		*collected = slot->loads_collected;
 	SpinLockRelease(&slot->mutex);
 
 	return take;
@@ -1063,7 +1067,7 @@ static uint32 leaf_segment_wait_event = 0;
 static void
 leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 				   TimestampTz wait_start, TimestampTz deadline,
-				   uint64 fail_seen)
+				   uint64 collected_before)
 {
 	int			sqlstate = 0;
 	char		msg[LEAF_ERRMSG_LEN];
@@ -1071,7 +1075,7 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 	long		remaining;
 
 	SpinLockAcquire(&slot->mutex);
-	if (slot->generation == generation && slot->fail_count != fail_seen &&
+	if (slot->generation == generation && slot->fail_load > collected_before &&
 		slot->fail_final)
 	{
 		/* only failures that retrying cannot mend end the wait early */
@@ -1199,7 +1203,7 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 	bool		waited = false;
 	TimestampTz wait_start = 0;
 	TimestampTz deadline = 0;
-	uint64		fail_before = 0;	/* failures recorded before the wait */
+	uint64		collected_before = 0;	/* loads picked up before the wait */
 	int64		want = n;
 
 	while (n > 0)
@@ -1207,13 +1211,13 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 		int64		first = 0;
 		int64		got;
 		bool		wake = false;
-		uint64		fail_seen = 0;
+		uint64		collected = 0;
 
 		if (cache->slot == NULL)
 			leaf_cache_slot(cache);
 
 		got = leaf_take(cache->slot, cache->generation, n, want,
-						&first, &wake, &fail_seen);
+						&first, &wake, &collected);
 		if (wake)
 			leaf_wake_worker(MyDatabaseId);
 		if (got < 0)
@@ -1236,9 +1240,15 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 		/* both buffers are empty */
 		if (!waited)
 		{
-			/* only failures after this point end the wait early */
+			/*
+			 * Only the failure of a load picked up after this point ends
+			 * the wait early: one picked up before may have read what a
+			 * statement of this session changed since (a confirmation
+			 * of leaf_alloc_source).  Its failure frees the slot for a
+			 * new load, which the next leaf_take() asks for.
+			 */
 			waited = true;
-			fail_before = fail_seen;
+			collected_before = collected;
 			wait_start = GetCurrentTimestamp();
 			deadline = TimestampTzPlusMilliseconds(wait_start,
 												   leaf_wait_timeout_ms);
@@ -1246,7 +1256,7 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 			continue;			/* check once more before sleeping */
 		}
 		leaf_wait_for_load(cache->slot, cache->generation, cache->tag,
-						   wait_start, deadline, fail_before);
+						   wait_start, deadline, collected_before);
 		CHECK_FOR_INTERRUPTS();
 	}
 

@@ -91,6 +91,10 @@ typedef struct LeafTagSlot
 	char		refill_server[LEAF_SERVER_LEN]; /* host:port or "local" */
 
 	/* the last load failure, for callers waiting on it */
+	uint64		loads_collected;	/* loads the worker has picked up */
+	uint64		fail_load;		/* loads_collected of the load that failed
+								 * last: a caller counts only the failures
+								 * of loads picked up after it came */
 	uint64		fail_count;		/* bumped on each failed load */
 	bool		fail_current;	/* the last load failed (none worked since) */
 	bool		fail_final;		/* retrying cannot mend it: fail callers */
