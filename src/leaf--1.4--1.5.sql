@@ -22,6 +22,7 @@ CREATE TABLE @extschema@.leaf_worker_lease (
 	holder_token bigint NOT NULL,
 	hand_set	boolean NOT NULL DEFAULT false,
 	layout		text NOT NULL,
+	epoch_ms	bigint NOT NULL,
 	hwm_ms		bigint NOT NULL,
 	expires_at	timestamptz NOT NULL,
 	renewed_at	timestamptz NOT NULL,
@@ -37,6 +38,8 @@ COMMENT ON COLUMN @extschema@.leaf_worker_lease.holder_token IS
 'random number drawn by the holder each time it takes the row; its renewals name it, so that a copy of the holder''s data directory (same identity) is another holder';
 COMMENT ON COLUMN @extschema@.leaf_worker_lease.hand_set IS
 'claimed with leaf.worker_id: never taken over, delete the row to move it';
+COMMENT ON COLUMN @extschema@.leaf_worker_lease.epoch_ms IS
+'leaf.snowflake_epoch of the holder (ms since 1970): a holder under a later epoch serves above the mark moved by the difference';
 COMMENT ON COLUMN @extschema@.leaf_worker_lease.hwm_ms IS
 'high-water mark: no ID of this worker ID carries a later timestamp (ms since 1970) until the holder records a higher one';
 COMMENT ON COLUMN @extschema@.leaf_worker_lease.expires_at IS
@@ -61,5 +64,26 @@ CREATE TABLE @extschema@.leaf_worker_lease_timeline (
 COMMENT ON TABLE @extschema@.leaf_worker_lease_timeline IS
 'timelines of the allocation database seen by snowflake workers, and when; a new one not confirmed as synchronous holds back new holders of worker IDs';
 
+--
+-- What every node of the fleet must agree on, one row: a random number
+-- that tells this table of worker IDs from any other (a restored dump or
+-- another database gets a new one), and the heartbeat and the clock
+-- drift, recorded by the first node, that bound how long a holder whose
+-- row is gone may still serve.
+--
+CREATE TABLE @extschema@.leaf_worker_lease_fleet (
+	one			boolean PRIMARY KEY DEFAULT true CHECK (one),
+	fleet_id	bigint NOT NULL,
+	heartbeat_ms integer,
+	max_clock_drift_ms integer
+);
+
+INSERT INTO @extschema@.leaf_worker_lease_fleet (fleet_id)
+VALUES ((pg_catalog.random() OPERATOR(pg_catalog.*) 9e18)::pg_catalog.int8 OPERATOR(pg_catalog.+) 1);
+
+COMMENT ON TABLE @extschema@.leaf_worker_lease_fleet IS
+'the fleet of leaf_worker_lease: its identity, and leaf.heartbeat_interval and leaf.max_clock_drift_ms, which every node must share (set by the first node; change them on every node, stopped, and here)';
+
+REVOKE ALL ON @extschema@.leaf_worker_lease_fleet FROM PUBLIC;
 REVOKE ALL ON @extschema@.leaf_worker_lease FROM PUBLIC;
 REVOKE ALL ON @extschema@.leaf_worker_lease_timeline FROM PUBLIC;

@@ -85,6 +85,7 @@ static char *leaf_sf_conn_info = NULL;	/* leaf.alloc_conninfo it was made
 										 * with */
 static char leaf_sf_lease_table[2 * NAMEDATALEN + 32];	/* schema-qualified */
 static char leaf_sf_tl_table[2 * NAMEDATALEN + 32];
+static char leaf_sf_fleet_table[2 * NAMEDATALEN + 32];
 static int64 leaf_sf_deadline;	/* monotonic ms of the request under way */
 
 /* the timeline of the server, as a number, in SQL */
@@ -129,17 +130,17 @@ leaf_sf_db_config_problem(void)
 	{
 		case LEAF_SF_SOURCE_DATABASE:
 			if (leaf_sf_db_conninfo()[0] == '\0')
-				return "leaf.worker_id_source is 'database', but leaf.alloc_conninfo is not set";
+				return "\"leaf.worker_id_source\" is 'database', but \"leaf.alloc_conninfo\" is not set";
 			if (zk)
-				return "leaf.worker_id_source is 'database', but leaf.zk_hosts is set too: worker IDs come from one source";
+				return "\"leaf.worker_id_source\" is 'database', but \"leaf.zk_hosts\" is set too: worker IDs come from one source";
 			break;
 		case LEAF_SF_SOURCE_ZOOKEEPER:
 			if (!zk)
-				return "leaf.worker_id_source is 'zookeeper', but leaf.zk_hosts is not set";
+				return "\"leaf.worker_id_source\" is 'zookeeper', but \"leaf.zk_hosts\" is not set";
 			break;
 		case LEAF_SF_SOURCE_SETTING:
 			if (leaf_sf_worker_id == -1)
-				return "leaf.worker_id_source is 'setting', but leaf.worker_id is not set";
+				return "\"leaf.worker_id_source\" is 'setting', but \"leaf.worker_id\" is not set";
 			break;
 		default:
 			break;
@@ -372,6 +373,8 @@ leaf_sf_db_connect(const LeafSfNode *node, char *reason, size_t reasonlen)
 	}
 	snprintf(leaf_sf_lease_table, sizeof(leaf_sf_lease_table),
 			 "%s.leaf_worker_lease", PQgetvalue(res, 0, 0));
+	snprintf(leaf_sf_fleet_table, sizeof(leaf_sf_fleet_table),
+			 "%s.leaf_worker_lease_fleet", PQgetvalue(res, 0, 0));
 	snprintf(leaf_sf_tl_table, sizeof(leaf_sf_tl_table),
 			 "%s.leaf_worker_lease_timeline", PQgetvalue(res, 0, 0));
 	PQclear(res);
@@ -518,6 +521,81 @@ leaf_sf_db_timeline_check(int64 timeline, int64 db_ms, char *reason,
 }
 
 /*
+ * Check this node against the row of leaf_worker_lease_fleet: the table of
+ * worker IDs is the one the state file names (file_fleet, 0 for none), and
+ * the fleet's heartbeat and clock drift are this node's, which bound the
+ * wait of a new holder (a holder whose row is gone serves until its own
+ * lease ends).  With record, the first node records its settings.
+ * Returns LEAF_SF_DB_OK with *fleet_id set, or the failure with reason.
+ */
+static LeafSfDbResult
+leaf_sf_db_fleet_check(int64 file_fleet, bool record, int64 *fleet_id,
+					   char *reason, size_t reasonlen)
+{
+	char		sql[512];
+	char		p_hb[16];
+	char		p_drift[16];
+	const char *params[2];
+	PGresult   *res;
+	int64		id;
+	int			hb;
+	int			drift;
+
+	snprintf(sql, sizeof(sql),
+			 "SELECT fleet_id, heartbeat_ms, max_clock_drift_ms FROM %s",
+			 leaf_sf_fleet_table);
+	if (!leaf_sf_db_run(sql, 0, NULL, &res, reason, reasonlen))
+		return LEAF_SF_DB_RETRY;
+	if (PQntuples(res) != 1)
+	{
+		PQclear(res);
+		snprintf(reason, reasonlen,
+				 "table leaf_worker_lease_fleet of the allocation database has no row: drop and create the extension there");
+		return LEAF_SF_DB_FAIL;
+	}
+	id = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
+	if (file_fleet != 0 && file_fleet != id)
+	{
+		PQclear(res);
+		snprintf(reason, reasonlen,
+				 "the table of worker IDs in the allocation database (fleet " INT64_FORMAT ") is not the one this node held its worker ID in (fleet " INT64_FORMAT ", as \"%s\" says): another database, or one restored from a dump; the nodes of a fleet share one, and a node moves to another only as docs/snowflake.md says (\"Moving a fleet\")",
+				 id, file_fleet, LEAF_SF_STATE_FILE);
+		return LEAF_SF_DB_FAIL;
+	}
+	if (PQgetisnull(res, 0, 1) || PQgetisnull(res, 0, 2))
+	{
+		PQclear(res);
+		*fleet_id = id;
+		if (!record)
+			return LEAF_SF_DB_OK;
+		snprintf(p_hb, sizeof(p_hb), "%d", leaf_sf_heartbeat_ms);
+		snprintf(p_drift, sizeof(p_drift), "%d", Max(leaf_sf_max_clock_drift_ms, 0));
+		params[0] = p_hb;
+		params[1] = p_drift;
+		snprintf(sql, sizeof(sql),
+				 "UPDATE %s SET heartbeat_ms = $1::pg_catalog.int4, "
+				 "max_clock_drift_ms = $2::pg_catalog.int4 "
+				 "WHERE heartbeat_ms IS NULL OR max_clock_drift_ms IS NULL",
+				 leaf_sf_fleet_table);
+		if (!leaf_sf_db_run(sql, 2, params, NULL, reason, reasonlen))
+			return LEAF_SF_DB_RETRY;
+		return LEAF_SF_DB_OK;
+	}
+	hb = atoi(PQgetvalue(res, 0, 1));
+	drift = atoi(PQgetvalue(res, 0, 2));
+	PQclear(res);
+	if (hb != leaf_sf_heartbeat_ms || drift != Max(leaf_sf_max_clock_drift_ms, 0))
+	{
+		snprintf(reason, reasonlen,
+				 "\"leaf.heartbeat_interval\" is %d ms and \"leaf.max_clock_drift_ms\" %d ms here, but the fleet's table of worker IDs records %d ms and %d ms (leaf_worker_lease_fleet): every node of a fleet uses the same, as they bound how long a holder whose row is gone may still serve",
+				 leaf_sf_heartbeat_ms, Max(leaf_sf_max_clock_drift_ms, 0), hb, drift);
+		return LEAF_SF_DB_FAIL;
+	}
+	*fleet_id = id;
+	return LEAF_SF_DB_OK;
+}
+
+/*
  * Take a worker ID: want_wid if set by hand, else the row this data
  * directory holds, the lowest free worker ID, or the worker ID of a
  * holder whose lease has ended.  floor_hint is a mark to record at least
@@ -527,7 +605,7 @@ leaf_sf_db_timeline_check(int64 timeline, int64 db_ms, char *reason,
  */
 LeafSfDbResult
 leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
-				   int64 file_token, LeafSfDbLease *lease,
+				   int64 file_token, int64 file_fleet, LeafSfDbLease *lease,
 				   char *reason, size_t reasonlen)
 {
 	char		sql[2048];
@@ -540,7 +618,8 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	char		p_tl[32];
 	char		p_hand[8];
 	char		p_token[32];
-	const char *params[9];
+	char		p_epoch[32];
+	const char *params[10];
 	int64		token;
 	PGresult   *res;
 	int64		t0;
@@ -552,6 +631,9 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	int64		row_hwm = 0;
 	bool		own = false;
 	bool		known = false;
+	int64		fleet_id = 0;
+	int64		row_epoch;
+	LeafSfDbResult fleet_result;
 	bool		exists = false;
 	LeafSfDbResult tl_result;
 	char		tl_reason[LEAF_SF_REASON_LEN];
@@ -599,6 +681,16 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 		!leaf_sf_db_run(sql, 0, NULL, NULL, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
 
+	/* the fleet's table, and its settings */
+	fleet_result = leaf_sf_db_fleet_check(file_fleet, true, &fleet_id,
+										  reason, reasonlen);
+	if (fleet_result != LEAF_SF_DB_OK)
+	{
+		if (fleet_result != LEAF_SF_DB_RETRY)
+			leaf_sf_db_abort();
+		return fleet_result;
+	}
+
 	/* never mix layouts among the holders of one table */
 	params[0] = layout;
 	snprintf(sql, sizeof(sql),
@@ -610,7 +702,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	if (PQntuples(res) > 0)
 	{
 		snprintf(reason, reasonlen,
-				 "leaf.snowflake_layout is %s, but worker ID %s in the allocation database is held under layout %s (by %s): the nodes of one table of worker IDs share a layout",
+				 "\"leaf.snowflake_layout\" is %s, but worker ID %s in the allocation database is held under layout %s (by %s): the nodes of one table of worker IDs share a layout",
 				 layout, PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 0),
 				 PQgetvalue(res, 0, 2));
 		PQclear(res);
@@ -628,7 +720,8 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 			 "holder_address, hand_set, holder_token, "
 			 "expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp(), "
 			 "(pg_catalog.date_part('epoch', expires_at OPERATOR(pg_catalog.-) "
-			 "pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8 "
+			 "pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8, "
+			 "epoch_ms "
 			 "FROM %s "
 			 "WHERE CASE WHEN $2::pg_catalog.int4 OPERATOR(pg_catalog.>=) 0 "
 			 "THEN worker_id OPERATOR(pg_catalog.=) $2::pg_catalog.int4 "
@@ -643,11 +736,15 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 		own = PQgetvalue(res, 0, 2)[0] == 't';
 		wid = atoi(PQgetvalue(res, 0, 0));
 		row_hwm = strtoi64(PQgetvalue(res, 0, 1), NULL, 10);
+		row_epoch = strtoi64(PQgetvalue(res, 0, 8), NULL, 10);
+		/* IDs under a later epoch carry the same timestamp lower */
+		if (leaf_sf_epoch_ms > row_epoch)
+			row_hwm += leaf_sf_epoch_ms - row_epoch;
 		if (!own)
 		{
 			/* only a hand-set worker ID can be held by another */
 			snprintf(reason, reasonlen,
-					 "leaf.worker_id is %d, but %s holds worker ID %d in the allocation database%s; to move it, stop that node for good and delete its row of leaf_worker_lease there",
+					 "\"leaf.worker_id\" is %d, but %s holds worker ID %d in the allocation database%s; to move it, stop that node for good and delete its row of leaf_worker_lease there",
 					 want_wid, PQgetvalue(res, 0, 3), want_wid,
 					 PQgetvalue(res, 0, 4)[0] == 't' ? " (set by hand as well)" : "");
 			PQclear(res);
@@ -685,7 +782,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 		params[0] = p_max;
 		params[1] = p_drift;
 		snprintf(sql, sizeof(sql),
-				 "SELECT g, NULL::pg_catalog.int8 "
+				 "SELECT g, NULL::pg_catalog.int8, NULL::pg_catalog.int8 "
 				 "FROM pg_catalog.generate_series(0, $1::pg_catalog.int4) AS g "
 				 "WHERE NOT EXISTS (SELECT FROM %s AS l "
 				 "WHERE l.worker_id OPERATOR(pg_catalog.=) g) "
@@ -697,7 +794,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 		{
 			PQclear(res);
 			snprintf(sql, sizeof(sql),
-					 "SELECT worker_id, hwm_ms FROM %s "
+					 "SELECT worker_id, hwm_ms, epoch_ms FROM %s "
 					 "WHERE NOT hand_set "
 					 "AND worker_id OPERATOR(pg_catalog.<=) $1::pg_catalog.int4 "
 					 "AND (expires_at OPERATOR(pg_catalog.+) ($2::pg_catalog.float8 "
@@ -721,7 +818,12 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 		wid = atoi(PQgetvalue(res, 0, 0));
 		exists = !PQgetisnull(res, 0, 1);
 		if (exists)
+		{
 			row_hwm = strtoi64(PQgetvalue(res, 0, 1), NULL, 10);
+			row_epoch = strtoi64(PQgetvalue(res, 0, 2), NULL, 10);
+			if (leaf_sf_epoch_ms > row_epoch)
+				row_hwm += leaf_sf_epoch_ms - row_epoch;
+		}
 		PQclear(res);
 	}
 	else if (!exists)
@@ -754,12 +856,15 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	params[6] = p_lease;
 	params[7] = p_tl;
 	params[8] = p_token;
+	snprintf(p_epoch, sizeof(p_epoch), INT64_FORMAT, leaf_sf_epoch_ms);
+	params[9] = p_epoch;
+	/* the mark in our epoch's terms (row_hwm is converted) */
 	snprintf(sql, sizeof(sql),
 			 "INSERT INTO %s AS l (worker_id, holder_identity, holder_address, "
-			 "holder_token, hand_set, layout, hwm_ms, expires_at, renewed_at, "
+			 "holder_token, hand_set, layout, epoch_ms, hwm_ms, expires_at, renewed_at, "
 			 "held_since, timeline) "
 			 "VALUES ($1::pg_catalog.int4, $2, $3, $9::pg_catalog.int8, "
-			 "$4::pg_catalog.bool, $5, "
+			 "$4::pg_catalog.bool, $5, $10::pg_catalog.int8, "
 			 "$6::pg_catalog.int8, pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) "
 			 "($7::pg_catalog.float8 OPERATOR(pg_catalog.*) '1 ms'::pg_catalog.interval), "
 			 "pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(), $8::pg_catalog.int8) "
@@ -768,14 +873,14 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 			 "holder_address = excluded.holder_address, "
 			 "holder_token = excluded.holder_token, "
 			 "hand_set = excluded.hand_set, layout = excluded.layout, "
-			 "hwm_ms = pg_catalog.int8larger(l.hwm_ms, excluded.hwm_ms), "
+			 "epoch_ms = excluded.epoch_ms, hwm_ms = excluded.hwm_ms, "
 			 "expires_at = excluded.expires_at, renewed_at = excluded.renewed_at, "
 			 "held_since = CASE WHEN l.holder_identity OPERATOR(pg_catalog.=) "
 			 "excluded.holder_identity THEN l.held_since ELSE excluded.held_since END, "
 			 "timeline = excluded.timeline "
 			 "RETURNING hwm_ms",
 			 leaf_sf_lease_table);
-	if (!leaf_sf_db_run(sql, 9, params, &res, reason, reasonlen))
+	if (!leaf_sf_db_run(sql, 10, params, &res, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
 	lease->db_hwm = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
@@ -793,6 +898,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 				 errdetail("A copy of this data directory may have held it, or the row came back from a backup: the worker waits out the longest lease an earlier holder could still use.")));
 	lease->held = true;
 	lease->token = token;
+	lease->fleet_id = fleet_id;
 	lease->worker_id = wid;
 	lease->fresh = !known;
 	lease->row_hwm = row_hwm;
@@ -820,12 +926,33 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 	int64		t0;
 	int64		t1;
 	int64		db_ms;
-	bool		clock_ok;
+	int64		fleet_id;
+	LeafSfDbResult r;
 
 	reason[0] = '\0';
 	leaf_sf_deadline = mono0 + Max(Min(leaf_sf_heartbeat_ms, LEAF_SF_DB_CONNECT_MS), 500);
 	if (!leaf_sf_db_connect(node, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
+
+	/*
+	 * The same table of worker IDs (leaf.alloc_conninfo may have been
+	 * reloaded), the fleet's settings (ours may have been), and the
+	 * clock, before the mark is recorded: a mark of a clock that stepped
+	 * away must not be used.
+	 */
+	r = leaf_sf_db_fleet_check(lease->fleet_id, false, &fleet_id, reason,
+							   reasonlen);
+	if (r != LEAF_SF_DB_OK)
+		return r;
+	t0 = leaf_sf_clock_ms();
+	if (!leaf_sf_db_run("SELECT " LEAF_SF_DB_NOW_SQL, 0, NULL, &res,
+						reason, reasonlen))
+		return LEAF_SF_DB_RETRY;
+	t1 = leaf_sf_clock_ms();
+	db_ms = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	if (!leaf_sf_db_clock_ok(lease, t0, t1, db_ms, reason, reasonlen))
+		return LEAF_SF_DB_FAIL;
 
 	snprintf(p_wid, sizeof(p_wid), "%d", lease->worker_id);
 	snprintf(p_hwm, sizeof(p_hwm), INT64_FORMAT, hwm);
@@ -845,12 +972,10 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 			 "WHERE worker_id OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
 			 "AND holder_identity OPERATOR(pg_catalog.=) $2 "
 			 "AND holder_token OPERATOR(pg_catalog.=) $5::pg_catalog.int8 "
-			 "RETURNING hwm_ms, " LEAF_SF_DB_NOW_SQL,
+			 "RETURNING hwm_ms",
 			 leaf_sf_lease_table);
-	t0 = leaf_sf_clock_ms();
 	if (!leaf_sf_db_run(sql, 5, params, &res, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
-	t1 = leaf_sf_clock_ms();
 	if (PQntuples(res) != 1)
 	{
 		PQclear(res);
@@ -861,11 +986,7 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 		return LEAF_SF_DB_LOST;
 	}
 	lease->db_hwm = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
-	db_ms = strtoi64(PQgetvalue(res, 0, 1), NULL, 10);
 	PQclear(res);
-	clock_ok = leaf_sf_db_clock_ok(lease, t0, t1, db_ms, reason, reasonlen);
-	if (!clock_ok)
-		return LEAF_SF_DB_FAIL;
 	lease->until_mono = mono0 + leaf_sf_margin_ms();
 	return LEAF_SF_DB_OK;
 }

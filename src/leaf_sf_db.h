@@ -12,6 +12,12 @@
 
 #include "leaf_snowflake.h"
 
+/*
+ * What the state file records as the node of a worker ID from the
+ * allocation database: this, then the fleet_id of its table of worker IDs.
+ */
+#define LEAF_SF_DB_FLEET_PREFIX "database fleet "
+
 /* the outcome of a request to the allocation database */
 typedef enum LeafSfDbResult
 {
@@ -32,6 +38,8 @@ typedef struct LeafSfDbLease
 	int			worker_id;
 	int64		token;			/* drawn when the row was taken: the
 								 * renewals name it */
+	int64		fleet_id;		/* leaf_worker_lease_fleet's, where it was
+								 * taken */
 	bool		fresh;			/* taken from no row, from another holder,
 								 * or from a run of this data directory
 								 * that the state file does not know:
@@ -48,6 +56,7 @@ extern const char *leaf_sf_db_config_problem(void);
 extern int64 leaf_sf_mono_ms(void);
 extern LeafSfDbResult leaf_sf_db_acquire(const LeafSfNode *node, int want_wid,
 										 int64 floor_hint, int64 file_token,
+										 int64 file_fleet,
 										 LeafSfDbLease *lease,
 										 char *reason, size_t reasonlen);
 extern LeafSfDbResult leaf_sf_db_renew(const LeafSfNode *node,

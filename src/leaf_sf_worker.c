@@ -650,6 +650,21 @@ leaf_sf_db_file_token(LeafSfWorkerState *w)
 }
 
 /*
+ * The table of worker IDs in which the state file says this data directory
+ * held its worker ID (leaf_worker_lease_fleet's fleet_id), or 0.
+ */
+static int64
+leaf_sf_db_file_fleet(LeafSfWorkerState *w)
+{
+	const char *p = w->file.zk_node;
+
+	if (!w->file.valid || w->file.foreign || w->file.damaged ||
+		strncmp(p, LEAF_SF_DB_FLEET_PREFIX, strlen(LEAF_SF_DB_FLEET_PREFIX)) != 0)
+		return 0;
+	return strtoi64(p + strlen(LEAF_SF_DB_FLEET_PREFIX), NULL, 10);
+}
+
+/*
  * Not holding a worker ID in the allocation database: take one there (or
  * claim the hand-set one).  The floor is past every mark known of it, and
  * for a worker ID taken from no row or from another holder, past the
@@ -673,7 +688,8 @@ leaf_sf_db_step(LeafSfWorkerState *w, long *delay)
 	if (want >= 0)
 		hint = Max(hint, leaf_sf_state_mark(&w->file, want));
 	r = leaf_sf_db_acquire(&w->node, want, hint, leaf_sf_db_file_token(w),
-						   &w->db, reason, sizeof(reason));
+						   leaf_sf_db_file_fleet(w), &w->db, reason,
+						   sizeof(reason));
 	if (ShutdownRequestPending)
 		return false;
 	if (r != LEAF_SF_DB_OK)
@@ -703,6 +719,8 @@ leaf_sf_db_step(LeafSfWorkerState *w, long *delay)
 	}
 	/* the file names the lease, for the next start to know it as ours */
 	w->session_id = w->db.token;
+	snprintf(w->node_path, sizeof(w->node_path), LEAF_SF_DB_FLEET_PREFIX INT64_FORMAT,
+			 w->db.fleet_id);
 	w->floor_ms = f;
 	w->have_floor = true;
 	if (want < 0)

@@ -39,7 +39,7 @@ my $aport = $alloc->port;
 $alloc->safe_psql('postgres', q[
 CREATE ROLE leaf_node LOGIN;
 GRANT USAGE ON SCHEMA public TO leaf_node;
-GRANT SELECT, INSERT, UPDATE ON leaf_worker_lease, leaf_worker_lease_timeline TO leaf_node;
+GRANT SELECT, INSERT, UPDATE ON leaf_worker_lease, leaf_worker_lease_timeline, leaf_worker_lease_fleet TO leaf_node;
 ]);
 my $user = 'leaf_node';
 
@@ -141,7 +141,7 @@ my $h = sf_node('h', 'leaf.worker_id = 3');
 ok(wait_ready($h), 'a node with leaf.worker_id = 3 serves');
 like(holders(), qr/\b3=h\.example/, '... its worker ID is claimed in the allocation database');
 my $h2 = sf_node('h2', 'leaf.worker_id = 3');
-ok(wait_reason($h2, qr/^leaf\.worker_id is 3, but h\.example:5432 holds worker ID 3 in the allocation database/),
+ok(wait_reason($h2, qr/^"leaf\.worker_id" is 3, but h\.example:5432 holds worker ID 3 in the allocation database/),
 	'a second node with the same hand-set worker ID is refused, and says who holds it');
 my ($state) = LeafTest::sqlstate($h2, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF102', '... its calls fail with LF102');

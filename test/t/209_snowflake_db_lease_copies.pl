@@ -32,7 +32,7 @@ $alloc->safe_psql('postgres', q[
 CREATE ROLE leaf_a LOGIN;
 CREATE ROLE leaf_b NOLOGIN;
 GRANT USAGE ON SCHEMA public TO leaf_a, leaf_b;
-GRANT SELECT, INSERT, UPDATE ON leaf_worker_lease, leaf_worker_lease_timeline TO leaf_a, leaf_b;
+GRANT SELECT, INSERT, UPDATE ON leaf_worker_lease, leaf_worker_lease_timeline, leaf_worker_lease_fleet TO leaf_a, leaf_b;
 ]);
 
 my $drift_ms = 5000;
