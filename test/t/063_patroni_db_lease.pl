@@ -77,7 +77,7 @@ CREATE EXTENSION leaf;
 CREATE ROLE leaf_fleet LOGIN;
 GRANT USAGE ON SCHEMA public TO leaf_fleet;
 GRANT SELECT, UPDATE ON leaf_alloc TO leaf_fleet;
-GRANT SELECT, INSERT, UPDATE ON leaf_worker_lease, leaf_worker_lease_timeline TO leaf_fleet;
+GRANT SELECT, INSERT, UPDATE ON leaf_worker_lease, leaf_worker_lease_timeline, leaf_worker_lease_fleet TO leaf_fleet;
 SELECT leaf_segment_create('order', $seg_step, 1, 'patroni raft test');
 ]);
 is($pc->node($leader)->safe_psql('postgres',
