@@ -992,55 +992,17 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 }
 
 /*
- * At a clean stop, once the generator serves no more: record mark hwm and
- * end the lease now, so that this data directory takes the row back at
- * once at its next start.  A failure only makes that start wait for the
- * lease to end.
+ * End our lease now, recording mark hwm: at a clean stop (the row stays
+ * ours, for this data directory to take back at once), or given up
+ * (give_up: its holder becomes no data directory's, so that no node takes
+ * it back as its own, and it is taken over once its mark has passed).
+ * Returns false, with the reason, if the database did not confirm it; the
+ * update may still have been made, which a renewal then finds.
  */
-void
-leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm)
-{
-	char		sql[1024];
-	char		p_wid[16];
-	char		p_hwm[32];
-	char		p_token[32];
-	const char *params[4];
-	char		reason[LEAF_SF_REASON_LEN];
-
-	if (!lease->held)
-		return;
-	leaf_sf_deadline = leaf_sf_mono_ms() + 1000;
-	if (!leaf_sf_db_connect(node, reason, sizeof(reason)))
-		return;
-	snprintf(p_wid, sizeof(p_wid), "%d", lease->worker_id);
-	snprintf(p_hwm, sizeof(p_hwm), INT64_FORMAT, hwm);
-	snprintf(p_token, sizeof(p_token), INT64_FORMAT, lease->token);
-	params[0] = p_wid;
-	params[1] = node->identity;
-	params[2] = p_hwm;
-	params[3] = p_token;
-	snprintf(sql, sizeof(sql),
-			 "UPDATE %s SET hwm_ms = pg_catalog.int8larger(hwm_ms, $3::pg_catalog.int8), "
-			 "expires_at = pg_catalog.clock_timestamp() "
-			 "WHERE worker_id OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
-			 "AND holder_identity OPERATOR(pg_catalog.=) $2 "
-			 "AND holder_token OPERATOR(pg_catalog.=) $4::pg_catalog.int8",
-			 leaf_sf_lease_table);
-	if (leaf_sf_db_run(sql, 4, params, NULL, reason, sizeof(reason)))
-		lease->held = false;
-}
-
-/*
- * leaf_snowflake_new_worker_id(): give our row up, with mark hwm.  The
- * row stays, with a holder that is no data directory's, so that no node
- * takes it back as its own; it is taken over, as a row whose lease ended,
- * once its mark has passed.  False if the database did not confirm it
- * (the update may still have been made: a renewal then finds the row
- * gone).
- */
-bool
-leaf_sf_db_give_up(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
-				   char *reason, size_t reasonlen)
+static bool
+leaf_sf_db_end_lease(const LeafSfNode *node, LeafSfDbLease *lease,
+					 int64 hwm, bool give_up, int64 timeout_ms,
+					 char *reason, size_t reasonlen)
 {
 	char		sql[1024];
 	char		p_wid[16];
@@ -1048,6 +1010,7 @@ leaf_sf_db_give_up(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 	char		p_token[32];
 	const char *params[4];
 	PGresult   *res;
+	bool		ours;
 
 	reason[0] = '\0';
 	if (!lease->held)
@@ -1055,7 +1018,7 @@ leaf_sf_db_give_up(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 		snprintf(reason, reasonlen, "no worker ID is held in the allocation database");
 		return false;
 	}
-	leaf_sf_deadline = leaf_sf_mono_ms() + LEAF_SF_DB_CONNECT_MS;
+	leaf_sf_deadline = leaf_sf_mono_ms() + timeout_ms;
 	if (!leaf_sf_db_connect(node, reason, reasonlen))
 		return false;
 	snprintf(p_wid, sizeof(p_wid), "%d", lease->worker_id);
@@ -1067,25 +1030,44 @@ leaf_sf_db_give_up(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 	params[3] = p_token;
 	snprintf(sql, sizeof(sql),
 			 "UPDATE %s SET hwm_ms = pg_catalog.int8larger(hwm_ms, $3::pg_catalog.int8), "
-			 "expires_at = pg_catalog.clock_timestamp(), "
-			 "holder_identity = 'given up by ' OPERATOR(pg_catalog.||) holder_identity "
+			 "expires_at = pg_catalog.clock_timestamp()%s "
 			 "WHERE worker_id OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
 			 "AND holder_identity OPERATOR(pg_catalog.=) $2 "
 			 "AND holder_token OPERATOR(pg_catalog.=) $4::pg_catalog.int8 "
 			 "RETURNING worker_id",
-			 leaf_sf_lease_table);
+			 leaf_sf_lease_table,
+			 give_up ? ", holder_identity = 'given up by ' OPERATOR(pg_catalog.||) holder_identity" : "");
 	if (!leaf_sf_db_run(sql, 4, params, &res, reason, reasonlen))
 		return false;
-	if (PQntuples(res) != 1)
-	{
+	ours = PQntuples(res) == 1;
+	PQclear(res);
+	lease->held = false;
+	if (!ours)
 		snprintf(reason, reasonlen,
 				 "the allocation database no longer holds worker ID %d for this node",
 				 lease->worker_id);
-		PQclear(res);
-		lease->held = false;
-		return false;
-	}
-	PQclear(res);
-	lease->held = false;
-	return true;
+	return ours;
+}
+
+/*
+ * At a clean stop, once the generator serves no more: end the lease, so
+ * that this data directory takes the row back at once at its next start.
+ * A failure only makes that start wait for the lease to end.
+ */
+void
+leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm)
+{
+	char		reason[LEAF_SF_REASON_LEN];
+
+	(void) leaf_sf_db_end_lease(node, lease, hwm, false, 1000,
+								reason, sizeof(reason));
+}
+
+/* leaf_snowflake_new_worker_id(): give our row up, with mark hwm. */
+bool
+leaf_sf_db_give_up(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
+				   char *reason, size_t reasonlen)
+{
+	return leaf_sf_db_end_lease(node, lease, hwm, true,
+								LEAF_SF_DB_CONNECT_MS, reason, reasonlen);
 }

@@ -411,6 +411,74 @@ sub wait_setting
 
 =pod
 
+=item sf_status($node, $cols)
+
+Returns columns $cols (an SQL select list) of leaf_snowflake_status on
+$node, joined by "|".
+
+=cut
+
+sub sf_status
+{
+	my ($node, $cols) = @_;
+	return $node->safe_psql('postgres', "SELECT $cols FROM leaf_snowflake_status");
+}
+
+=pod
+
+=item sf_wait_ready($node [, $secs])
+
+Waits until $node's snowflake generator is ready (up to $secs, 60 by
+default); returns whether it became so.
+
+=cut
+
+sub sf_wait_ready
+{
+	my ($node, $secs) = @_;
+	return wait_until(sub { sf_status($node, 'coalesce(ready, false)') eq 't' },
+		$node->name . ' ready', $secs // 60);
+}
+
+=pod
+
+=item sf_wait_reason($node, $re [, $secs])
+
+Waits until not_ready_reason of $node matches $re; returns whether it
+did, and prints the last reason when it did not.
+
+=cut
+
+sub sf_wait_reason
+{
+	my ($node, $re, $secs) = @_;
+	my $last = '';
+	my $ok = wait_until(sub {
+		$last = sf_status($node, "coalesce(not_ready_reason, '')");
+		return $last =~ $re;
+	}, $node->name . ' reason', $secs // 60);
+	Test::More::diag("last not_ready_reason: $last") unless $ok;
+	return $ok;
+}
+
+=pod
+
+=item sf_ids($node, $n)
+
+Returns $n snowflake IDs of $node, from one call of
+leaf_snowflake_nextvals.
+
+=cut
+
+sub sf_ids
+{
+	my ($node, $n) = @_;
+	return split /\n/,
+	  $node->safe_psql('postgres', "SELECT leaf_snowflake_nextvals($n)");
+}
+
+=pod
+
 =item count_repeats(\@ids)
 
 Returns the number of IDs that occur more than once in the list.

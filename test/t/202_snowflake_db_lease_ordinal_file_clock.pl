@@ -44,57 +44,27 @@ sub sf_node
 	return $node;
 }
 
-sub status
-{
-	my ($node, $cols) = @_;
-	return $node->safe_psql('postgres', "SELECT $cols FROM leaf_snowflake_status");
-}
-
-sub wait_ready
-{
-	my ($node) = @_;
-	return $node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status');
-}
-
-sub wait_reason
-{
-	my ($node, $re) = @_;
-	my $last = '';
-	my $ok = LeafTest::wait_until(sub {
-		$last = status($node, "coalesce(not_ready_reason, '')");
-		return $last =~ $re;
-	}, 'a reason', 60);
-	diag("last not_ready_reason: $last") unless $ok;
-	return $ok;
-}
-
-sub ids
-{
-	my ($node, $n) = @_;
-	return split /\n/, $node->safe_psql('postgres', "SELECT leaf_snowflake_nextvals($n)");
-}
-
 # 1. pod ordinals, claimed in the allocation database
 my $p2 = sf_node('p2', 'shard-2', "leaf.worker_id_from = 'env:LEAF_POD'",
 	"leaf.worker_id_offset = 3");
-ok(wait_ready($p2), 'pod shard-2 serves');
-is(status($p2, 'worker_id'), '5', '... with worker ID 5, its ordinal plus the offset');
+ok(LeafTest::sf_wait_ready($p2), 'pod shard-2 serves');
+is(LeafTest::sf_status($p2, 'worker_id'), '5', '... with worker ID 5, its ordinal plus the offset');
 is($alloc->safe_psql('postgres', 'SELECT hand_set, holder_address FROM leaf_worker_lease WHERE worker_id = 5'),
 	't|p2.example:5432', '... claimed in the allocation database as a set worker ID');
 my $twin = sf_node('twin', 'shard-2', "leaf.worker_id_from = 'env:LEAF_POD'",
 	"leaf.worker_id_offset = 3");
-ok(wait_reason($twin, qr/^"?leaf\.worker_id"? is 5, but p2\.example:5432 holds worker ID 5 in the allocation database/),
+ok(LeafTest::sf_wait_reason($twin, qr/^"?leaf\.worker_id"? is 5, but p2\.example:5432 holds worker ID 5 in the allocation database/),
 	'a second pod with the same ordinal is refused, and says who holds it');
 my ($state) = LeafTest::sqlstate($twin, 'postgres', 'SELECT leaf_snowflake()');
 is($state, 'LF102', '... its calls fail with LF102');
-ok(wait_ready($p2), '... and the first pod still serves');
+ok(LeafTest::sf_wait_ready($p2), '... and the first pod still serves');
 $twin->stop;
 
 # 2. a damaged state file
 my $n = sf_node('n', undef);
-ok(wait_ready($n), 'node n serves');
-my $wn = status($n, 'worker_id');
-my @before = ids($n, 20000);
+ok(LeafTest::sf_wait_ready($n), 'node n serves');
+my $wn = LeafTest::sf_status($n, 'worker_id');
+my @before = LeafTest::sf_ids($n, 20000);
 $n->stop('immediate');
 my $file = $n->data_dir . '/leaf_snowflake.state';
 ok(-e $file, 'n has a state file');
@@ -103,27 +73,27 @@ print $fh join('', map { chr(int(rand(256))) } 1 .. 200);
 close $fh;
 my $t0 = Time::HiRes::time();
 $n->start;
-ok(wait_ready($n), 'with its state file damaged, n serves again');
-is(status($n, 'worker_id'), $wn, "... with its worker ID $wn, taken back from its row");
+ok(LeafTest::sf_wait_ready($n), 'with its state file damaged, n serves again');
+is(LeafTest::sf_status($n, 'worker_id'), $wn, "... with its worker ID $wn, taken back from its row");
 cmp_ok(Time::HiRes::time() - $t0, '>=', (2 * 500 + 1000 + 2 * $drift_ms) / 1000 - 0.5,
 	'... as a new holder: after a lease and twice the drift');
 like(slurp_file($n->logfile), qr/took back worker ID $wn, whose row in the allocation database has this data directory's identity but not the lease/,
 	'... and the log says why');
 my %before = map { $_ => 1 } @before;
-is(scalar(grep { $before{$_} } ids($n, 20000)), 0, '... repeating none of its IDs');
+is(scalar(grep { $before{$_} } LeafTest::sf_ids($n, 20000)), 0, '... repeating none of its IDs');
 
 # 3. a clock that ran ahead and was set right
 $n->stop;
 $n->append_conf('postgresql.conf', "leaf.test_node_clock_offset_ms = '3000'\n");
 $n->start;
-ok(wait_ready($n), 'n with its clock 3 s ahead (within the drift) serves');
-my @ahead = ids($n, 20000);
+ok(LeafTest::sf_wait_ready($n), 'n with its clock 3 s ahead (within the drift) serves');
+my @ahead = LeafTest::sf_ids($n, 20000);
 $n->stop;
 $n->append_conf('postgresql.conf', "leaf.test_node_clock_offset_ms = '0'\n");
 $n->start;
-ok(wait_ready($n), 'with its clock set right, n serves again');
+ok(LeafTest::sf_wait_ready($n), 'with its clock set right, n serves again');
 my %ahead = map { $_ => 1 } @ahead;
-is(scalar(grep { $ahead{$_} } ids($n, 50000)), 0,
+is(scalar(grep { $ahead{$_} } LeafTest::sf_ids($n, 50000)), 0,
 	'... repeating none of the IDs it issued ahead of time');
 my $last_ahead = (sort { $a <=> $b } @ahead)[-1];
 cmp_ok(($n->safe_psql('postgres', 'SELECT leaf_snowflake()')) + 0, '>', $last_ahead,

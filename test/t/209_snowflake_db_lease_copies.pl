@@ -50,24 +50,6 @@ sub conf
 		@extra);
 }
 
-sub status
-{
-	my ($node, $cols) = @_;
-	return $node->safe_psql('postgres', "SELECT $cols FROM leaf_snowflake_status");
-}
-
-sub wait_ready
-{
-	my ($node) = @_;
-	return $node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status');
-}
-
-sub ids
-{
-	my ($node, $n) = @_;
-	return split /\n/, $node->safe_psql('postgres', "SELECT leaf_snowflake_nextvals($n)");
-}
-
 sub ts_of
 {
 	my ($node, $id) = @_;
@@ -121,20 +103,20 @@ my ($p, $q);
 	local $ENV{LD_PRELOAD} = "$shim_dir/shim.so";
 	$p = LeafTest::new_node('p', { max_worker_processes => undef, init => [ allows_streaming => 1 ] },
 		conf('p', 'leaf_a'));
-	ok(wait_ready($p), 'node p serves');
+	ok(LeafTest::sf_wait_ready($p), 'node p serves');
 	$p->backup('clone');
 	$q = PostgreSQL::Test::Cluster->new('q');
 	$q->init_from_backup($p, 'clone');
 	$q->append_conf('postgresql.conf', "leaf.node_address = 'q.example:5432'\n");
 	$q->start;
 }
-my $wp = status($p, 'worker_id');
+my $wp = LeafTest::sf_status($p, 'worker_id');
 # the clone, were it seen as new, would wait lease + drift (7 s) or more
 Time::HiRes::sleep(4);
-my $pr = status($p, "ready::text || '/' || worker_id");
-my $qr = status($q, "coalesce(ready::text, '') || '/' || coalesce(worker_id::text, '')");
+my $pr = LeafTest::sf_status($p, "ready::text || '/' || worker_id");
+my $qr = LeafTest::sf_status($q, "coalesce(ready::text, '') || '/' || coalesce(worker_id::text, '')");
 isnt($qr, "true/$wp", "the clone q ($qr) does not serve with p's worker ID ($pr)");
-like(status($q, "coalesce(not_ready_reason, '')"),
+like(LeafTest::sf_status($q, "coalesce(not_ready_reason, '')"),
 	qr/^worker ID $wp is held in the allocation database by a node with this data directory's identity .* waiting for the lease to end/,
 	'... and says that a node with its identity holds it');
 diag($alloc->safe_psql('postgres', 'SELECT worker_id, holder_identity, holder_address FROM leaf_worker_lease'));
@@ -167,8 +149,8 @@ $alloc->safe_psql('postgres', 'TRUNCATE leaf_worker_lease');
 # ---------------------------------------------------------------------
 my $a = LeafTest::new_node('a', { max_worker_processes => undef },
 	conf('a', 'leaf_a', "leaf.test_node_clock_offset_ms = '4900'"));
-ok(wait_ready($a), 'node a (clock 4.9 s ahead of the database) serves');
-my $wa = status($a, 'worker_id');
+ok(LeafTest::sf_wait_ready($a), 'node a (clock 4.9 s ahead of the database) serves');
+my $wa = LeafTest::sf_status($a, 'worker_id');
 # b: started now, its worker kept out (leaf_b NOLOGIN) until a's row is gone
 my $b = LeafTest::new_node('b', { max_worker_processes => undef },
 	conf('b', 'leaf_b', "leaf.test_node_clock_offset_ms = '-4900'"));
@@ -221,8 +203,8 @@ ALTER ROLE leaf_b LOGIN;
 # b, let in at once, takes a's worker ID, whose row is gone
 $agen->finish;
 like($ae, qr/not ready/, 'a stops once its lease can end');
-ok(wait_ready($b), 'node b (clock 4.9 s behind the database) serves');
-is(status($b, 'worker_id'), $wa, "... with worker ID $wa, a's");
+ok(LeafTest::sf_wait_ready($b), 'node b (clock 4.9 s behind the database) serves');
+is(LeafTest::sf_status($b, 'worker_id'), $wa, "... with worker ID $wa, a's");
 $b->safe_psql('postgres', sprintf($cover_sql, 5));
 my ($ca, $cb) = (cover($a), cover($b));
 my $a_last = List::Util::max(keys %$ca);

@@ -64,34 +64,6 @@ sub conf
 		@extra);
 }
 
-sub status
-{
-	my ($node, $cols) = @_;
-	return $node->safe_psql('postgres', "SELECT $cols FROM leaf_snowflake_status");
-}
-
-sub wait_reason
-{
-	my ($node, $re) = @_;
-	my $last = '';
-	my $ok = LeafTest::wait_until(sub {
-		$last = status($node, "coalesce(not_ready_reason, '')");
-		return $last =~ $re;
-	}, $node->name . ' reason', 60);
-	diag("last not_ready_reason: $last") unless $ok;
-	return $ok;
-}
-
-sub wait_ready
-{
-	my ($node, $secs) = @_;
-	return LeafTest::wait_until(
-		sub {
-			status($node, 'coalesce(ready, false)') eq 't';
-		},
-		$node->name . ' ready', $secs // 60);
-}
-
 # What a node issued, millisecond by millisecond (the ID's bits above the
 # worker ID and the sequence): the range of sequence numbers (one session
 # gives a contiguous run per millisecond).
@@ -165,11 +137,11 @@ sub leases
 #    database, while the other node still uses the first
 # ---------------------------------------------------------------------
 my $a = LeafTest::new_node('a', { max_worker_processes => undef }, conf('a', 'postgres'));
-ok(wait_ready($a), 'node a serves');
-my $wa = status($a, 'worker_id');
+ok(LeafTest::sf_wait_ready($a), 'node a serves');
+my $wa = LeafTest::sf_status($a, 'worker_id');
 my $b = LeafTest::new_node('b', { max_worker_processes => undef }, conf('b', 'postgres'));
-ok(wait_ready($b), 'node b serves');
-my $wb = status($b, 'worker_id');
+ok(LeafTest::sf_wait_ready($b), 'node b serves');
+my $wb = LeafTest::sf_status($b, 'worker_id');
 isnt($wb, $wa, "a and b hold different worker IDs ($wa, $wb)");
 
 # b is pointed at the second allocation database first
@@ -179,10 +151,10 @@ ok(LeafTest::wait_until(sub {
 	return slurp_file($b->logfile) =~ /the table of worker IDs in the allocation database \(fleet \d+\) is not the one this node held its worker ID in/;
 }, 'the refusal of b', 30), 'b finds that the allocation database it is pointed at now holds another table of worker IDs');
 ok(LeafTest::wait_until(sub {
-	return status($b, 'coalesce(ready, false)') eq 'f';
+	return LeafTest::sf_status($b, 'coalesce(ready, false)') eq 'f';
 }, 'b to stop serving', 30), '... and stops serving');
-my $sa = status($a, "ready::text || '/' || worker_id");
-my $sb = status($b, "ready::text || '/' || coalesce(worker_id::text, '')");
+my $sa = LeafTest::sf_status($a, "ready::text || '/' || worker_id");
+my $sb = LeafTest::sf_status($b, "ready::text || '/' || coalesce(worker_id::text, '')");
 diag("a: $sa, b: $sb");
 diag("first allocation database:\n" . leases('postgres'));
 diag("second allocation database:\n" . leases('alloc2'));
@@ -207,8 +179,8 @@ $alloc->safe_psql('alloc2', 'TRUNCATE leaf_worker_lease');
 my $epoch = 1288834974657;
 my $c = LeafTest::new_node('c', { max_worker_processes => undef },
 	conf('c', 'postgres', "leaf.snowflake_epoch = '$epoch'"));
-ok(wait_ready($c), 'node c serves');
-my $wc = status($c, 'worker_id');
+ok(LeafTest::sf_wait_ready($c), 'node c serves');
+my $wc = LeafTest::sf_status($c, 'worker_id');
 # the other worker IDs of the layout (0-3) are held by running nodes
 # (rows as they write them, with leases far from their end)
 $alloc->safe_psql('postgres', qq[
@@ -226,8 +198,8 @@ $c->stop;
 # d, with the epoch 10 s later, takes c's worker ID over
 my $d = LeafTest::new_node('d', { max_worker_processes => undef },
 	conf('d', 'postgres', "leaf.snowflake_epoch = '" . ($epoch + 10000) . "'"));
-ok(wait_ready($d), 'node d (epoch 10 s later) serves');
-is(status($d, 'worker_id'), $wc, "... with worker ID $wc, c's");
+ok(LeafTest::sf_wait_ready($d), 'node d (epoch 10 s later) serves');
+is(LeafTest::sf_status($d, 'worker_id'), $wc, "... with worker ID $wc, c's");
 diag(leases('postgres'));
 $d->safe_psql('postgres', 'CREATE TABLE cover (ms bigint, lo int, hi int, n bigint)');
 $d->safe_psql('postgres', sprintf($cover_sql, 4));
@@ -245,8 +217,8 @@ $alloc->safe_psql('postgres', 'TRUNCATE leaf_worker_lease');
 # 3. leaf.heartbeat_interval raised on the holder, a row deleted
 # ---------------------------------------------------------------------
 my $e = LeafTest::new_node('e', { max_worker_processes => undef }, conf('e', 'postgres'));
-ok(wait_ready($e), 'node e serves');
-my $we = status($e, 'worker_id');
+ok(LeafTest::sf_wait_ready($e), 'node e serves');
+my $we = LeafTest::sf_status($e, 'worker_id');
 # f: started now, its worker kept out (leaf_b NOLOGIN) until e's row is gone
 my $f = LeafTest::new_node('f', { max_worker_processes => undef },
 	conf('f', 'postgres', conninfo('postgres', 'leaf_b')));
@@ -265,9 +237,9 @@ DELETE FROM leaf_worker_lease WHERE worker_id = $we;
 ALTER ROLE leaf_b LOGIN;
 ]);
 my $t_del = Time::HiRes::time();
-ok(wait_ready($f, 30), 'node f serves');
+ok(LeafTest::sf_wait_ready($f, 30), 'node f serves');
 diag(sprintf('f ready %.1f s after the delete', Time::HiRes::time() - $t_del));
-is(status($f, 'worker_id'), $we, "... with worker ID $we, e's");
+is(LeafTest::sf_status($f, 'worker_id'), $we, "... with worker ID $we, e's");
 my $fg = start_cover($f, 6);
 $fg->[0]->finish;
 $eg->[0]->finish;
@@ -287,7 +259,7 @@ $alloc->safe_psql('postgres', 'TRUNCATE leaf_worker_lease');
 # ---------------------------------------------------------------------
 my $g = LeafTest::new_node('g', { max_worker_processes => undef },
 	conf('g', 'postgres', "leaf.max_clock_drift_ms = '5s'"));
-ok(wait_reason($g, qr/"leaf\.heartbeat_interval" is 500 ms and "leaf\.max_clock_drift_ms" 5000 ms here, but the fleet's table of worker IDs records 500 ms and 1000 ms/),
+ok(LeafTest::sf_wait_reason($g, qr/"leaf\.heartbeat_interval" is 500 ms and "leaf\.max_clock_drift_ms" 5000 ms here, but the fleet's table of worker IDs records 500 ms and 1000 ms/),
 	'a node whose leaf.max_clock_drift_ms is not the fleet\'s takes no worker ID, and says why');
 my ($st) = LeafTest::sqlstate($g, 'postgres', 'SELECT leaf_snowflake()');
 is($st, 'LF102', '... its calls fail with LF102');
