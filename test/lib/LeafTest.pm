@@ -479,6 +479,93 @@ sub sf_ids
 
 =pod
 
+=item sf_start_cover($node, $secs [, $shift])
+
+Starts a session on $node that takes snowflake IDs as fast as it can for
+$secs seconds and records, per millisecond (the ID shifted right by
+$shift bits, 14 by default: 2 worker-ID bits and 12 sequence bits), the
+range of sequence numbers it got (one session gets a contiguous run per
+millisecond), in table cover.  Returns [harness, \stdout, \stderr].
+
+=cut
+
+sub sf_start_cover
+{
+	my ($node, $secs, $shift) = @_;
+	my ($o, $e) = ('', '');
+	$shift //= 14;
+	$node->safe_psql('postgres',
+		'CREATE TABLE IF NOT EXISTS cover (ms bigint, lo int, hi int, n bigint)');
+	my $sql = qq[
+DO \$\$
+DECLARE
+	deadline timestamptz := clock_timestamp() + interval '$secs s';
+BEGIN
+	LOOP
+		INSERT INTO cover
+		SELECT id >> $shift, min(id & 4095), max(id & 4095), count(*)
+		FROM leaf_snowflake_nextvals(20000) AS g(id) GROUP BY 1;
+		COMMIT;
+		EXIT WHEN clock_timestamp() > deadline;
+	END LOOP;
+END
+\$\$;
+];
+	my $h = IPC::Run::start([ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c', $sql ],
+		'>', \$o, '2>', \$e);
+	return [ $h, \$o, \$e ];
+}
+
+=pod
+
+=item sf_cover($node)
+
+What sf_start_cover recorded on $node: a hash of millisecond to [lo, hi].
+
+=cut
+
+sub sf_cover
+{
+	my ($node) = @_;
+	my %c;
+	for (split /\n/, $node->safe_psql('postgres', 'SELECT ms, lo, hi, n FROM cover'))
+	{
+		my ($ms, $lo, $hi, $n) = split /\|/;
+		die "not one run in ms $ms" if $hi - $lo + 1 != $n;
+		die "ms $ms twice" if $c{$ms};
+		$c{$ms} = [ $lo, $hi ];
+	}
+	return \%c;
+}
+
+=pod
+
+=item sf_repeats($cover_a, $cover_b)
+
+The IDs two sf_cover results have in common: (count, milliseconds, first
+millisecond).
+
+=cut
+
+sub sf_repeats
+{
+	my ($ca, $cb) = @_;
+	my ($rep, $ms_rep, $first) = (0, 0, undef);
+	for my $ms (sort { $a <=> $b } keys %$cb)
+	{
+		next unless $ca->{$ms};
+		my $lo = $ca->{$ms}[0] > $cb->{$ms}[0] ? $ca->{$ms}[0] : $cb->{$ms}[0];
+		my $hi = $ca->{$ms}[1] < $cb->{$ms}[1] ? $ca->{$ms}[1] : $cb->{$ms}[1];
+		next if $hi < $lo;
+		$rep += $hi - $lo + 1;
+		$ms_rep++;
+		$first //= $ms;
+	}
+	return ($rep, $ms_rep, $first);
+}
+
+=pod
+
 =item count_repeats(\@ids)
 
 Returns the number of IDs that occur more than once in the list.

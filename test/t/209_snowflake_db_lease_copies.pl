@@ -155,42 +155,8 @@ my $wa = LeafTest::sf_status($a, 'worker_id');
 my $b = LeafTest::new_node('b', { max_worker_processes => undef },
 	conf('b', 'leaf_b', "leaf.test_node_clock_offset_ms = '-4900'"));
 
-# what each node issued, millisecond by millisecond: the range of
-# sequence numbers (one session: a contiguous run per millisecond)
-my $cover_sql = q[
-DO $$
-DECLARE
-	deadline timestamptz := clock_timestamp() + interval '%s s';
-BEGIN
-	LOOP
-		INSERT INTO cover
-		SELECT id >> 14, min(id & 4095), max(id & 4095), count(*)
-		FROM leaf_snowflake_nextvals(50000) AS g(id) GROUP BY 1;
-		COMMIT;
-		EXIT WHEN clock_timestamp() > deadline;
-	END LOOP;
-END
-$$;
-];
-sub cover
-{
-	my ($node) = @_;
-	my %c;
-	for (split /\n/, $node->safe_psql('postgres', 'SELECT ms, lo, hi, n FROM cover'))
-	{
-		my ($ms, $lo, $hi, $n) = split /\|/;
-		die "not one run in ms $ms" if $hi - $lo + 1 != $n;
-		die "ms $ms twice" if $c{$ms};
-		$c{$ms} = [ $lo, $hi ];
-	}
-	return \%c;
-}
-
 # a issues IDs as fast as it can, until its lease ends
-$_->safe_psql('postgres', 'CREATE TABLE cover (ms bigint, lo int, hi int, n bigint)') for $a, $b;
-my ($ao, $ae) = ('', '');
-my $agen = IPC::Run::start([ 'psql', '-XAtq', '-d', $a->connstr('postgres'), '-c', sprintf($cover_sql, 20) ],
-	'>', \$ao, '2>', \$ae);
+my $agen = LeafTest::sf_start_cover($a, 20);
 Time::HiRes::sleep(1.5);
 # a loses the allocation database (a network cut), and its row is lost
 # (TRUNCATE, or the database restored from a dump)
@@ -201,26 +167,17 @@ TRUNCATE leaf_worker_lease;
 ALTER ROLE leaf_b LOGIN;
 ]);
 # b, let in at once, takes a's worker ID, whose row is gone
-$agen->finish;
-like($ae, qr/not ready/, 'a stops once its lease can end');
+$agen->[0]->finish;
+like(${ $agen->[2] }, qr/not ready/, 'a stops once its lease can end');
 ok(LeafTest::sf_wait_ready($b), 'node b (clock 4.9 s behind the database) serves');
 is(LeafTest::sf_status($b, 'worker_id'), $wa, "... with worker ID $wa, a's");
-$b->safe_psql('postgres', sprintf($cover_sql, 5));
-my ($ca, $cb) = (cover($a), cover($b));
+LeafTest::sf_start_cover($b, 5)->[0]->finish;
+my ($ca, $cb) = (LeafTest::sf_cover($a), LeafTest::sf_cover($b));
 my $a_last = List::Util::max(keys %$ca);
 my $b_first = List::Util::min(keys %$cb);
 cmp_ok($b_first, '>', $a_last,
 	"b's first millisecond with worker ID $wa is later than a's last (by " . ($b_first - $a_last) . ' ms)');
-my ($rep, $ms_rep) = (0, 0);
-for my $ms (keys %$cb)
-{
-	next unless $ca->{$ms};
-	my $lo = $ca->{$ms}[0] > $cb->{$ms}[0] ? $ca->{$ms}[0] : $cb->{$ms}[0];
-	my $hi = $ca->{$ms}[1] < $cb->{$ms}[1] ? $ca->{$ms}[1] : $cb->{$ms}[1];
-	next if $hi < $lo;
-	$rep += $hi - $lo + 1;
-	$ms_rep++;
-}
+my ($rep, $ms_rep) = LeafTest::sf_repeats($ca, $cb);
 is($rep, 0, "b repeats none of a's IDs ($rep repeated, in $ms_rep ms)");
 
 $b->stop;

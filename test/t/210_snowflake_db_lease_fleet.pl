@@ -64,67 +64,6 @@ sub conf
 		@extra);
 }
 
-# What a node issued, millisecond by millisecond (the ID's bits above the
-# worker ID and the sequence): the range of sequence numbers (one session
-# gives a contiguous run per millisecond).
-my $cover_sql = q[
-DO $$
-DECLARE
-	deadline timestamptz := clock_timestamp() + interval '%s s';
-BEGIN
-	LOOP
-		INSERT INTO cover
-		SELECT id >> 14, min(id & 4095), max(id & 4095), count(*)
-		FROM leaf_snowflake_nextvals(20000) AS g(id) GROUP BY 1;
-		COMMIT;
-		EXIT WHEN clock_timestamp() > deadline;
-	END LOOP;
-END
-$$;
-];
-
-sub start_cover
-{
-	my ($node, $secs) = @_;
-	my ($o, $e) = ('', '');
-	$node->safe_psql('postgres', 'CREATE TABLE IF NOT EXISTS cover (ms bigint, lo int, hi int, n bigint)');
-	my $h = IPC::Run::start([ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c', sprintf($cover_sql, $secs) ],
-		'>', \$o, '2>', \$e);
-	return [ $h, \$o, \$e ];
-}
-
-sub cover
-{
-	my ($node) = @_;
-	my %c;
-	for (split /\n/, $node->safe_psql('postgres', 'SELECT ms, lo, hi, n FROM cover'))
-	{
-		my ($ms, $lo, $hi, $n) = split /\|/;
-		die "not one run in ms $ms" if $hi - $lo + 1 != $n;
-		die "ms $ms twice" if $c{$ms};
-		$c{$ms} = [ $lo, $hi ];
-	}
-	return \%c;
-}
-
-# IDs issued by both (same worker ID): (count, milliseconds, first ms code)
-sub repeats
-{
-	my ($ca, $cb) = @_;
-	my ($rep, $ms_rep, $first) = (0, 0, undef);
-	for my $ms (sort { $a <=> $b } keys %$cb)
-	{
-		next unless $ca->{$ms};
-		my $lo = List::Util::max($ca->{$ms}[0], $cb->{$ms}[0]);
-		my $hi = List::Util::min($ca->{$ms}[1], $cb->{$ms}[1]);
-		next if $hi < $lo;
-		$rep += $hi - $lo + 1;
-		$ms_rep++;
-		$first //= $ms;
-	}
-	return ($rep, $ms_rep, $first);
-}
-
 sub leases
 {
 	my ($db) = @_;
@@ -161,9 +100,9 @@ diag("second allocation database:\n" . leases('alloc2'));
 ok(!($sa eq "true/$wa" && $sb eq "true/$wa"),
 	"after b's leaf.alloc_conninfo moved to another allocation database, a and b do not both serve with worker ID $wa (a: $sa, b: $sb)");
 {
-	my @g = (start_cover($a, 4), start_cover($b, 4));
+	my @g = (LeafTest::sf_start_cover($a, 4), LeafTest::sf_start_cover($b, 4));
 	$_->[0]->finish for @g;
-	my ($rep, $ms_rep, $first) = repeats(cover($a), cover($b));
+	my ($rep, $ms_rep, $first) = LeafTest::sf_repeats(LeafTest::sf_cover($a), LeafTest::sf_cover($b));
 	diag("a and b, 4 s at once: $rep IDs repeated, in $ms_rep ms" . ($first ? " (first ms code $first)" : ''));
 	is($rep, 0, "a and b, one on each allocation database, issue no ID twice ($rep repeated, in $ms_rep ms)");
 }
@@ -191,9 +130,8 @@ SELECT g, 'other ' || g, 'other' || g || '.example:5432', g, '41+2+12/1ms', $epo
 FROM generate_series(0, 3) g WHERE g <> $wc;
 ]);
 # c issues IDs for 12 s, then is stopped cleanly (its lease ends)
-$c->safe_psql('postgres', 'CREATE TABLE cover (ms bigint, lo int, hi int, n bigint)');
-$c->safe_psql('postgres', sprintf($cover_sql, 12));
-my $cc = cover($c);
+LeafTest::sf_start_cover($c, 12)->[0]->finish;
+my $cc = LeafTest::sf_cover($c);
 $c->stop;
 # d, with the epoch 10 s later, takes c's worker ID over
 my $d = LeafTest::new_node('d', { max_worker_processes => undef },
@@ -201,11 +139,10 @@ my $d = LeafTest::new_node('d', { max_worker_processes => undef },
 ok(LeafTest::sf_wait_ready($d), 'node d (epoch 10 s later) serves');
 is(LeafTest::sf_status($d, 'worker_id'), $wc, "... with worker ID $wc, c's");
 diag(leases('postgres'));
-$d->safe_psql('postgres', 'CREATE TABLE cover (ms bigint, lo int, hi int, n bigint)');
-$d->safe_psql('postgres', sprintf($cover_sql, 4));
+LeafTest::sf_start_cover($d, 4)->[0]->finish;
 {
-	my $cd = cover($d);
-	my ($rep, $ms_rep, $first) = repeats($cc, $cd);
+	my $cd = LeafTest::sf_cover($d);
+	my ($rep, $ms_rep, $first) = LeafTest::sf_repeats($cc, $cd);
 	diag("c's ms codes " . List::Util::min(keys %$cc) . '..' . List::Util::max(keys %$cc)
 		  . ", d's " . List::Util::min(keys %$cd) . '..' . List::Util::max(keys %$cd));
 	is($rep, 0, "d, under an epoch moved 10 s later, repeats none of c's IDs ($rep repeated, in $ms_rep ms)");
@@ -225,7 +162,7 @@ my $f = LeafTest::new_node('f', { max_worker_processes => undef },
 # a reload on e: heartbeats every 10 s (a lease of 21 s)
 $e->append_conf('postgresql.conf', "leaf.heartbeat_interval = '10s'\n");
 $e->reload;
-my $eg = start_cover($e, 40);	# ends with an error once e stops serving
+my $eg = LeafTest::sf_start_cover($e, 40);	# ends with an error once e stops serving
 ok(LeafTest::wait_until(sub {
 	return slurp_file($e->logfile) =~ /could not renew its lease in the allocation database: "leaf\.heartbeat_interval" is 10000 ms and "leaf\.max_clock_drift_ms" 1000 ms here, but the fleet's table of worker IDs records 500 ms and 1000 ms/;
 }, 'the refusal of e', 30), 'e, its heartbeat reloaded to 10 s, is refused at its next renewal');
@@ -240,13 +177,13 @@ my $t_del = Time::HiRes::time();
 ok(LeafTest::sf_wait_ready($f, 30), 'node f serves');
 diag(sprintf('f ready %.1f s after the delete', Time::HiRes::time() - $t_del));
 is(LeafTest::sf_status($f, 'worker_id'), $we, "... with worker ID $we, e's");
-my $fg = start_cover($f, 6);
+my $fg = LeafTest::sf_start_cover($f, 6);
 $fg->[0]->finish;
 $eg->[0]->finish;
 diag('e: ' . ${ $eg->[2] });
 {
-	my ($ce, $cf) = (cover($e), cover($f));
-	my ($rep, $ms_rep, $first) = repeats($ce, $cf);
+	my ($ce, $cf) = (LeafTest::sf_cover($e), LeafTest::sf_cover($f));
+	my ($rep, $ms_rep, $first) = LeafTest::sf_repeats($ce, $cf);
 	diag("e's last ms code " . List::Util::max(keys %$ce) . ", f's first " . List::Util::min(keys %$cf));
 	is($rep, 0, "f repeats none of e's IDs ($rep repeated, in $ms_rep ms)");
 }
