@@ -558,6 +558,17 @@ RETURNING worker_id, hwm_ms]);
 		$outcome .= ", start failed: $err" if $err;
 		my ($r) = try_psql($s, 'SELECT ready FROM leaf_snowflake_status');
 		$outcome .= $r eq 'f' ? ', refused' : $r eq 't' ? ', SERVING' : ", status: $r";
+		if ($r eq 'f' && $self->{worker_ids} eq 'database')
+		{
+			# not ready need not mean refused here: a worker ID whose row
+			# was deleted or truncated is free, and is taken, to be used
+			# after the wait of a new holder
+			my ($why) = try_psql($s, 'SELECT not_ready_reason FROM leaf_snowflake_status');
+			$outcome .= $why =~ /holds worker ID \d+ in the allocation database/ ? ' (held by another node)'
+			  : $why =~ /is damaged/ ? ' (damaged state file)'
+			  : $why =~ /^new worker ID \d+ is used only from/ ? ' (taken: it had no row; used after the wait of a new holder)'
+			  : " ($why)";
+		}
 		push @{ $self->{undo} }, {
 			at => time() + 2 + 3 * $f->{p},
 			what => sub {
