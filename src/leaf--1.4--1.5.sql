@@ -69,20 +69,21 @@ COMMENT ON TABLE @extschema@.leaf_worker_lease_timeline IS
 -- that tells this table of worker IDs from any other (a restored dump or
 -- another database gets a new one), and the heartbeat and the clock
 -- drift, recorded by the first node, that bound how long a holder whose
--- row is gone may still serve.
+-- row is gone may still serve, and the epoch its timestamps count from.
 --
 CREATE TABLE @extschema@.leaf_worker_lease_fleet (
 	one			boolean PRIMARY KEY DEFAULT true CHECK (one),
 	fleet_id	bigint NOT NULL,
 	heartbeat_ms integer,
-	max_clock_drift_ms integer
+	max_clock_drift_ms integer,
+	epoch_ms	bigint
 );
 
 INSERT INTO @extschema@.leaf_worker_lease_fleet (fleet_id)
 VALUES ((pg_catalog.random() OPERATOR(pg_catalog.*) 9e18)::pg_catalog.int8 OPERATOR(pg_catalog.+) 1);
 
 COMMENT ON TABLE @extschema@.leaf_worker_lease_fleet IS
-'the fleet of leaf_worker_lease: its identity, and leaf.heartbeat_interval and leaf.max_clock_drift_ms, which every node must share (set by the first node; change them on every node, stopped, and here)';
+'the fleet of leaf_worker_lease: its identity, and leaf.heartbeat_interval, leaf.max_clock_drift_ms and leaf.snowflake_epoch, which every node must share (recorded by the first node; to change them, stop every node, set them to NULL here, change them on every node)';
 
 REVOKE ALL ON @extschema@.leaf_worker_lease_fleet FROM PUBLIC;
 REVOKE ALL ON @extschema@.leaf_worker_lease FROM PUBLIC;

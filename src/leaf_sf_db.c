@@ -523,27 +523,38 @@ leaf_sf_db_timeline_check(int64 timeline, int64 db_ms, char *reason,
 /*
  * Check this node against the row of leaf_worker_lease_fleet: the table of
  * worker IDs is the one the state file names (file_fleet, 0 for none), and
- * the fleet's heartbeat and clock drift are this node's, which bound the
- * wait of a new holder (a holder whose row is gone serves until its own
- * lease ends).  With record, the first node records its settings.
- * Returns LEAF_SF_DB_OK with *fleet_id set, or the failure with reason.
+ * the fleet's heartbeat, clock drift and epoch are this node's.  The first
+ * two bound the wait of a new holder (a holder whose row is gone serves
+ * until its own lease ends, on its own clock); the epoch, what a timestamp
+ * means (a holder whose row is gone used timestamps of its epoch).
+ * Settings not recorded (a new table, or cleared by an operator to change
+ * them) are recorded by a renewal (renewing: every running node had the
+ * recorded ones), or by a taking once no lease is live: a holder with
+ * other settings may run until then.  Returns LEAF_SF_DB_OK with
+ * *fleet_id set, or the failure with reason.
  */
 static LeafSfDbResult
-leaf_sf_db_fleet_check(int64 file_fleet, bool record, int64 *fleet_id,
+leaf_sf_db_fleet_check(int64 file_fleet, bool renewing, int64 *fleet_id,
 					   char *reason, size_t reasonlen)
 {
-	char		sql[512];
+	char		sql[1024];
 	char		p_hb[16];
 	char		p_drift[16];
-	const char *params[2];
+	char		p_epoch[32];
+	const char *params[3];
 	PGresult   *res;
 	int64		id;
 	int			hb;
 	int			drift;
+	int64		epoch;
 
 	snprintf(sql, sizeof(sql),
-			 "SELECT fleet_id, heartbeat_ms, max_clock_drift_ms FROM %s",
-			 leaf_sf_fleet_table);
+			 "SELECT fleet_id, heartbeat_ms, max_clock_drift_ms, epoch_ms, "
+			 "EXISTS (SELECT FROM %s WHERE expires_at OPERATOR(pg_catalog.+) "
+			 "(COALESCE(max_clock_drift_ms, 0)::pg_catalog.float8 "
+			 "OPERATOR(pg_catalog.*) '1 ms'::pg_catalog.interval) "
+			 "OPERATOR(pg_catalog.>=) pg_catalog.clock_timestamp()) FROM %s",
+			 leaf_sf_lease_table, leaf_sf_fleet_table);
 	if (!leaf_sf_db_run(sql, 0, NULL, &res, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
 	if (PQntuples(res) != 1)
@@ -562,33 +573,62 @@ leaf_sf_db_fleet_check(int64 file_fleet, bool record, int64 *fleet_id,
 				 id, file_fleet, LEAF_SF_STATE_FILE);
 		return LEAF_SF_DB_FAIL;
 	}
-	if (PQgetisnull(res, 0, 1) || PQgetisnull(res, 0, 2))
+	if (PQgetisnull(res, 0, 1) || PQgetisnull(res, 0, 2) || PQgetisnull(res, 0, 3))
 	{
+		bool		live = PQgetvalue(res, 0, 4)[0] == 't';
+
 		PQclear(res);
-		*fleet_id = id;
-		if (!record)
-			return LEAF_SF_DB_OK;
+		if (!renewing && live)
+		{
+			snprintf(reason, reasonlen,
+					 "the fleet's heartbeat, clock drift and epoch are not recorded in leaf_worker_lease_fleet, and leases are live: their holders record theirs at their next renewal");
+			return LEAF_SF_DB_WAIT;
+		}
 		snprintf(p_hb, sizeof(p_hb), "%d", leaf_sf_heartbeat_ms);
 		snprintf(p_drift, sizeof(p_drift), "%d", Max(leaf_sf_max_clock_drift_ms, 0));
+		snprintf(p_epoch, sizeof(p_epoch), INT64_FORMAT, leaf_sf_epoch_ms);
 		params[0] = p_hb;
 		params[1] = p_drift;
+		params[2] = p_epoch;
 		snprintf(sql, sizeof(sql),
 				 "UPDATE %s SET heartbeat_ms = $1::pg_catalog.int4, "
-				 "max_clock_drift_ms = $2::pg_catalog.int4 "
-				 "WHERE heartbeat_ms IS NULL OR max_clock_drift_ms IS NULL",
+				 "max_clock_drift_ms = $2::pg_catalog.int4, epoch_ms = $3::pg_catalog.int8 "
+				 "WHERE heartbeat_ms IS NULL OR max_clock_drift_ms IS NULL OR epoch_ms IS NULL "
+				 "RETURNING heartbeat_ms, max_clock_drift_ms, epoch_ms",
 				 leaf_sf_fleet_table);
-		if (!leaf_sf_db_run(sql, 2, params, NULL, reason, reasonlen))
+		if (!leaf_sf_db_run(sql, 3, params, &res, reason, reasonlen))
 			return LEAF_SF_DB_RETRY;
-		return LEAF_SF_DB_OK;
+		if (PQntuples(res) == 1)
+		{
+			PQclear(res);
+			*fleet_id = id;
+			ereport(LOG,
+					(errmsg("leaf snowflake worker recorded \"leaf.heartbeat_interval\" %d ms, \"leaf.max_clock_drift_ms\" %d ms and \"leaf.snowflake_epoch\" " INT64_FORMAT " as the fleet's, in leaf_worker_lease_fleet",
+							leaf_sf_heartbeat_ms, Max(leaf_sf_max_clock_drift_ms, 0),
+							leaf_sf_epoch_ms)));
+			return LEAF_SF_DB_OK;
+		}
+		PQclear(res);
+		/* recorded meanwhile by another node: compare with those */
+		return leaf_sf_db_fleet_check(file_fleet, false, fleet_id, reason,
+									  reasonlen);
 	}
 	hb = atoi(PQgetvalue(res, 0, 1));
 	drift = atoi(PQgetvalue(res, 0, 2));
+	epoch = strtoi64(PQgetvalue(res, 0, 3), NULL, 10);
 	PQclear(res);
 	if (hb != leaf_sf_heartbeat_ms || drift != Max(leaf_sf_max_clock_drift_ms, 0))
 	{
 		snprintf(reason, reasonlen,
 				 "\"leaf.heartbeat_interval\" is %d ms and \"leaf.max_clock_drift_ms\" %d ms here, but the fleet's table of worker IDs records %d ms and %d ms (leaf_worker_lease_fleet): every node of a fleet uses the same, as they bound how long a holder whose row is gone may still serve",
 				 leaf_sf_heartbeat_ms, Max(leaf_sf_max_clock_drift_ms, 0), hb, drift);
+		return LEAF_SF_DB_FAIL;
+	}
+	if (epoch != leaf_sf_epoch_ms)
+	{
+		snprintf(reason, reasonlen,
+				 "\"leaf.snowflake_epoch\" is " INT64_FORMAT " here, but the fleet's table of worker IDs records " INT64_FORMAT " (leaf_worker_lease_fleet): the nodes of a fleet share an epoch, as a timestamp of one means another instant under another",
+				 leaf_sf_epoch_ms, epoch);
 		return LEAF_SF_DB_FAIL;
 	}
 	*fleet_id = id;
@@ -682,7 +722,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 		return LEAF_SF_DB_RETRY;
 
 	/* the fleet's table, and its settings */
-	fleet_result = leaf_sf_db_fleet_check(file_fleet, true, &fleet_id,
+	fleet_result = leaf_sf_db_fleet_check(file_fleet, false, &fleet_id,
 										  reason, reasonlen);
 	if (fleet_result != LEAF_SF_DB_OK)
 	{
@@ -940,7 +980,7 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 	 * clock, before the mark is recorded: a mark of a clock that stepped
 	 * away must not be used.
 	 */
-	r = leaf_sf_db_fleet_check(lease->fleet_id, false, &fleet_id, reason,
+	r = leaf_sf_db_fleet_check(lease->fleet_id, true, &fleet_id, reason,
 							   reasonlen);
 	if (r != LEAF_SF_DB_OK)
 		return r;

@@ -116,26 +116,34 @@ $alloc->safe_psql('alloc2', 'TRUNCATE leaf_worker_lease');
 #    taken over
 # ---------------------------------------------------------------------
 my $epoch = 1288834974657;
+my $clear = 'UPDATE leaf_worker_lease_fleet SET heartbeat_ms = NULL, max_clock_drift_ms = NULL, epoch_ms = NULL';
 my $c = LeafTest::new_node('c', { max_worker_processes => undef },
 	conf('c', 'postgres', "leaf.snowflake_epoch = '$epoch'"));
 ok(LeafTest::sf_wait_ready($c), 'node c serves');
 my $wc = LeafTest::sf_status($c, 'worker_id');
-# the other worker IDs of the layout (0-3) are held by running nodes
-# (rows as they write them, with leases far from their end)
+# the other worker IDs of the layout (0-3) are held by stopped nodes
+# whose marks lie an hour ahead: none can be taken over
 $alloc->safe_psql('postgres', qq[
 INSERT INTO leaf_worker_lease (worker_id, holder_identity, holder_address, holder_token,
 	layout, epoch_ms, hwm_ms, expires_at, renewed_at, held_since, timeline)
 SELECT g, 'other ' || g, 'other' || g || '.example:5432', g, '41+2+12/1ms', $epoch,
-	(extract(epoch FROM now()) * 1000)::bigint + 3600000, now() + interval '1 hour', now(), now(), 1
+	(extract(epoch FROM now()) * 1000)::bigint + 3600000, now() - interval '1 min', now(), now(), 1
 FROM generate_series(0, 3) g WHERE g <> $wc;
 ]);
 # c issues IDs for 12 s, then is stopped cleanly (its lease ends)
 LeafTest::sf_start_cover($c, 12)->[0]->finish;
 my $cc = LeafTest::sf_cover($c);
 $c->stop;
-# d, with the epoch 10 s later, takes c's worker ID over
+# d, with the epoch 10 s later: refused while the fleet records c's
 my $d = LeafTest::new_node('d', { max_worker_processes => undef },
 	conf('d', 'postgres', "leaf.snowflake_epoch = '" . ($epoch + 10000) . "'"));
+ok(LeafTest::sf_wait_reason($d, qr/^"leaf\.snowflake_epoch" is ${\ ($epoch + 10000)} here, but the fleet's table of worker IDs records $epoch/),
+	'a node with another epoch than the fleet\'s is refused, and says why');
+# the documented change: every node stopped, the fleet's settings
+# cleared; d then records its epoch and takes c's worker ID over
+$d->stop;
+$alloc->safe_psql('postgres', $clear);
+$d->start;
 ok(LeafTest::sf_wait_ready($d), 'node d (epoch 10 s later) serves');
 is(LeafTest::sf_status($d, 'worker_id'), $wc, "... with worker ID $wc, c's");
 diag(leases('postgres'));
@@ -149,6 +157,7 @@ LeafTest::sf_start_cover($d, 4)->[0]->finish;
 }
 $d->stop;
 $alloc->safe_psql('postgres', 'TRUNCATE leaf_worker_lease');
+$alloc->safe_psql('postgres', $clear);
 
 # ---------------------------------------------------------------------
 # 3. leaf.heartbeat_interval raised on the holder, a row deleted
