@@ -90,7 +90,7 @@ install_packages() {
 		libzookeeper-mt-dev libpq-dev libssl-dev)
 	if [ "$1" = test ]; then
 		pkgs+=("postgresql-$pgmajor-pgtap" libipc-run-perl libdbd-pg-perl zookeeper faketime
-			default-jre-headless patroni python3-kazoo
+			default-jre-headless patroni python3-kazoo python3-pysyncobj
 			prometheus-postgres-exporter prometheus-sql-exporter prometheus)
 	fi
 	say "installing packages: ${pkgs[*]}"

@@ -19,6 +19,9 @@
  *	  leaf_snowflake.c);
  *	- holds an ephemeral node <leaf.zk_root>/temporary/<address> while it
  *	  serves, which is how peers find each other.
+ * With leaf.worker_id_source = 'database', the worker ID and the marks are
+ * held in the allocation database instead of ZooKeeper (leaf_sf_db.c,
+ * called from the steps marked "database" below).
  *
  * The main loop runs once per heartbeat, or sooner when a step asks for
  * it.  Each turn watches the ZooKeeper session, handles a request for a
@@ -57,6 +60,7 @@
 #include "leaf.h"
 #include "leaf_compat.h"
 #include "leaf_snowflake.h"
+#include "leaf_sf_db.h"
 #include "leaf_sf_state.h"
 #include "leaf_zk_assign.h"
 #include "leaf_zk_client.h"
@@ -84,6 +88,11 @@ typedef struct LeafSfWorkerState
 								 * is set) */
 	LeafSfStateFile file;		/* the state file as read at start, with the
 								 * marks written since */
+	bool		use_db;			/* the worker ID, and its lease, are held in
+								 * the allocation database */
+	LeafSfDbLease db;			/* that lease */
+	char		db_renew_failed[LEAF_SF_REASON_LEN];	/* why the last renewal
+														 * failed, or "" */
 
 	/* ZooKeeper */
 	LeafZkSession zk;			/* the session, and whether it is
@@ -336,6 +345,9 @@ leaf_sf_clock_in_range(void)
 static bool
 leaf_sf_recyclable(LeafSfWorkerState *w)
 {
+	/* a worker ID from the allocation database is recycled there */
+	if (w->use_db)
+		return leaf_sf_worker_id == -1;
 	return leaf_sf_worker_id == -1 &&
 		(w->zk_bounded || leaf_sf_reclaim_after_ms > 0);
 }
@@ -621,6 +633,161 @@ leaf_sf_abandon(LeafSfWorkerState *w, int64 hwm)
 }
 
 /* ---------------------------------------------------------------------
+ * The allocation database (leaf.worker_id_source = 'database')
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * The token of the lease that the state file names: the one this data
+ * directory's last run took, or 0.
+ */
+static int64
+leaf_sf_db_file_token(LeafSfWorkerState *w)
+{
+	if (!w->file.valid || w->file.foreign || w->file.damaged)
+		return 0;
+	return w->file.session_id;
+}
+
+/*
+ * The table of worker IDs in which the state file says this data directory
+ * held its worker ID (leaf_worker_lease_fleet's fleet_id), or 0.
+ */
+static int64
+leaf_sf_db_file_fleet(LeafSfWorkerState *w)
+{
+	const char *p = w->file.zk_node;
+
+	if (!w->file.valid || w->file.foreign || w->file.damaged ||
+		strncmp(p, LEAF_SF_DB_FLEET_PREFIX, strlen(LEAF_SF_DB_FLEET_PREFIX)) != 0)
+		return 0;
+	return strtoi64(p + strlen(LEAF_SF_DB_FLEET_PREFIX), NULL, 10);
+}
+
+/*
+ * Not holding a worker ID in the allocation database: take one there (or
+ * claim the hand-set one).  The floor is past every mark known of it, and
+ * for a worker ID taken from no row or from another holder, past the
+ * longest lease an earlier holder could still use: its lease in the
+ * database (leaf_sf_margin_ms() at most) on a clock within
+ * leaf.max_clock_drift_ms of ours.  A worker ID held there may be taken
+ * over once its lease has ended, so the state file never stands in for
+ * the database (as for ZooKeeper with recycling on): with the database
+ * unreachable, the node waits.  Returns false on a shutdown request.
+ */
+static bool
+leaf_sf_db_step(LeafSfWorkerState *w, long *delay)
+{
+	char		reason[LEAF_SF_REASON_LEN];
+	int			want = leaf_sf_worker_id;
+	int64		hint = Max(w->last_issued, leaf_sf_get_lease());
+	int64		f;
+	LeafSfDbResult r;
+
+	hint = Max(hint, w->file_hwm);
+	if (want >= 0)
+		hint = Max(hint, leaf_sf_state_mark(&w->file, want));
+	r = leaf_sf_db_acquire(&w->node, want, hint, leaf_sf_db_file_token(w),
+						   leaf_sf_db_file_fleet(w), &w->db, reason,
+						   sizeof(reason));
+	if (ShutdownRequestPending)
+		return false;
+	if (r != LEAF_SF_DB_OK)
+	{
+		if (r != LEAF_SF_DB_RETRY)
+			leaf_sf_not_ready(w, "%s", reason);
+		else
+			leaf_sf_not_ready(w, "could not take a worker ID from the allocation database: %s; \"%s\" does not stand in for it, as a worker ID held there may be taken over once its lease has ended",
+							  reason, LEAF_SF_STATE_FILE);
+		*delay = Max(*delay, r == LEAF_SF_DB_FAIL ? 10000 : 1000);
+		w->have_floor = false;
+		return true;
+	}
+
+	w->wid = w->db.worker_id;
+	f = Max(w->db.row_hwm, w->last_issued);
+	f = Max(f, leaf_sf_state_mark(&w->file, w->wid));
+	f = Max(f, leaf_sf_get_lease());
+	if (want >= 0)
+		f = Max(f, w->floor_ms);
+	if (w->db.fresh)
+	{
+		/* its lease, on a clock up to twice the drift from ours */
+		f = Max(f, leaf_sf_clock_ms() + leaf_sf_margin_ms() +
+				2 * (int64) Max(leaf_sf_max_clock_drift_ms, 0));
+		w->fresh_floor = true;
+	}
+	/* the file names the lease, for the next start to know it as ours */
+	w->session_id = w->db.token;
+	snprintf(w->node_path, sizeof(w->node_path), LEAF_SF_DB_FLEET_PREFIX INT64_FORMAT,
+			 w->db.fleet_id);
+	w->floor_ms = f;
+	w->have_floor = true;
+	if (want < 0)
+		w->source = "database";
+	leaf_sf_report_identity(w->wid, w->source, w->node.addr, NULL);
+	leaf_sf_report_zk("not used");
+	ereport(LOG,
+			(errmsg("leaf snowflake worker holds worker ID %d in the allocation database%s",
+					w->wid, w->db.fresh ? " (new to this node)" : "")));
+	/* the file names the worker ID at once, with the floor as its mark */
+	(void) leaf_sf_file_write(w, Max(f, leaf_sf_state_mark(&w->file, w->wid)));
+	return true;
+}
+
+/*
+ * Record mark hwm in the allocation database and renew the lease there.
+ * Returns whether it was recorded; a row no longer ours stops the node,
+ * which takes a worker ID anew.
+ */
+static bool
+leaf_sf_db_heartbeat(LeafSfWorkerState *w, int64 now, int64 hwm)
+{
+	char		reason[LEAF_SF_REASON_LEN];
+	LeafSfDbResult r;
+
+	if (!w->db.held)
+		return false;
+	r = leaf_sf_db_renew(&w->node, &w->db, hwm, reason, sizeof(reason));
+	if (r == LEAF_SF_DB_OK)
+	{
+		w->db_renew_failed[0] = '\0';
+		return true;
+	}
+	if (r == LEAF_SF_DB_LOST)
+	{
+		leaf_sf_not_ready(w, "%s, taking a worker ID anew", reason);
+		if (leaf_sf_worker_id < 0)
+			w->wid = -1;
+		w->have_floor = false;
+		w->fresh_floor = false;
+		return false;
+	}
+	/* once per reason, as leaf_sf_not_ready logs */
+	if (!leaf_sf_same_reason(reason, w->db_renew_failed))
+		ereport(LOG,
+				(errmsg("leaf snowflake worker could not renew its lease in the allocation database: %s",
+						reason)));
+	strlcpy(w->db_renew_failed, reason, sizeof(w->db_renew_failed));
+	return false;
+}
+
+/*
+ * The latest timestamp the lease in the allocation database lets this
+ * node use: the mark it holds, and no later than the lease there can
+ * last, on our monotonic clock from the start of the last renewal.
+ */
+static int64
+leaf_sf_db_lease_end(LeafSfWorkerState *w, int64 now)
+{
+	int64		left = w->db.until_mono - leaf_sf_mono_ms();
+
+	if (!w->db.held)
+		return 0;
+	return Min(w->db.db_hwm, now + left);
+}
+
+/* ---------------------------------------------------------------------
  * The lease
  * ---------------------------------------------------------------------
  */
@@ -776,24 +943,30 @@ leaf_sf_record(LeafSfWorkerState *w)
 	 * lease before talking to ZooKeeper, which may block for seconds while
 	 * an ensemble elects a leader.
 	 */
-	if (!use_zk || (!bounded && !w->zk_bounded))
+	if (!w->use_db && (!use_zk || (!bounded && !w->zk_bounded)))
 		leaf_sf_set_lease(w->file_hwm);
 
 	if (use_zk && w->zk.registered && w->zk.zh != NULL)
 		zk_ok = leaf_sf_heartbeat(w, now, hwm, bounded);
+	if (w->use_db)
+		zk_ok = leaf_sf_db_heartbeat(w, now, hwm);
 	w->last_zk_ok = zk_ok;
-	if (w->wid < 0)
+	if (w->wid < 0 || (w->use_db && !w->db.held))
 		return;
 
 	lease = w->file_hwm;
 	if (use_zk && (bounded || w->zk_bounded))
 		lease = Min(lease, w->zk_hwm);
+	if (w->use_db)
+		lease = Min(lease, leaf_sf_db_lease_end(w, now));
 	leaf_sf_set_lease(lease);
 	if (zk_ok || !use_zk)
 		leaf_sf_report_heartbeat(now);
 
 	if (lease > now)
 		leaf_sf_lease_report(w, now, NULL);
+	else if (w->use_db)
+		leaf_sf_lease_report(w, now, "the allocation database has not recorded a new high-water mark, and a worker ID held there may not be used past the mark and the lease it holds");
 	else
 	{
 		char		why[LEAF_SF_REASON_LEN];
@@ -874,6 +1047,12 @@ leaf_sf_try_serve(LeafSfWorkerState *w)
 	 * says so rather than keeping the wait's message.  Once serving, a
 	 * heartbeat that finds the node gone stops it.
 	 */
+	if (w->use_db && !w->last_zk_ok)
+	{
+		leaf_sf_not_ready(w, "worker ID %d is used once the allocation database records its mark",
+						  w->wid);
+		return false;
+	}
 	if (w->use_zk && strcmp(w->source, "zookeeper") == 0 && !w->last_zk_ok)
 	{
 		leaf_sf_not_ready(w, "worker ID %d is used once ZooKeeper confirms its registration (ZooKeeper state: %s)",
@@ -918,6 +1097,9 @@ leaf_sf_shutdown(LeafSfWorkerState *w)
 	 * a millisecond boundary); anything later is below the new lease.
 	 */
 	hwm = Max(leaf_sf_last_issued_ms(), t1 + 1);
+	/* the lease in the allocation database ends now, above what was used */
+	if (w->use_db)
+		leaf_sf_db_release(&w->node, &w->db, hwm);
 	if (hwm >= w->file_hwm)
 		return;
 	if (!leaf_sf_file_write(w, hwm))
@@ -1077,6 +1259,9 @@ leaf_sf_start(LeafSfWorkerState *w)
 
 	w->use_zk = (leaf_sf_worker_id == -1);
 	w->claim = !w->use_zk && leaf_sf_zk_hosts[0] != '\0';
+	w->use_db = (leaf_sf_id_source == LEAF_SF_SOURCE_DATABASE);
+	if (w->use_db)
+		w->use_zk = w->claim = false;
 	leaf_sf_choose_root(w);
 
 	if (w->file.foreign)
@@ -1090,7 +1275,12 @@ leaf_sf_start(LeafSfWorkerState *w)
 						LEAF_SF_STATE_FILE, w->file.moved_from, w->node.identity),
 				 errdetail("A copy of a data directory keeps its system identifier; a state file of another one was brought here by hand, as after pg_upgrade.")));
 
-	if (leaf_sf_ordinal_problem != NULL)
+	if ((problem = leaf_sf_db_config_problem()) != NULL)
+	{
+		leaf_sf_not_ready(w, "%s", problem);
+		w->use_zk = w->claim = w->use_db = false;
+	}
+	else if (leaf_sf_ordinal_problem != NULL)
 	{
 		/* no worker ID from the ordinal: none from anywhere else either */
 		leaf_sf_not_ready(w, "%s", leaf_sf_ordinal_problem);
@@ -1104,6 +1294,8 @@ leaf_sf_start(LeafSfWorkerState *w)
 		w->use_zk = false;
 		w->claim = false;
 	}
+	else if (w->use_db && leaf_sf_worker_id < 0)
+		;						/* the allocation database gives it */
 	else if (!w->use_zk)
 		leaf_sf_take_setting(w);
 	else if ((problem = leaf_zk_config_problem(&w->zk, &w->node,
@@ -1159,6 +1351,51 @@ leaf_sf_watch_session(LeafSfWorkerState *w)
 }
 
 /*
+ * leaf_snowflake_new_worker_id() with worker IDs from the allocation
+ * database: give our row up, with the mark of everything this node may
+ * have used, and take a worker ID anew.  The state file names the worker
+ * ID given up as superseded first, so that it never stands in with it.
+ */
+static void
+leaf_sf_db_handle_new_id(LeafSfWorkerState *w)
+{
+	char		reason[LEAF_SF_REASON_LEN];
+	int64		hwm;
+	int			wid = w->wid;
+
+	leaf_sf_not_ready(w, "a new worker ID was requested, giving up worker ID %d",
+					  wid);
+	hwm = leaf_sf_given_up_mark(w);
+	if (!leaf_sf_file_supersede(w, wid, hwm))
+	{
+		ereport(LOG,
+				(errmsg("could not give up worker ID %d: \"%s\" could not be written",
+						wid, LEAF_SF_STATE_FILE)));
+		return;
+	}
+	if (!leaf_sf_db_give_up(&w->node, &w->db, hwm, reason, sizeof(reason)))
+	{
+		/* a renewal tells whether the row is still ours */
+		ereport(LOG,
+				(errmsg("could not give up worker ID %d in the allocation database: %s",
+						wid, reason)));
+		return;
+	}
+	ereport(LOG,
+			(errmsg("leaf snowflake worker gave up worker ID %d in the allocation database, with mark " INT64_FORMAT,
+					wid, hwm),
+			 errdetail("The row stays; another node may take it over once its mark has passed.")));
+	leaf_sf_set_lease(0);
+	w->file_hwm = 0;
+	w->wid = -1;
+	w->have_floor = false;
+	w->fresh_floor = false;
+	w->floor_ms = 0;
+	w->last_issued = 0;
+	w->new_id = true;
+}
+
+/*
  * leaf_snowflake_new_worker_id(): give the worker ID from ZooKeeper up,
  * and register anew.
  */
@@ -1167,6 +1404,11 @@ leaf_sf_handle_new_id(LeafSfWorkerState *w)
 {
 	int64		hwm;
 
+	if (w->use_db && w->db.held && w->wid >= 0 && leaf_sf_worker_id < 0)
+	{
+		leaf_sf_db_handle_new_id(w);
+		return;
+	}
 	if (!(w->use_zk && w->zk.registered && w->zk.zh != NULL && w->wid >= 0 &&
 		  strcmp(w->source, "zookeeper") == 0))
 	{
@@ -1401,6 +1643,8 @@ leaf_sf_register_step(LeafSfWorkerState *w, long *delay)
 static bool
 leaf_sf_claim_settled(LeafSfWorkerState *w)
 {
+	if (w->use_db)
+		return w->db.held;
 	return !w->claim || w->claimed ||
 		(!w->claim_refused && strcmp(w->claimed_in, w->node.root) == 0);
 }
@@ -1454,7 +1698,8 @@ leaf_snowflake_worker_main(Datum main_arg)
 		 * A clock before the epoch (or past the layout's range) cannot serve:
 		 * do not register, which would use up a worker ID for nothing.
 		 */
-		if (!w.serving && (w.use_zk || w.claim) && !leaf_sf_clock_in_range())
+		if (!w.serving && (w.use_zk || w.claim || w.use_db) &&
+			!leaf_sf_clock_in_range())
 		{
 			char		range[64];
 			char		span[32];
@@ -1474,6 +1719,11 @@ leaf_snowflake_worker_main(Datum main_arg)
 			break;
 		if (w.use_zk && !w.zk.registered && !leaf_sf_register_step(&w, &delay))
 			break;
+		/* a hand-set worker ID only once leaf_sf_take_setting took it */
+		if (w.use_db && !w.db.held && !w.serving &&
+			(leaf_sf_worker_id < 0 || w.wid >= 0) &&
+			!leaf_sf_db_step(&w, &delay))
+			break;
 		leaf_sf_serve_step(&w, &delay);
 
 		if (!leaf_sf_wait(delay))
@@ -1482,6 +1732,7 @@ leaf_snowflake_worker_main(Datum main_arg)
 
 	leaf_sf_shutdown(&w);
 	leaf_zk_close(&w.zk);
+	leaf_sf_db_disconnect();
 	leaf_sf_detach_worker();
 
 	/*

@@ -79,6 +79,18 @@
 
 /* settings */
 int			leaf_sf_worker_id = -1;
+
+/* leaf.worker_id_source: read here, by the worker and by leaf_sf_db.c */
+int			leaf_sf_id_source = LEAF_SF_SOURCE_AUTO;
+
+static const struct config_enum_entry leaf_sf_id_source_options[] = {
+	{"auto", LEAF_SF_SOURCE_AUTO, false},
+	{"zookeeper", LEAF_SF_SOURCE_ZOOKEEPER, false},
+	{"database", LEAF_SF_SOURCE_DATABASE, false},
+	{"setting", LEAF_SF_SOURCE_SETTING, false},
+	{NULL, 0, false}
+};
+
 char	   *leaf_sf_zk_hosts = NULL;
 char	   *leaf_sf_zk_auth = NULL;
 int64		leaf_sf_epoch_ms = INT64CONST(1288834974657);
@@ -299,6 +311,17 @@ leaf_sf_define_worker_id_settings(void)
 							   PGC_POSTMASTER,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
 							   leaf_sf_check_zk_auth, NULL, leaf_sf_show_zk_auth);
+
+	DefineCustomEnumVariable("leaf.worker_id_source",
+							 "Sets where the snowflake worker ID comes from.",
+							 "\"auto\": leaf.worker_id if set, else ZooKeeper if leaf.zk_hosts is set; "
+							 "\"database\": a lease in the allocation database of leaf.alloc_conninfo.",
+							 &leaf_sf_id_source,
+							 LEAF_SF_SOURCE_AUTO,
+							 leaf_sf_id_source_options,
+							 PGC_POSTMASTER,
+							 0,
+							 NULL, NULL, NULL);
 }
 
 /* The settings of the IDs themselves and of the clock checks. */
@@ -455,7 +478,8 @@ static bool
 leaf_sf_configured(void)
 {
 	return leaf_sf_worker_id != -1 || leaf_sf_ordinal_configured() ||
-		(leaf_sf_zk_hosts != NULL && leaf_sf_zk_hosts[0] != '\0');
+		(leaf_sf_zk_hosts != NULL && leaf_sf_zk_hosts[0] != '\0') ||
+		leaf_sf_id_source != LEAF_SF_SOURCE_AUTO;
 }
 
 void
@@ -1435,15 +1459,17 @@ leaf_snowflake_new_worker_id(PG_FUNCTION_ARGS)
 	SpinLockAcquire(&leaf_sf->mutex);
 	strlcpy(source, leaf_sf->source, sizeof(source));
 	pid = leaf_sf->worker_pid;
-	if (strcmp(source, "zookeeper") == 0 && pid != 0)
+	if ((strcmp(source, "zookeeper") == 0 || strcmp(source, "database") == 0) &&
+		pid != 0)
 		leaf_sf->new_id_requested = true;
 	SpinLockRelease(&leaf_sf->mutex);
 
-	if (pid == 0 || strcmp(source, "zookeeper") != 0)
+	if (pid == 0 ||
+		(strcmp(source, "zookeeper") != 0 && strcmp(source, "database") != 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the snowflake worker is not registered in ZooKeeper"),
-				 errdetail("The worker ID is from \"%s\"; a new one can only be had from ZooKeeper.",
+				 errmsg("the snowflake worker holds no worker ID from ZooKeeper or from the allocation database"),
+				 errdetail("The worker ID is from \"%s\"; a new one can only be had from ZooKeeper or the allocation database.",
 						   source[0] ? source : "nowhere yet"),
 				 errhint("See leaf_snowflake_status.")));
 	leaf_sf_wake_worker();

@@ -34,6 +34,18 @@ extern int	leaf_sf_max_clock_drift_ms;
 extern int	leaf_sf_reclaim_after_ms;
 extern const char *leaf_sf_ordinal_problem;
 
+/* leaf.worker_id_source */
+typedef enum LeafSfIdSource
+{
+	LEAF_SF_SOURCE_AUTO,		/* as before 1.5: leaf.worker_id if set, else
+								 * ZooKeeper if leaf.zk_hosts is set */
+	LEAF_SF_SOURCE_ZOOKEEPER,
+	LEAF_SF_SOURCE_DATABASE,
+	LEAF_SF_SOURCE_SETTING
+} LeafSfIdSource;
+
+extern int	leaf_sf_id_source;
+
 /* leaf_sf_ordinal.c */
 extern void leaf_sf_ordinal_define_settings(void);
 extern bool leaf_sf_ordinal_configured(void);

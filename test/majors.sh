@@ -280,7 +280,7 @@ EOF
 	local pkgs="build-essential postgresql-$major postgresql-server-dev-$major
 		libzookeeper-mt-dev libpq-dev libssl-dev
 		libipc-run-perl libdbd-pg-perl zookeeper default-jre-headless faketime
-		patroni python3-kazoo
+		patroni python3-kazoo python3-pysyncobj
 		prometheus-postgres-exporter prometheus-sql-exporter prometheus
 		$("$here/test/package.sh" build-deps)"
 	mount_chroot "$root"

@@ -17,7 +17,12 @@ LeafChaos - a whole leaf fleet under load and random faults
 
 Starts, on the loopback interface, an allocation primary with a
 synchronous standby, three shards drawing segments from it, and a 3-node
-ZooKeeper ensemble that hands out the shards' snowflake worker IDs.  Four
+ZooKeeper ensemble that hands out the shards' snowflake worker IDs.  With
+worker_ids => 'database' (make chaos CHAOS_WORKER_IDS=database) no
+ZooKeeper is started: the shards lease their worker IDs as rows of
+leaf_worker_lease in the allocation database
+(leaf.worker_id_source = 'database'), the faults of ZooKeeper are left
+out of the schedule, and faults on those rows take their place.  Four
 clients per shard (test/chaos/client.pl: two calling segment mode, one
 snowflake mode, one both, with rolled-back transactions) write down every
 ID they receive.  Meanwhile faults are injected on a schedule
@@ -63,6 +68,18 @@ our @KINDS = qw(
   hand_set_worker_id clock_step_forward locked_alloc_row
 );
 
+# With worker IDs from the allocation database: no ZooKeeper faults, and
+# faults on the rows of leaf_worker_lease instead
+our @DB_KINDS = (
+	(grep { !/^zk_/ } @KINDS),
+	qw(lease_row_deleted lease_rows_truncated lease_expiry_frozen_worker));
+
+# The shards' leaf.heartbeat_interval is 500 ms, so a lease in the
+# allocation database is 2 s (2 x heartbeat + 1 s); leaf.max_clock_drift_ms
+# is left at its default, 5 s
+my $LEASE_S = 2;
+my $DRIFT_S = 5;
+
 my @TAGS = (
 	[ 'big', 1000 ],
 	[ 'mid', 100 ],
@@ -77,7 +94,8 @@ sub ms { return int(time() * 1000); }
 # A list of faults: { at => seconds into the run, kind, shard, p }.
 sub schedule
 {
-	my ($seed, $seconds, $every) = @_;
+	my ($seed, $seconds, $every, $kinds) = @_;
+	$kinds //= \@KINDS;
 	srand($seed);
 	my @s;
 	my $t = 3;
@@ -86,7 +104,7 @@ sub schedule
 	{
 		if (!@round)
 		{
-			@round = @KINDS;
+			@round = @$kinds;
 			for (my $i = $#round; $i > 0; $i--)
 			{
 				my $j = int(rand($i + 1));
@@ -121,9 +139,13 @@ log_statement = none
 sub start_fleet
 {
 	my ($self) = @_;
+	my $db_ids = $self->{worker_ids} eq 'database';
 
-	$self->{zk} = LeafZK->new(nodes => 3);
-	$self->seed_zk($ENV{CHAOS_ZK_TAKEN}) if $ENV{CHAOS_ZK_TAKEN};
+	if (!$db_ids)
+	{
+		$self->{zk} = LeafZK->new(nodes => 3);
+		$self->seed_zk($ENV{CHAOS_ZK_TAKEN}) if $ENV{CHAOS_ZK_TAKEN};
+	}
 
 	my $a = PostgreSQL::Test::Cluster->new('chaos_alloc1');
 	$a->init(allows_streaming => 1);
@@ -153,6 +175,13 @@ sub start_fleet
 		$a->port, $b->port, $user);
 	$self->{alloc_ports} = [ $a->port, $b->port ];
 
+	# where the worker IDs come from: ZooKeeper, or the allocation
+	# database that alloc_conninfo names (the role is the superuser that
+	# created the extension there, so it may use leaf_worker_lease)
+	my $id_conf = $db_ids
+	  ? qq[leaf.worker_id_source = 'database'\n]
+	  : qq[leaf.zk_hosts = '@{[ $self->{zk}->hosts ]}'\nleaf.zk_root = '/leaf/chaos'\n];
+
 	for my $i (1 .. 3)
 	{
 		my $s = PostgreSQL::Test::Cluster->new("chaos_shard$i");
@@ -166,9 +195,7 @@ leaf.alloc_timeout = '3s'
 leaf.alloc_failover = 'synchronous'
 leaf.segment_duration = '1s'
 leaf.wait_timeout = '5s'
-leaf.zk_hosts = '@{[ $self->{zk}->hosts ]}'
-leaf.zk_root = '/leaf/chaos'
-leaf.node_address = 'shard$i.chaos:@{[ $s->port ]}'
+${id_conf}leaf.node_address = 'shard$i.chaos:@{[ $s->port ]}'
 leaf.heartbeat_interval = '500ms'
 leaf.snowflake_layout = '@{[ $ENV{CHAOS_LAYOUT} // 'default' ]}'
 restart_after_crash = on
@@ -397,6 +424,46 @@ sub inject
 		}
 		else { $outcome = 'no snowflake worker' }
 	}
+	elsif ($k eq 'lease_row_deleted')
+	{
+		# an operator's cleanup of one shard's row while it serves: the
+		# row it renewed last (a hand-set row of an earlier fault is not
+		# renewed any more)
+		my $addr = "shard$f->{shard}.chaos:" . $s->port;
+		my ($out, $err) = try_psql($self->current_primary, qq[
+DELETE FROM leaf_worker_lease WHERE worker_id = (
+  SELECT worker_id FROM leaf_worker_lease WHERE holder_address = '$addr'
+  ORDER BY renewed_at DESC NULLS LAST LIMIT 1)
+RETURNING worker_id, hwm_ms]);
+		$err =~ s/\s+/ /g;
+		$outcome = $err ? "failed: $err"
+		  : $out =~ /^(\d+)\|(\d+)$/m ? "deleted the row of worker ID $1 (mark $2)"
+		  : 'no row';
+	}
+	elsif ($k eq 'lease_rows_truncated')
+	{
+		# every lease lost at once, as a restore from a dump without them
+		$target = 'all';
+		my ($out, $err) = try_psql($self->current_primary,
+			q[SELECT string_agg(worker_id || '=' || holder_address, ' ' ORDER BY worker_id) FROM leaf_worker_lease; TRUNCATE leaf_worker_lease]);
+		$err =~ s/\s+/ /g;
+		$outcome = $err ? "failed: $err" : "TRUNCATE leaf_worker_lease (held: $out)";
+	}
+	elsif ($k eq 'lease_expiry_frozen_worker')
+	{
+		# freeze the snowflake worker past its lease and
+		# leaf.max_clock_drift_ms after it, when another node may take
+		# its worker ID over
+		my $secs = $LEASE_S + $DRIFT_S + 1 + int(4 * $f->{p});
+		my ($pid) = child_pids($s, qr/leaf snowflake worker/);
+		if ($pid)
+		{
+			kill 'STOP', $pid;
+			push @{ $self->{undo} }, { at => time() + $secs, what => sub { kill 'CONT', $pid; 1 } };
+			$outcome = "froze $pid for $secs s";
+		}
+		else { $outcome = 'no snowflake worker' }
+	}
 	elsif ($k eq 'sync_commit_off_shard' || $k eq 'sync_commit_off_alloc')
 	{
 		my @nodes = $k eq 'sync_commit_off_shard' ? ($s) : @{ $self->{alloc} };
@@ -459,14 +526,16 @@ sub inject
 	elsif ($k eq 'hand_set_worker_id')
 	{
 		# a shard restarted with leaf.worker_id set by hand: either to the
-		# worker ID ZooKeeper gave another shard (must be refused), or to
+		# worker ID ZooKeeper (or the allocation database) gave another
+		# shard (must be refused), or to
 		# one of its own, after which it crashes and restarts with a
 		# damaged state file (must be refused: the marks are lost)
 		my $other = $self->{shards}[ $f->{shard} % 3 ];
 		my ($wid) = try_psql($other, 'SELECT worker_id FROM leaf_snowflake_status');
 		my $damage = $f->{p} >= 0.5 || $wid !~ /^\d+$/;
 		# its own: near the top of the layout's worker IDs, which
-		# ZooKeeper's numbering does not reach in a run
+		# ZooKeeper's numbering (or the allocation database's, lowest
+		# free first) does not reach in a run
 		my ($top) = try_psql($other, 'SELECT max_worker_id FROM leaf_snowflake_layout()');
 		$top = 1023 unless defined $top && $top =~ /^\d+$/;
 		$wid = $top - 13 + $f->{shard} if $damage;
@@ -489,6 +558,17 @@ sub inject
 		$outcome .= ", start failed: $err" if $err;
 		my ($r) = try_psql($s, 'SELECT ready FROM leaf_snowflake_status');
 		$outcome .= $r eq 'f' ? ', refused' : $r eq 't' ? ', SERVING' : ", status: $r";
+		if ($r eq 'f' && $self->{worker_ids} eq 'database')
+		{
+			# not ready need not mean refused here: a worker ID whose row
+			# was deleted or truncated is free, and is taken, to be used
+			# after the wait of a new holder
+			my ($why) = try_psql($s, 'SELECT not_ready_reason FROM leaf_snowflake_status');
+			$outcome .= $why =~ /holds worker ID \d+ in the allocation database/ ? ' (held by another node)'
+			  : $why =~ /is damaged/ ? ' (damaged state file)'
+			  : $why =~ /^new worker ID \d+ is used only from/ ? ' (taken: it had no row; used after the wait of a new holder)'
+			  : " ($why)";
+		}
 		push @{ $self->{undo} }, {
 			at => time() + 2 + 3 * $f->{p},
 			what => sub {
@@ -610,16 +690,22 @@ sub run
 		seconds => $o{seconds} // 60,
 		every => $o{every} // 3,
 		settle => $o{settle} // 20,
+		worker_ids => $o{worker_ids} || 'zookeeper',
 		clients => $o{clients} // [qw(segment segment snowflake mixed)],
 		undo => [],
 		zk_down => {},
 	}, __PACKAGE__;
+	croak "worker_ids must be 'zookeeper' or 'database', not '$self->{worker_ids}'"
+	  unless $self->{worker_ids} =~ /^(zookeeper|database)$/;
+	croak 'CHAOS_ZK_TAKEN applies to worker IDs from ZooKeeper only'
+	  if $self->{worker_ids} eq 'database' && $ENV{CHAOS_ZK_TAKEN};
 	# kept after the run, next to the servers' logs
 	$self->{dir} = $o{dir}
 	  // "$PostgreSQL::Test::Utils::tmp_check/chaos-$self->{seed}";
 	make_path("$self->{dir}/ids", "$self->{dir}/logs");
 
-	my @sched = schedule($self->{seed}, $self->{seconds}, $self->{every});
+	my @sched = schedule($self->{seed}, $self->{seconds}, $self->{every},
+		$self->{worker_ids} eq 'database' ? \@DB_KINDS : \@KINDS);
 	$self->start_fleet;
 
 	# clients: they go on after the last fault is undone, for the settle
@@ -707,7 +793,7 @@ sub run
 		$n->stop('fast', fail_ok => 1);
 		copy($n->logfile, "$self->{dir}/logs/" . $n->name . '.log');
 	}
-	$self->{zk}->stop;
+	$self->{zk}->stop if $self->{zk};
 
 	my $table = `$^X $here/check.pl $self->{dir} $here/../../docs/errors.md 2>&1`;
 	my $rc = $? >> 8;
@@ -734,7 +820,10 @@ sub tap_run
 	my $seconds = $o{seconds};
 	my $layout = $ENV{CHAOS_LAYOUT} // 'default';
 	my $taken = $ENV{CHAOS_ZK_TAKEN} ? " CHAOS_ZK_TAKEN=$ENV{CHAOS_ZK_TAKEN}" : '';
-	Test::More::diag("chaos run: seed $seed, $seconds s, snowflake layout $layout; replay with: "
+	my $db = ($o{worker_ids} // '') eq 'database';
+	$taken .= ' CHAOS_WORKER_IDS=database' if $db;
+	Test::More::diag("chaos run: seed $seed, $seconds s, snowflake layout $layout"
+		  . ($db ? ', worker IDs from the allocation database' : '') . '; replay with: '
 		  . "make chaos CHAOS_SEED=$seed CHAOS_SECONDS=$seconds CHAOS_LAYOUT=$layout$taken");
 	my $r = run(%o);
 	Test::More::diag($r->{table});

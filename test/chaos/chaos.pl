@@ -8,6 +8,9 @@
 # CHAOS_LAYOUT sets the shards' leaf.snowflake_layout (js53, 41+13+9...);
 # CHAOS_ZK_TAKEN=N starts ZooKeeper's numbering at N (see seed_zk in
 # LeafChaos.pm), past 1023 under a layout with more worker bits.
+# CHAOS_WORKER_IDS=database takes the shards' worker IDs from the
+# allocation database (leaf.worker_id_source = 'database') instead of
+# ZooKeeper, which is then not started.
 #
 # (as the user that runs the tests, after make install).  See
 # test/chaos/LeafChaos.pm for the topology and the faults, and
@@ -25,5 +28,6 @@ LeafChaos::tap_run(
 	seed => $ENV{CHAOS_SEED} // 1,
 	seconds => $ENV{CHAOS_SECONDS} // 60,
 	every => $ENV{CHAOS_FAULT_EVERY} // 3,
-	settle => $ENV{CHAOS_SETTLE} // 20);
+	settle => $ENV{CHAOS_SETTLE} // 20,
+	worker_ids => $ENV{CHAOS_WORKER_IDS} // 'zookeeper');
 done_testing();

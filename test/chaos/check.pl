@@ -313,7 +313,10 @@ for my $n (0 .. $#fault_lines)
 
 # ---------- servers ----------
 
-my (@crashes, %served);
+# served: the generator became ready with it (whatever its source);
+# held: the allocation database gave it (leaf.worker_id_source =
+# 'database'), taken anew, back, or over
+my (@crashes, %served, %held);
 for my $log (sort glob("$run/logs/*.log"))
 {
 	open my $l, '<', $log or next;
@@ -321,6 +324,9 @@ for my $log (sort glob("$run/logs/*.log"))
 	{
 		$served{ basename($log, '.log') }{$1} = 1
 		  if /generator ready with worker ID (\d+)/;
+		$held{ basename($log, '.log') }{$1} = 1
+		  if /holds worker ID (\d+) in the allocation database/
+		  || /took (?:over|back) worker ID (\d+)/;
 		if (/terminated by signal (\d+)/ && $1 != 9
 			|| /terminated by exception/
 			|| /\bPANIC:/)
@@ -381,6 +387,12 @@ for my $s (sort keys %errors)
 push @out, 'worker IDs served, from the logs';
 push @out, sprintf("    %-26s %s", $_, join(', ', sort { $a <=> $b } keys %{ $served{$_} }))
   for sort keys %served;
+if (%held)
+{
+	push @out, 'worker IDs held in the allocation database, from the logs';
+	push @out, sprintf("    %-26s %s", $_, join(', ', sort { $a <=> $b } keys %{ $held{$_} }))
+	  for sort keys %held;
+}
 push @out, sprintf("%-44s %s", 'servers that crashed on their own (must be 0)', scalar @crashes);
 push @out, "    $_" for @crashes[ 0 .. ($#crashes < 4 ? $#crashes : 4) ];
 push @out, '-' x 70;

@@ -27,13 +27,22 @@ LeafPatroni - a Patroni cluster of PostgreSQL servers for leaf's TAP tests
   $pc->conninfo('dbname=postgres');    # every member, target_session_attrs=read-write
   $pc->stop;                           # also done at exit, even on die
 
+  # no ZooKeeper: the members keep the cluster's state among themselves
+  # (Patroni's Raft DCS, python3-pysyncobj)
+  my ($ok, $why) = LeafPatroni::raft_available();
+  plan skip_all => $why unless $ok;
+  my $pc = LeafPatroni->new(dcs => 'raft', members => 3, ...);
+
 =head1 DESCRIPTION
 
 Each member is one C<patroni member.yml> process running in the
 foreground in a process group of its own, with its own REST API port,
 PostgreSQL port and data directory under the test's temporary directory,
-its PostgreSQL from C<pg_config --bindir> (the first on PATH), and the
-given ZooKeeper ensemble as DCS.  The first member bootstraps the cluster
+its PostgreSQL from C<pg_config --bindir> (the first on PATH), and as
+DCS either the given ZooKeeper ensemble or, with C<< dcs => 'raft' >>,
+Patroni's own Raft (pysyncobj): each member's Patroni is also a node of
+a Raft group of the members, on a loopback port of its own, with its
+journal in the member's directory.  The first member bootstraps the cluster
 (initdb), the others clone it with pg_basebackup.  C<ttl> 10,
 C<loop_wait> 1, C<retry_timeout> 4, C<use_pg_rewind>, and leaf in
 C<shared_preload_libraries>.
@@ -48,6 +57,14 @@ member stops Patroni (SIGTERM, which stops PostgreSQL with a fast
 shutdown), then kills whatever is left: Patroni's process group, the
 postmaster named in C<postmaster.pid> and its children.  That happens for
 every member at exit, also when the test dies.
+
+A Raft group elects its leader only with a majority of its nodes up, so
+while the first member bootstraps alone, the other members' Raft nodes
+run as C<patroni_raft_controller> processes (the same configuration
+file: the same address and journal); each is stopped just before its
+member's Patroni starts and takes its place in the group.  A member
+stopped or killed takes its Raft node with it: with three members, the
+other two still hold a majority.
 
 =cut
 
@@ -88,7 +105,8 @@ for my $sig (qw(INT TERM HUP))
 
 =item LeafPatroni->new(%opts)
 
-Options: zk (a LeafZK, required), members (default 3), scope (cluster
+Options: dcs (C<zookeeper>, the default, or C<raft>), zk (a LeafZK,
+required with ZooKeeper), members (default 3), scope (cluster
 name, default C<leafalloc>), synchronous_mode (default 1), parameters (a
 hash of PostgreSQL settings for every member, e.g. leaf's), and
 member_parameters (a code reference called with a member's name and
@@ -101,8 +119,17 @@ runs them.
 sub new
 {
 	my ($class, %o) = @_;
-	croak 'zk is required' unless $o{zk};
+	my $dcs = $o{dcs} // 'zookeeper';
+	croak "dcs must be 'zookeeper' or 'raft', not '$dcs'"
+	  unless $dcs eq 'zookeeper' || $dcs eq 'raft';
+	croak 'zk is required' if $dcs eq 'zookeeper' && !$o{zk};
+	if ($dcs eq 'raft')
+	{
+		my ($ok, $why) = raft_available();
+		croak $why unless $ok;
+	}
 	my $self = bless {
+		dcs => $dcs,
 		zk => $o{zk},
 		scope => $o{scope} // 'leafalloc',
 		nmembers => $o{members} // 3,
@@ -134,12 +161,52 @@ sub new
 			log => "$PostgreSQL::Test::Utils::log_path/"
 			  . "patroni_$self->{scope}_$name.log",
 			pid => undef,
+			raft_pid => undef,
 		};
-		$self->write_config($m);
+		if ($dcs eq 'raft')
+		{
+			$m->{raftport} = PostgreSQL::Test::Cluster::get_free_port();
+			$m->{raft_dir} = $node->basedir . '/raft';
+			$m->{raft_log} = "$PostgreSQL::Test::Utils::log_path/"
+			  . "patroni_raft_$self->{scope}_$name.log";
+			make_path($m->{raft_dir});
+		}
 		push @{ $self->{members} }, $m;
 		push @all_members, $m;
 	}
+	$self->write_config($_) for @{ $self->{members} };
 	return $self;
+}
+
+=pod
+
+=item LeafPatroni::raft_available()
+
+Whether Patroni's Raft DCS can run here: (1) or (0, why not).  It needs
+pysyncobj (Debian: python3-pysyncobj) in the Python that runs Patroni.
+
+=cut
+
+sub raft_available
+{
+	my $patroni = (grep { -x "$_/patroni" } split /:/, $ENV{PATH} // '')[0];
+	return (0, 'patroni is not installed') unless defined $patroni;
+	$patroni .= '/patroni';
+	my $python = 'python3';
+	if (open my $fh, '<', $patroni)
+	{
+		my $line = <$fh> // '';
+		close $fh;
+		$python = $1 if $line =~ /^#!\s*(\S*python\S*)/;
+	}
+	my ($out, $err) = ('', '');
+	my $ok = eval {
+		IPC::Run::run([ $python, '-c', 'import pysyncobj' ],
+			'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(60));
+	};
+	return (1) if $ok;
+	return (0, "Patroni's Raft DCS needs pysyncobj, which $python cannot import "
+		  . '(Debian: apt-get install python3-pysyncobj)');
 }
 
 sub write_config
@@ -175,7 +242,16 @@ sub write_config
 			listen => "127.0.0.1:$m->{restport}",
 			connect_address => "127.0.0.1:$m->{restport}",
 		},
-		zookeeper => { hosts => [ split /,/, $self->{zk}->hosts ] },
+		$self->{dcs} eq 'raft'
+		? (raft => {
+				data_dir => $m->{raft_dir},
+				self_addr => "127.0.0.1:$m->{raftport}",
+				partner_addrs => [
+					map { "127.0.0.1:$_->{raftport}" }
+					  grep { $_ != $m } @{ $self->{members} }
+				],
+			})
+		: (zookeeper => { hosts => [ split /,/, $self->{zk}->hosts ] }),
 		watchdog => { mode => 'off' },
 		bootstrap => {
 			dcs => {
@@ -234,7 +310,9 @@ Starts every member's Patroni (the first one alone until it leads, so
 that it bootstraps) and waits until every member runs, one of them as the
 leader and, in synchronous mode, one as the synchronous standby.  If
 given, $after_leader is called with the leader's name before the other
-members start, so that they clone what it did.
+members start, so that they clone what it did.  With Raft, the other
+members' Raft nodes run meanwhile as C<patroni_raft_controller>
+processes, each stopped just before its member's Patroni starts.
 
 =cut
 
@@ -242,10 +320,18 @@ sub start
 {
 	my ($self, $after_leader) = @_;
 	my ($first, @rest) = @{ $self->{members} };
+	if ($self->{dcs} eq 'raft')
+	{
+		_start_raft_controller($_) for @rest;
+	}
 	$self->start_member($first->{name});
 	$self->wait_leader(120) // croak 'no leader after 120 s; see ' . $first->{log};
 	$after_leader->($first->{name}) if $after_leader;
-	$self->start_member($_->{name}) for @rest;
+	for my $m (@rest)
+	{
+		_stop_raft_controller($m);
+		$self->start_member($m->{name});
+	}
 	$self->wait_until(
 		sub {
 			my @m = $self->members;
@@ -315,6 +401,7 @@ sub start_member
 	my ($self, $name) = @_;
 	my $m = $self->member($name);
 	croak "patroni of $name is already running" if defined $m->{pid};
+	croak "the Raft node of $name runs as patroni_raft_controller" if defined $m->{raft_pid};
 	my $pid = fork();
 	croak "fork failed: $!" unless defined $pid;
 	if ($pid == 0)
@@ -329,6 +416,48 @@ sub start_member
 	$m->{started_at} = time();
 	Test::More::note("patroni $name started (pid $pid, PostgreSQL port $m->{pgport}, REST port $m->{restport})");
 	return $pid;
+}
+
+# A member's Raft node alone, without its Patroni and PostgreSQL, from
+# the member's configuration file
+sub _start_raft_controller
+{
+	my ($m) = @_;
+	my $pid = fork();
+	croak "fork failed: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		POSIX::setsid();
+		open STDIN, '<', '/dev/null';
+		open STDOUT, '>>', $m->{raft_log};
+		open STDERR, '>&', \*STDOUT;
+		exec('patroni_raft_controller', $m->{yml}) or POSIX::_exit(127);
+	}
+	$m->{raft_pid} = $pid;
+	Test::More::note("patroni_raft_controller of $m->{name} started (pid $pid, Raft port $m->{raftport})");
+	return;
+}
+
+sub _stop_raft_controller
+{
+	my ($m) = @_;
+	my $pid = $m->{raft_pid};
+	return unless defined $pid;
+	kill 'TERM', $pid;
+	my $deadline = time() + 30;
+	my $gone = 0;
+	while (time() < $deadline)
+	{
+		if (waitpid($pid, POSIX::WNOHANG()) == $pid) { $gone = 1; last; }
+		usleep(50_000);
+	}
+	if (!$gone)
+	{
+		kill 'KILL', -$pid;
+		waitpid($pid, 0);
+	}
+	$m->{raft_pid} = undef;
+	return;
 }
 
 =pod
@@ -449,6 +578,7 @@ sub stop_member
 sub _stop
 {
 	my ($m) = @_;
+	_stop_raft_controller($m);
 	if (defined $m->{pid})
 	{
 		kill 'TERM', $m->{pid};

@@ -411,6 +411,161 @@ sub wait_setting
 
 =pod
 
+=item sf_status($node, $cols)
+
+Returns columns $cols (an SQL select list) of leaf_snowflake_status on
+$node, joined by "|".
+
+=cut
+
+sub sf_status
+{
+	my ($node, $cols) = @_;
+	return $node->safe_psql('postgres', "SELECT $cols FROM leaf_snowflake_status");
+}
+
+=pod
+
+=item sf_wait_ready($node [, $secs])
+
+Waits until $node's snowflake generator is ready (up to $secs, 60 by
+default); returns whether it became so.
+
+=cut
+
+sub sf_wait_ready
+{
+	my ($node, $secs) = @_;
+	return wait_until(sub { sf_status($node, 'coalesce(ready, false)') eq 't' },
+		$node->name . ' ready', $secs // 60);
+}
+
+=pod
+
+=item sf_wait_reason($node, $re [, $secs])
+
+Waits until not_ready_reason of $node matches $re; returns whether it
+did, and prints the last reason when it did not.
+
+=cut
+
+sub sf_wait_reason
+{
+	my ($node, $re, $secs) = @_;
+	my $last = '';
+	my $ok = wait_until(sub {
+		$last = sf_status($node, "coalesce(not_ready_reason, '')");
+		return $last =~ $re;
+	}, $node->name . ' reason', $secs // 60);
+	Test::More::diag("last not_ready_reason: $last") unless $ok;
+	return $ok;
+}
+
+=pod
+
+=item sf_ids($node, $n)
+
+Returns $n snowflake IDs of $node, from one call of
+leaf_snowflake_nextvals.
+
+=cut
+
+sub sf_ids
+{
+	my ($node, $n) = @_;
+	return split /\n/,
+	  $node->safe_psql('postgres', "SELECT leaf_snowflake_nextvals($n)");
+}
+
+=pod
+
+=item sf_start_cover($node, $secs [, $shift])
+
+Starts a session on $node that takes snowflake IDs as fast as it can for
+$secs seconds and records, per millisecond (the ID shifted right by
+$shift bits, 14 by default: 2 worker-ID bits and 12 sequence bits), the
+range of sequence numbers it got (one session gets a contiguous run per
+millisecond), in table cover.  Returns [harness, \stdout, \stderr].
+
+=cut
+
+sub sf_start_cover
+{
+	my ($node, $secs, $shift) = @_;
+	my ($o, $e) = ('', '');
+	$shift //= 14;
+	$node->safe_psql('postgres',
+		'CREATE TABLE IF NOT EXISTS cover (ms bigint, lo int, hi int, n bigint)');
+	my $sql = qq[
+DO \$\$
+DECLARE
+	deadline timestamptz := clock_timestamp() + interval '$secs s';
+BEGIN
+	LOOP
+		INSERT INTO cover
+		SELECT id >> $shift, min(id & 4095), max(id & 4095), count(*)
+		FROM leaf_snowflake_nextvals(20000) AS g(id) GROUP BY 1;
+		COMMIT;
+		EXIT WHEN clock_timestamp() > deadline;
+	END LOOP;
+END
+\$\$;
+];
+	my $h = IPC::Run::start([ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c', $sql ],
+		'>', \$o, '2>', \$e);
+	return [ $h, \$o, \$e ];
+}
+
+=pod
+
+=item sf_cover($node)
+
+What sf_start_cover recorded on $node: a hash of millisecond to [lo, hi].
+
+=cut
+
+sub sf_cover
+{
+	my ($node) = @_;
+	my %c;
+	for (split /\n/, $node->safe_psql('postgres', 'SELECT ms, lo, hi, n FROM cover'))
+	{
+		my ($ms, $lo, $hi, $n) = split /\|/;
+		die "not one run in ms $ms" if $hi - $lo + 1 != $n;
+		die "ms $ms twice" if $c{$ms};
+		$c{$ms} = [ $lo, $hi ];
+	}
+	return \%c;
+}
+
+=pod
+
+=item sf_repeats($cover_a, $cover_b)
+
+The IDs two sf_cover results have in common: (count, milliseconds, first
+millisecond).
+
+=cut
+
+sub sf_repeats
+{
+	my ($ca, $cb) = @_;
+	my ($rep, $ms_rep, $first) = (0, 0, undef);
+	for my $ms (sort { $a <=> $b } keys %$cb)
+	{
+		next unless $ca->{$ms};
+		my $lo = $ca->{$ms}[0] > $cb->{$ms}[0] ? $ca->{$ms}[0] : $cb->{$ms}[0];
+		my $hi = $ca->{$ms}[1] < $cb->{$ms}[1] ? $ca->{$ms}[1] : $cb->{$ms}[1];
+		next if $hi < $lo;
+		$rep += $hi - $lo + 1;
+		$ms_rep++;
+		$first //= $ms;
+	}
+	return ($rep, $ms_rep, $first);
+}
+
+=pod
+
 =item count_repeats(\@ids)
 
 Returns the number of IDs that occur more than once in the list.
