@@ -387,7 +387,8 @@ sub inject
 			$outcome = 'all ZooKeeper servers wiped and started again';
 		}
 		$zk->start_node($_, 1) for @ids;
-		$zk->wait_ready($_) for @ids;
+		# all three elect at once, from empty data: allow several rounds
+		$zk->wait_ready($_, 180) for @ids;
 	}
 	elsif ($k eq 'zk_nodes_deleted')
 	{

@@ -163,11 +163,15 @@ sub start_node
 	return;
 }
 
+# A server is ready once it serves as standalone, leader or follower.  An
+# election of an ensemble whose servers all started at once can take
+# several rounds on a loaded machine: 120 s unless told.
 sub wait_ready
 {
-	my ($self, $id) = @_;
+	my ($self, $id, $secs) = @_;
 	my $s = $self->server($id);
-	my $deadline = time() + 60;
+	$secs //= 120;
+	my $deadline = time() + $secs;
 	while (time() < $deadline)
 	{
 		croak "ZooKeeper server $id exited, see $s->{dir}/zk.log"
@@ -175,7 +179,7 @@ sub wait_ready
 		return 1 if $self->mode($id) =~ /^(standalone|leader|follower)$/;
 		usleep(100_000);
 	}
-	croak "ZooKeeper server $id not ready after 60 s, see $s->{dir}/zk.log";
+	croak "ZooKeeper server $id not ready after $secs s, see $s->{dir}/zk.log";
 }
 
 sub _kill
