@@ -65,7 +65,9 @@ COMMENT ON TABLE @extschema@.leaf_worker_lease_timeline IS
 'timelines of the allocation database seen by snowflake workers, and when; a new one not confirmed as synchronous holds back new holders of worker IDs';
 
 --
--- What every node of the fleet must agree on, one row: a random number
+-- What every node of the fleet must agree on, one row, written by the
+-- first snowflake worker that comes (none here, so that a publication of
+-- all tables does not copy one onto a subscriber's): a random number
 -- that tells this table of worker IDs from any other (a restored dump or
 -- another database gets a new one), and the heartbeat and the clock
 -- drift, recorded by the first node, that bound how long a holder whose
@@ -78,9 +80,6 @@ CREATE TABLE @extschema@.leaf_worker_lease_fleet (
 	max_clock_drift_ms integer,
 	epoch_ms	bigint
 );
-
-INSERT INTO @extschema@.leaf_worker_lease_fleet (fleet_id)
-VALUES ((pg_catalog.random() OPERATOR(pg_catalog.*) 9e18)::pg_catalog.int8 OPERATOR(pg_catalog.+) 1);
 
 COMMENT ON TABLE @extschema@.leaf_worker_lease_fleet IS
 'the fleet of leaf_worker_lease: its identity, and leaf.heartbeat_interval, leaf.max_clock_drift_ms and leaf.snowflake_epoch, which every node must share (recorded by the first node; to change them, stop every node, set them to NULL here, change them on every node)';

@@ -559,10 +559,17 @@ leaf_sf_db_fleet_check(int64 file_fleet, bool renewing, int64 *fleet_id,
 		return LEAF_SF_DB_RETRY;
 	if (PQntuples(res) != 1)
 	{
+		/* the first node: a new table of worker IDs gets its identity */
 		PQclear(res);
-		snprintf(reason, reasonlen,
-				 "table leaf_worker_lease_fleet of the allocation database has no row: drop and create the extension there");
-		return LEAF_SF_DB_FAIL;
+		snprintf(sql, sizeof(sql),
+				 "INSERT INTO %s (fleet_id) VALUES ((pg_catalog.random() "
+				 "OPERATOR(pg_catalog.*) 9e18)::pg_catalog.int8 OPERATOR(pg_catalog.+) 1) "
+				 "ON CONFLICT (one) DO NOTHING",
+				 leaf_sf_fleet_table);
+		if (!leaf_sf_db_run(sql, 0, NULL, NULL, reason, reasonlen))
+			return LEAF_SF_DB_RETRY;
+		return leaf_sf_db_fleet_check(file_fleet, renewing, fleet_id, reason,
+									  reasonlen);
 	}
 	id = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
 	if (file_fleet != 0 && file_fleet != id)
