@@ -549,12 +549,8 @@ leaf_sf_db_fleet_check(int64 file_fleet, bool renewing, int64 *fleet_id,
 	int64		epoch;
 
 	snprintf(sql, sizeof(sql),
-			 "SELECT fleet_id, heartbeat_ms, max_clock_drift_ms, epoch_ms, "
-			 "EXISTS (SELECT FROM %s WHERE expires_at OPERATOR(pg_catalog.+) "
-			 "(COALESCE(max_clock_drift_ms, 0)::pg_catalog.float8 "
-			 "OPERATOR(pg_catalog.*) '1 ms'::pg_catalog.interval) "
-			 "OPERATOR(pg_catalog.>=) pg_catalog.clock_timestamp()) FROM %s",
-			 leaf_sf_lease_table, leaf_sf_fleet_table);
+			 "SELECT fleet_id, heartbeat_ms, max_clock_drift_ms, epoch_ms FROM %s",
+			 leaf_sf_fleet_table);
 	if (!leaf_sf_db_run(sql, 0, NULL, &res, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
 	if (PQntuples(res) != 1)
@@ -582,10 +578,25 @@ leaf_sf_db_fleet_check(int64 file_fleet, bool renewing, int64 *fleet_id,
 	}
 	if (PQgetisnull(res, 0, 1) || PQgetisnull(res, 0, 2) || PQgetisnull(res, 0, 3))
 	{
-		bool		live = PQgetvalue(res, 0, 4)[0] == 't';
+		bool		live = false;
 
 		PQclear(res);
-		if (!renewing && live)
+		/* is any lease live?  Asked only here, not at every renewal */
+		if (!renewing)
+		{
+			snprintf(sql, sizeof(sql),
+					 "SELECT EXISTS (SELECT FROM %s AS l, %s AS f "
+					 "WHERE l.expires_at OPERATOR(pg_catalog.+) "
+					 "(COALESCE(f.max_clock_drift_ms, 0)::pg_catalog.float8 "
+					 "OPERATOR(pg_catalog.*) '1 ms'::pg_catalog.interval) "
+					 "OPERATOR(pg_catalog.>=) pg_catalog.clock_timestamp())",
+					 leaf_sf_lease_table, leaf_sf_fleet_table);
+			if (!leaf_sf_db_run(sql, 0, NULL, &res, reason, reasonlen))
+				return LEAF_SF_DB_RETRY;
+			live = PQgetvalue(res, 0, 0)[0] == 't';
+			PQclear(res);
+		}
+		if (live)
 		{
 			snprintf(reason, reasonlen,
 					 "the fleet's heartbeat, clock drift and epoch are not recorded in leaf_worker_lease_fleet, and leases are live: their holders record theirs at their next renewal");
