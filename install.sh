@@ -85,18 +85,26 @@ need_root() {
 	fi
 }
 
+# install_packages run|test [chroots]: everything this machine needs, in
+# one apt run, before anything else starts (test/majors.sh runs steps
+# side by side, and none of them installs on this machine).  "chroots"
+# adds debootstrap, for the other majors' chroots.  apt waits up to five
+# minutes for a lock that another apt holds (a fresh machine's own
+# upgrades), then fails.
 install_packages() {
 	local pkgs=(build-essential "postgresql-$pgmajor" "postgresql-server-dev-$pgmajor"
 		libzookeeper-mt-dev libpq-dev libssl-dev)
+	local apt=(apt-get -o DPkg::Lock::Timeout=300)
 	if [ "$1" = test ]; then
 		pkgs+=("postgresql-$pgmajor-pgtap" libipc-run-perl libdbd-pg-perl zookeeper faketime
 			default-jre-headless patroni python3-kazoo python3-pysyncobj
 			prometheus-postgres-exporter prometheus-sql-exporter prometheus)
 	fi
+	[ "${2:-}" = chroots ] && pkgs+=(debootstrap)
 	say "installing packages: ${pkgs[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq "${pkgs[@]}" >/dev/null
+	"${apt[@]}" update -qq
+	"${apt[@]}" install -y -qq "${pkgs[@]}" >/dev/null
 	# the package may start Debian's own cluster; leaf never uses it
 }
 
@@ -282,9 +290,12 @@ case "$mode" in
 		# is this machine's own only
 		majors=${LEAF_MAJORS-$("$here/test/lib/run.sh" majors)}
 		if [ -n "$majors" ] && [ "$majors" != "$pgmajor" ]; then
-			exec "$here/test/majors.sh" all $majors
+			# the host's packages and debootstrap first, then the majors
+			# side by side (test/majors.sh), which install nothing here
+			install_packages test chroots
+			LEAF_PACKAGES_READY=1 exec "$here/test/majors.sh" all $majors
 		fi
-		install_packages test
+		[ -n "${LEAF_PACKAGES_READY:-}" ] || install_packages test
 		run_tests
 		;;
 	stop)

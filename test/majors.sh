@@ -39,20 +39,39 @@
 # "pg_attver", which pg_dump of 18.6 and 19~rc1 carries into the new
 # cluster and their servers refuse ('unrecognized parameter "pg_attver"').
 #
-# ./install.sh test runs this script for every supported major (all).
+# ./install.sh test runs this script for every supported major (all),
+# after it installed what the run needs on the host (debootstrap among
+# it): nothing here installs on the host while steps run side by side.
+#
+# Two matrices (LEAF_MATRIX):
+#   short (the default, and so the README's test command): the host's
+#          major runs every test; each other major is prepared from
+#          nothing if need be, built with -Werror, and runs pg_regress,
+#          the short list of TAP files below and its Debian package.
+#          Its chroot gets only what that list needs (no Patroni, no
+#          Prometheus).  This is what a fresh machine runs within CI's
+#          time, chroots included.
+#   full   every major runs its whole default set (see default_tests):
+#          the warm path, for a machine whose chroots are ready.
 #
 # Environment:
+#   LEAF_MATRIX        short or full (default short)
 #   LEAF_MAJORS        majors when none are named (default: every
 #                      supported one but the host's), in the order they
 #                      start
 #   LEAF_CHROOTS       where the chroots are kept between runs (default
 #                      /var/cache/leaf/chroots); one directory per suite
 #   LEAF_MAJORS_JOBS   how many majors build and test at once (default 2)
+#   LEAF_MAJORS_PREPARE_JOBS  how many chroots are prepared at once
+#                      (default 2)
+#   LEAF_MAJORS_TIMEOUT  the run's deadline in seconds (default 4800):
+#                      past it, the steps still running are named with
+#                      their logs and stopped, and the run fails
+#   LEAF_MIRROR        the Debian archive of the chroots (default: the
+#                      one of this machine's apt, "run.sh mirror")
 #   LEAF_TESTS_<NN>    the TAP files for major NN, as paths or globs
-#                      relative to the checkout, or "all"; the default is
-#                      all of them for 15 and 17 and the segment, snowflake,
-#                      upgrade and chaos files for 18 and 19 (see
-#                      default_tests below)
+#                      relative to the checkout, or "all"; the default
+#                      depends on LEAF_MATRIX (see default_tests below)
 #   LEAF_MAJORS_LOGS   where each major's log goes (default: a new
 #                      directory under /tmp)
 #   LEAF_MAJORS_CFLAGS more compiler flags for the chroot builds, such as
@@ -72,6 +91,12 @@
 #                      well, which leaves the host's PostgreSQL installation
 #                      as it is (default "yes": on the host)
 #
+# A run is made of steps that run side by side (a chroot's preparation,
+# a major's tests, its package), each with a log; the run waits for none
+# without a bound (see "The steps of a run" below).  A failed
+# preparation ends the run within seconds, with the first errors of its
+# log, and the exit status is non-zero.
+#
 # Each major's chroot gets /proc, /dev, /dev/pts, a tmpfs on /dev/shm (for
 # PostgreSQL's POSIX shared memory) and the TAP tests' port lock
 # directory, shared by all runs so that tests running side by side do not
@@ -87,8 +112,11 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 chroots=${LEAF_CHROOTS:-/var/cache/leaf/chroots}
 jobs=${LEAF_MAJORS_JOBS:-2}
+prepare_jobs=${LEAF_MAJORS_PREPARE_JOBS:-2}
+deadline=${LEAF_MAJORS_TIMEOUT:-4800}
+matrix=${LEAF_MATRIX:-short}
 # the Debian archive of this machine's own apt configuration
-mirror=$("$here/test/lib/run.sh" mirror)
+mirror=${LEAF_MIRROR:-$("$here/test/lib/run.sh" mirror)}
 portdir=/tmp/leaf-portlock
 
 say() { printf '== %s: %s\n' "$(date +%H:%M:%S)" "$*"; }
@@ -125,16 +153,64 @@ is_host() {
 	[ "$(suite_of "$1")" = "$codename" ]
 }
 
-# default_tests MAJOR: the TAP files run by default for a major.  17 gets
-# the whole suite; 18 and 19 the segment (01x-03x, including the upgrade
-# tests 024 and 036), snowflake and public ID (1xx) files and the chaos
-# run, which keeps the matrix within the time of one CI run on two cores.
-# (15, the host's, gets the whole suite as well.)
+# The short list: one or two files of each area, the upgrades from the
+# older major (024, 036) first among them, as the one thing only a
+# matrix can test: many clients, a kill -9, a standby, logical
+# replication, a fleet's failover, snowflake IDs with ZooKeeper and with
+# the allocation database, clocks, layouts, bad input, public IDs.
+short_tests='test/t/010_segment_concurrency.pl test/t/012_segment_kill9.pl
+	test/t/014_segment_standby.pl test/t/024_extension_upgrade.pl
+	test/t/036_pg_upgrade_majors.pl test/t/039_segment_logical_replication.pl
+	test/t/050_fleet_failover.pl test/t/100_snowflake_concurrency.pl
+	test/t/110_snowflake_bad_input.pl test/t/140_snowflake_clock.pl
+	test/t/190_public_id.pl test/t/192_snowflake_layouts.pl
+	test/t/200_snowflake_db_lease.pl'
+
+# default_tests MAJOR: the TAP files run by default for a major.  The
+# host's own gets the whole suite.  In the short matrix, the others get
+# the short list; in the full one, 17 gets the whole suite, and 18 and 19
+# the segment (01x-03x, including the upgrade tests 024 and 036),
+# snowflake and public ID (1xx) files and the chaos run.
 default_tests() {
-	case "$1" in
-		15 | 17) echo all ;;
-		*) echo 'test/t/0[1-4]*.pl test/t/1*.pl test/t/900_chaos_fleet.pl' ;;
-	esac
+	if is_host "$1"; then
+		echo all
+	elif [ "$matrix" = short ]; then
+		echo $short_tests
+	else
+		case "$1" in
+			15 | 17) echo all ;;
+			*) echo 'test/t/0[1-4]*.pl test/t/1*.pl test/t/900_chaos_fleet.pl' ;;
+		esac
+	fi
+}
+
+# tests_of MAJOR: the TAP files MAJOR runs ("all" for the whole suite)
+tests_of() {
+	local var=LEAF_TESTS_$1
+	echo "${!var:-$(default_tests "$1")}"
+}
+
+# packages_of MAJOR: what MAJOR's chroot needs for its build, its tests
+# (ZooKeeper, Patroni and Prometheus only if one of its TAP files uses
+# them) and its Debian package
+packages_of() {
+	local major=$1 tests uses=
+	tests=$(tests_of "$major")
+	if is_host "$major"; then
+		# the host's chroot serves its Debian package only
+		uses=
+	elif [ "$tests" = all ]; then
+		uses='LeafZK LeafPatroni prometheus'
+	else
+		uses=$({ cd "$here" && eval "grep -h -o -E 'LeafZK|LeafPatroni|prometheus' $tests" 2>/dev/null || true; } |
+			sort -u | tr '\n' ' ')
+	fi
+	echo "build-essential postgresql-$major postgresql-server-dev-$major"
+	echo "libzookeeper-mt-dev libpq-dev libssl-dev libipc-run-perl libdbd-pg-perl faketime"
+	case " $uses " in *' LeafZK '* | *' LeafPatroni '*) echo "zookeeper default-jre-headless" ;; esac
+	case " $uses " in *' LeafPatroni '*) echo "patroni python3-kazoo python3-pysyncobj" ;; esac
+	case " $uses " in *' prometheus '*) echo "prometheus-postgres-exporter prometheus-sql-exporter prometheus" ;; esac
+	"$here/test/package.sh" build-deps
 }
 
 # extra_cflags MAJOR: the compiler flags of the build under test.  19's
@@ -226,16 +302,18 @@ prepare() {
 
 	mkdir -p "$chroots"
 	if [ ! -x "$root/usr/bin/apt-get" ]; then
+		# installed before any step started (./install.sh test, or the
+		# top of this script): never here, beside other apt runs
 		command -v debootstrap >/dev/null ||
-			{ apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
-		say "$major: debootstrap $base into $root"
+			die "debootstrap is not installed (./install.sh test installs it)"
+		say "$major: debootstrap $base into $root, from $mirror"
 		rm -rf "$root.new"
 		# through the proxy of this machine's apt, if it has one
 		local proxy=
 		eval "$(apt-config shell proxy Acquire::http::Proxy)"
-		http_proxy=${proxy:-${http_proxy:-}} \
+		http_proxy=${proxy:-${http_proxy:-}} timeout 1200 \
 			debootstrap --variant=minbase "$base" "$root.new" "$mirror" >"$root.debootstrap.log" 2>&1 ||
-			{ tail -n 20 "$root.debootstrap.log" >&2; die "debootstrap $base failed"; }
+			{ tail -n 20 "$root.debootstrap.log" >&2; die "debootstrap $base failed (log $root.debootstrap.log)"; }
 		mv "$root.new" "$root"
 		say "$major: debootstrap took $((SECONDS - t0)) s"
 	fi
@@ -277,19 +355,15 @@ EOF
 	apt-config dump 2>/dev/null | grep -i '^Acquire::[a-z]*::Proxy' \
 		>"$root/etc/apt/apt.conf.d/01leaf-proxy" || rm -f "$root/etc/apt/apt.conf.d/01leaf-proxy"
 
-	local pkgs="build-essential postgresql-$major postgresql-server-dev-$major
-		libzookeeper-mt-dev libpq-dev libssl-dev
-		libipc-run-perl libdbd-pg-perl zookeeper default-jre-headless faketime
-		patroni python3-kazoo python3-pysyncobj
-		prometheus-postgres-exporter prometheus-sql-exporter prometheus
-		$("$here/test/package.sh" build-deps)"
+	local pkgs
+	pkgs=$(packages_of "$major")
 	mount_chroot "$root"
 	# shellcheck disable=SC2064
 	trap "umount_chroot '$root'" EXIT
 	say "$major: installing packages in $root"
 	t0=$SECONDS
 	# pgTAP comes later: a new major may not have a package of it yet
-	in_chroot "$root" "apt-get update -qq && apt-get install -y -qq --no-install-recommends $(echo $pkgs) &&
+	in_chroot "$root" "timeout 1800 apt-get update -qq && timeout 1800 apt-get install -y -qq --no-install-recommends $(echo $pkgs) &&
 		{ apt-cache show postgresql-$major-pgtap >/dev/null 2>&1 || exit 0; } &&
 		apt-get install -y -qq --no-install-recommends postgresql-$major-pgtap" \
 		>"$root.apt.log" 2>&1 ||
@@ -353,13 +427,12 @@ pgtap_fallback() {
 # test_major MAJOR LOG: copy the checkout into the chroot, build it with
 # -Werror and run pg_regress and the major's TAP files as user postgres
 test_major() {
-	local major=$1 suite root dir tests rc=0 t0 var
+	local major=$1 suite root dir tests rc=0 t0
 	suite=$(suite_of "$major")
 	root=$chroots/$suite
 	[ -x "$root/usr/lib/postgresql/$major/bin/postgres" ] ||
 		die "no PostgreSQL $major in $root: run test/majors.sh prepare $major"
-	var=LEAF_TESTS_$major
-	tests=${!var:-$(default_tests "$major")}
+	tests=$(tests_of "$major")
 	dir=/tmp/leaf-test-$major
 
 	mount_chroot "$root"
@@ -481,14 +554,25 @@ case "${1:-}" in
 		;;
 esac
 [ "$(id -u)" = 0 ] || die "run this as root (debootstrap, chroot, mount)"
+case "$matrix" in
+	short | full) ;;
+	*) die "LEAF_MATRIX must be short or full, not '$matrix'" ;;
+esac
 # every supported major but the host's own, unless told
 majors=${*:-${LEAF_MAJORS:-$(for m in $("$here/test/lib/run.sh" majors); do is_host "$m" || echo "$m"; done)}}
 for m in $majors; do suite_of "$m" >/dev/null; done
 
-# However the run ends: nothing left running or mounted in the chroots
+# Every background step runs in a process group of its own (job control),
+# so that a run that ends early stops each step with all its children.
+set -m
+declare -A step_pid=() step_t0=() step_log=()
+
+# However the run ends: no step left running, nothing left running or
+# mounted in the chroots
 cleanup() {
 	local m
 	trap - EXIT INT TERM
+	stop_steps
 	for m in $majors; do
 		is_host "$m" || umount_chroot "$chroots/$(suite_of "$m")"
 	done
@@ -505,14 +589,6 @@ case "$cmd" in
 		trap "umount_chroot '$root'" EXIT
 		chroot "$root" /bin/bash -l || true
 		exit 0
-		;;
-	prepare)
-		rc=0
-		for m in $majors; do
-			is_host "$m" || prepare "$m" &
-		done
-		while [ -n "$(jobs -rp)" ]; do wait -n || rc=1; done
-		exit $rc
 		;;
 	bench)
 		logs=${LEAF_MAJORS_LOGS:-$(mktemp -d /tmp/leaf-bench.XXXXXX)}
@@ -546,102 +622,252 @@ rm -f "$logs"/*.rc
 say "logs in $logs"
 t_all=$SECONDS
 
-# The chroots are prepared in the background, in the order of the majors
-# and $jobs at a time (more at once only share the same network and disk,
-# and the first majors would wait longer): downloading and unpacking
-# overlaps with the tests that run meanwhile.
-prepare_all() {
-	local m started=() p n todo=
-	# the chroots the tests need first, then the host major's, which only
-	# its Debian package needs, once its tests have passed
-	for m in $majors; do is_host "$m" || todo="$todo $m"; done
-	if [ "${LEAF_MAJORS_PACKAGE:-yes}" != no ]; then
-		for m in $majors; do is_host "$m" && todo="$todo $m"; done
-	fi
-	for m in $todo; do
-		while :; do
-			n=0
-			for p in "${started[@]}"; do
-				kill -0 "$p" 2>/dev/null && n=$((n + 1))
-			done
-			[ "$n" -lt "$jobs" ] && break
-			sleep 2
-		done
-		{
-			rc=0
-			prepare "$m" >"$logs/$m.prepare.log" 2>&1 || rc=$?
-			echo $rc >"$logs/$m.prepare.rc"
-		} &
-		started+=($!)
-	done
-	wait
-}
-if [ "$cmd" = all ]; then
-	rm -f "$logs"/*.prepare.rc
-	prepare_all &
-fi
+# ---------------------------------------------------------------------
+# The steps of a run
+# ---------------------------------------------------------------------
+#
+# A run is made of steps, each a background process group with a log and
+# a result file: MAJOR.prepare (the chroot), MAJOR.test (build and tests)
+# and MAJOR.package (test/package.sh).  The loop below starts them and
+# watches them, and nothing waits for a step without a bound:
+#
+#  - a step writes its exit status even when it dies early (its body runs
+#    in a subshell of its own, so that an "exit" in it leaves only that);
+#    a step that ended without writing one was killed, and counts as
+#    failed;
+#  - a failed preparation ends the whole run at once, with the first
+#    errors of its log, rather than after the other majors' tests;
+#  - the run as a whole has a deadline (LEAF_MAJORS_TIMEOUT); past it, the
+#    steps still running are named with their logs, and stopped.
 
-# one_major MAJOR: test one major, on the host or in its chroot
+# start_step NAME LOG FUNCTION [ARG...]
+start_step() {
+	local name=$1 log=$2
+	shift 2
+	rm -f "$logs/$name.rc"
+	( ("$@"); echo $? >"$logs/$name.rc" ) >"$log" 2>&1 &
+	step_pid[$name]=$!
+	step_t0[$name]=$SECONDS
+	step_log[$name]=$log
+	say "$name: started (log $log)"
+}
+
+# step_result NAME: "none" (not started), "running", the step's exit
+# status, or "lost" (it ended without writing one: killed from outside)
+step_result() {
+	local name=$1 pid=${step_pid[$1]:-}
+	if [ -z "$pid" ]; then
+		echo none
+	elif kill -0 "$pid" 2>/dev/null; then
+		echo running
+	elif [ -s "$logs/$name.rc" ]; then
+		cat "$logs/$name.rc"
+	else
+		echo lost
+	fi
+}
+
+# stop_steps: TERM to every step still running and all its children (the
+# TAP files then stop their servers), KILL to what is left after 20 s
+stop_steps() {
+	local name pid left i
+	for name in "${!step_pid[@]}"; do
+		pid=${step_pid[$name]}
+		kill -0 "$pid" 2>/dev/null || continue
+		say "$name: stopping it"
+		kill -TERM -- "-$pid" 2>/dev/null || true
+	done
+	for i in $(seq 1 20); do
+		left=
+		for name in "${!step_pid[@]}"; do
+			kill -0 -- "-${step_pid[$name]}" 2>/dev/null && left="$left $name"
+		done
+		[ -z "$left" ] && return 0
+		sleep 1
+	done
+	for name in $left; do
+		kill -KILL -- "-${step_pid[$name]}" 2>/dev/null || true
+	done
+}
+
+# first_errors LOG: the first lines of LOG that say what went wrong, then
+# its last lines
+first_errors() {
+	local log=$1
+	echo "-- the first errors in $log:"
+	grep -m 8 -n -i -E '^(E|W): |majors\.sh: |run\.sh: |error|failed|fatal|not found|no such|unable|cannot|could not' \
+		"$log" 2>/dev/null || echo "   (none recognised)"
+	echo "-- the end of $log:"
+	tail -n 15 "$log" 2>/dev/null || true
+}
+
+# ---------------------------------------------------------------------
+# One major's tests and package
+# ---------------------------------------------------------------------
+
+# one_major MAJOR: test one major, on the host or in its chroot (prepared
+# before this step starts)
 one_major() {
 	local m=$1 t0=$SECONDS rc=0 var=LEAF_TESTS_$1
 	if is_host "$m"; then
 		say "$m: on this machine (./install.sh test)"
 		local tests=${!var:-$(default_tests "$m")}
 		[ "$tests" = all ] && tests=
+		# the host's packages were installed before the run started
 		LEAF_MAJORS='' LEAF_PG_MAJOR=$m LEAF_TESTS=$tests PG_TEST_PORT_DIR=$portdir \
-			"$here/install.sh" test || rc=$?
+			LEAF_PACKAGES_READY=${LEAF_PACKAGES_READY:-} "$here/install.sh" test || rc=$?
 	else
-		if [ "$cmd" = all ]; then
-			while [ ! -f "$logs/$m.prepare.rc" ]; do sleep 2; done
-			cat "$logs/$m.prepare.log"
-			rc=$(cat "$logs/$m.prepare.rc")
-		fi
-		[ "$rc" = 0 ] && { (test_major "$m") || rc=$?; }
-	fi
-	if [ "$rc" = 0 ] && [ "$cmd" = all ] && [ "${LEAF_MAJORS_PACKAGE:-yes}" != no ]; then
-		# the host major's chroot, prepared meanwhile
-		if is_host "$m"; then
-			while [ ! -f "$logs/$m.prepare.rc" ]; do sleep 2; done
-			cat "$logs/$m.prepare.log"
-			rc=$(cat "$logs/$m.prepare.rc")
-		fi
-		[ "$rc" = 0 ] && { package_major "$m" || rc=$?; }
+		(test_major "$m") || rc=$?
 	fi
 	say "$m: done in $((SECONDS - t0)) s, exit $rc"
 	return "$rc"
 }
 
-# the majors in the order given, at most $jobs at once
-pids=()
-running() {
-	local n=0 p
-	for p in "${pids[@]}"; do
-		kill -0 "$p" 2>/dev/null && n=$((n + 1))
-	done
-	echo $n
+# ---------------------------------------------------------------------
+# The loop
+# ---------------------------------------------------------------------
+
+# is_prepared MAJOR: may MAJOR's tests start?  The host's need no chroot;
+# a chroot of an earlier run serves "build" and "run".
+is_prepared() {
+	is_host "$1" && return 0
+	[ "$cmd" = all ] || [ "$cmd" = prepare ] || return 0
+	[ "$(step_result "$1.prepare")" = 0 ]
 }
-for m in $majors; do
-	while [ "$(running)" -ge "$jobs" ]; do sleep 5; done
-	{
-		rc=0
-		one_major "$m" >"$logs/$m.log" 2>&1 || rc=$?
-		echo $rc >"$logs/$m.rc"
-	} &
-	pids+=($!)
-	say "$m: started (log $logs/$m.log)"
-done
-wait
+
+# run_steps: start and watch the steps until all are done; 1 if the run
+# was ended early (a failed preparation, the deadline)
+run_steps() {
+	local m r n name preps=() works=() package=no waiting
+	if [ "$cmd" = all ] || [ "$cmd" = prepare ]; then
+		for m in $majors; do is_host "$m" || preps+=("$m"); done
+	fi
+	if [ "$cmd" = all ] && [ "${LEAF_MAJORS_PACKAGE:-yes}" != no ]; then
+		package=yes
+		# the host major's package is built in a chroot of its release
+		for m in $majors; do is_host "$m" && preps+=("$m"); done
+	fi
+	[ "$cmd" = prepare ] || works=($majors)
+
+	while :; do
+		if [ $((SECONDS - t_all)) -ge "$deadline" ]; then
+			say "the run is past its deadline of $deadline s (LEAF_MAJORS_TIMEOUT); still running:"
+			for name in "${!step_pid[@]}"; do
+				[ "$(step_result "$name")" = running ] &&
+					echo "   $name, for $((SECONDS - step_t0[$name])) s (log ${step_log[$name]})"
+			done
+			return 1
+		fi
+
+		# the preparations, $prepare_jobs at a time; one that failed ends
+		# the run
+		n=0
+		for m in "${preps[@]}"; do
+			r=$(step_result "$m.prepare")
+			case "$r" in
+				running) n=$((n + 1)) ;;
+				none)
+					if [ $n -lt "$prepare_jobs" ]; then
+						start_step "$m.prepare" "$logs/$m.prepare.log" prepare "$m"
+						n=$((n + 1))
+					fi
+					;;
+				0) ;;
+				*)
+					say "$m: PREPARATION FAILED (exit $r): test/majors.sh prepare $m"
+					first_errors "$logs/$m.prepare.log"
+					echo "prepare $m" >"$logs/$m.prepare.failed"
+					return 1
+					;;
+			esac
+		done
+
+		# the tests and packages, $jobs at a time
+		n=0
+		for name in "${!step_pid[@]}"; do
+			case "$name" in *.test | *.package)
+				[ "$(step_result "$name")" = running ] && n=$((n + 1)) ;;
+			esac
+		done
+		waiting=0
+		for m in "${works[@]}"; do
+			r=$(step_result "$m.test")
+			if [ "$r" = none ]; then
+				waiting=1
+				if [ $n -lt "$jobs" ] && is_prepared "$m"; then
+					start_step "$m.test" "$logs/$m.log" one_major "$m"
+					n=$((n + 1))
+				fi
+				continue
+			fi
+			[ "$r" = running ] && { waiting=1; continue; }
+			[ "$r" = 0 ] && [ $package = yes ] || continue
+			case "$(step_result "$m.package")" in
+				none)
+					waiting=1
+					if [ $n -lt "$jobs" ] && [ "$(step_result "$m.prepare")" = 0 ]; then
+						start_step "$m.package" "$logs/$m.package.log" package_major "$m"
+						n=$((n + 1))
+					fi
+					;;
+				running) waiting=1 ;;
+			esac
+		done
+		if [ $waiting = 0 ]; then
+			for m in "${preps[@]}"; do
+				[ "$(step_result "$m.prepare")" = running ] && waiting=1
+			done
+			[ $waiting = 0 ] && return 0
+		fi
+		sleep 2
+	done
+}
+
+# prerequisites_first: what the steps need on the host, installed before
+# any of them starts, so that no two apt runs on the host overlap
+prerequisites_first() {
+	local m need=0
+	[ "$cmd" = all ] || [ "$cmd" = prepare ] || return 0
+	for m in $majors; do
+		[ -x "$chroots/$(suite_of "$m")/usr/bin/apt-get" ] || need=1
+	done
+	[ $need = 1 ] && ! command -v debootstrap >/dev/null || return 0
+	say "installing debootstrap"
+	apt-get -o DPkg::Lock::Timeout=300 update -qq &&
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq debootstrap >/dev/null ||
+		die "could not install debootstrap"
+}
+
+prerequisites_first
+rc=0
+run_steps || rc=$?
+if [ $rc != 0 ]; then
+	stop_steps
+	say "the run was ended early, after $((SECONDS - t_all)) s"
+	echo "majors: ended early: $(cat "$logs"/*.prepare.failed 2>/dev/null | tr '\n' ' ')(logs in $logs)"
+	exit 1
+fi
+if [ "$cmd" = prepare ]; then
+	say "prepared: $majors, in $((SECONDS - t_all)) s"
+	exit 0
+fi
 
 failed=()
 for m in $majors; do
-	if [ "$(cat "$logs/$m.rc" 2>/dev/null)" = 0 ]; then
+	r=$(step_result "$m.test")
+	p=0
+	[ "$r" = 0 ] && [ -n "${step_pid[$m.package]:-}" ] && p=$(step_result "$m.package")
+	if [ "$r" = 0 ] && [ "$p" = 0 ]; then
 		say "$m: passed"
 	else
-		failed+=("$m: $(failed_files "$logs/$m.log")")
+		f=$(failed_files "$logs/$m.log")
+		[ "$p" = 0 ] || f="$f package (log $logs/$m.package.log)"
+		failed+=("$m: $f")
 	fi
 done
 for m in $majors; do
-	grep -h -E '^== .*(took|done in)' "$logs/$m.log" 2>/dev/null || true
+	cat "$logs/$m.prepare.log" "$logs/$m.log" "$logs/$m.package.log" 2>/dev/null |
+		grep -h -E '^== .*(took|done in)' || true
 	# the TAP files over their budget (test/t/budgets), which do not fail
 	# a run but show where its time goes
 	sed -n "/^== over budget/,/^[^ ]/s/^  \(test\/t\/.*\)/== $m: over budget: \1/p" "$logs/$m.log" 2>/dev/null || true
@@ -650,6 +876,13 @@ say "the whole run took $((SECONDS - t_all)) s"
 nmajors=$(echo $majors | wc -w)
 echo "majors: $((nmajors - ${#failed[@]})) passed, ${#failed[@]} failed"
 if [ ${#failed[@]} -gt 0 ]; then
+	# what failed, as each major's log ends (run.sh's report: the files
+	# that failed and the end of their logs)
+	for m in $majors; do
+		[ "$(step_result "$m.test")" = 0 ] && continue
+		say "$m: the end of its log ($logs/$m.log)"
+		tail -n 150 "$logs/$m.log" 2>/dev/null | sed "s/^/$m| /"
+	done
 	say "FAILED"
 	printf '  PostgreSQL %s\n' "${failed[@]}"
 	exit 1
