@@ -85,6 +85,7 @@ if [ "${1:-}" = inside ]; then
 fi
 
 dir=${LEAF_FRESH_DIR:-$(mktemp -d /var/tmp/leaf-fresh.XXXXXX)}
+mkdir -p "$dir"
 root=$dir/root
 t_all=$SECONDS
 # the root goes when the run ends (its namespaces, and so its processes
