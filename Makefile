@@ -27,8 +27,11 @@ DATA = $(sort $(wildcard src/leaf--*.sql))
 EXTRA_CLEAN = tmp_check_regress
 
 REGRESS = $(sort $(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
+# The test database is UTF8 whatever the caller's locale: pg_regress drops
+# LC_ALL, and without LANG (a new minimal Debian root has none) the
+# instance would be SQL_ASCII, where a multibyte biz_tag counts otherwise.
 REGRESS_OPTS = --temp-config=$(srcdir)/test/leaf.conf \
-	--temp-instance=$(CURDIR)/tmp_check_regress
+	--temp-instance=$(CURDIR)/tmp_check_regress --encoding=UTF8
 TAP_TESTS = 1
 # test/t/036_pg_upgrade_majors.pl upgrades from the older major that
 # LEAF_UPGRADE_FROM names (test/majors.sh sets it in the chroots that have

@@ -154,7 +154,10 @@ check() {
 	# 0000 each may open the others' files (PostgreSQL::Test::Cluster opens
 	# them read-write).  The servers set their own umask.
 	set +e
-	as_postgres "$dir" "umask 0000 && ${LEAF_UPGRADE_FROM:+LEAF_UPGRADE_FROM=$LEAF_UPGRADE_FROM} PG_TEST_PORT_DIR=$portdir make installcheck PG_CONFIG=$pgc with_llvm=no LEAF_TEST_JOBS=$jobs PROVE_TESTS='$order'" 2>&1 |
+	# one locale for every run, whatever the caller's (a new minimal root
+	# has no LANG, and pg_regress drops LC_ALL): the TAP files' servers
+	# and the pg_regress instance are UTF8, in C.UTF-8
+	as_postgres "$dir" "umask 0000 && export LANG=C.UTF-8 && unset LC_ALL LANGUAGE && ${LEAF_UPGRADE_FROM:+LEAF_UPGRADE_FROM=$LEAF_UPGRADE_FROM} PG_TEST_PORT_DIR=$portdir make installcheck PG_CONFIG=$pgc with_llvm=no LEAF_TEST_JOBS=$jobs PROVE_TESTS='$order'" 2>&1 |
 		tee "$dir/installcheck.out"
 	rc=${PIPESTATUS[0]}
 	set -e
