@@ -349,16 +349,19 @@ sub finish_id_stream
 
 Calls $code every 50ms until it returns true; gives up (returning false)
 after $seconds, the default test timeout unless given, with one last call
-at or after that time.  $what names the condition for the log.
+at or after that time.  $what names the condition for the log; the
+message of a wait that timed out gives it, the time waited and the
+caller's file and line.
 
 =cut
 
 sub wait_until
 {
 	my ($code, $what, $seconds) = @_;
+	my (undef, $file, $line) = caller;
 
-	my $deadline = Time::HiRes::time()
-	  + ($seconds // $PostgreSQL::Test::Utils::timeout_default);
+	$seconds //= $PostgreSQL::Test::Utils::timeout_default;
+	my $deadline = Time::HiRes::time() + $seconds;
 	for (;;)
 	{
 		my $last = Time::HiRes::time() >= $deadline;
@@ -366,7 +369,9 @@ sub wait_until
 		last if $last;
 		Time::HiRes::sleep(0.05);
 	}
-	diag "timed out waiting for $what";
+	diag "timed out after $seconds s waiting for "
+	  . ($what // 'a condition that was not named')
+	  . " ($file line $line)";
 	return 0;
 }
 

@@ -26,16 +26,46 @@ ok(LeafZK::wait_state_file_names($node, $old),
 	"the state file names worker ID $old");
 my $path = LeafZK::state_file($node)->{zk_node};
 
-$node->safe_psql('postgres', 'ALTER SYSTEM SET leaf.test_abandon_lost_ms = 3000');
+# the reply is lost 10 s after the write: time for the test to see the
+# write in ZooKeeper (a client is a JVM, slow on a loaded machine) and stop
+# ZooKeeper before the worker hears of the loss
+$node->safe_psql('postgres', 'ALTER SYSTEM SET leaf.test_abandon_lost_ms = 10000');
 $node->reload;
-ok(LeafTest::wait_setting($node, 'leaf.test_abandon_lost_ms', '3000'),
+ok(LeafTest::wait_setting($node, 'leaf.test_abandon_lost_ms', '10000'),
 	'the worker is told to lose the reply');
 
-my $offset = -s $node->logfile;
-$node->safe_psql('postgres', 'SELECT leaf_snowflake_new_worker_id()');
-ok(LeafTest::wait_until(sub { $zk->cli('get', $path) =~ /abandoned by lr\.example:1/ }),
-	'ZooKeeper holds the worker ID given up');
-# ZooKeeper goes away before the worker learns how its write went
+# The request reaches ZooKeeper only from a worker registered there: on a
+# loaded machine, a session that expired just before makes the worker
+# ignore it (and log so), or the write itself fails.  Either way the
+# worker keeps its worker ID and serves again, and the request is made
+# again, up to three times, before the checks that need it are skipped.
+my ($offset, $given_up);
+for my $try (1 .. 3)
+{
+	ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
+		"ready before give-up request $try");
+	$offset = -s $node->logfile;
+	$node->safe_psql('postgres', 'SELECT leaf_snowflake_new_worker_id()');
+	LeafTest::wait_until(
+		sub {
+			$given_up = $zk->cli('get', $path) =~ /abandoned by lr\.example:1/;
+			$given_up
+			  || slurp_file($node->logfile, $offset) =~
+			  /could not give up worker ID|requested, but the worker is not registered/;
+		},
+		"ZooKeeper to hold give-up request $try, or the worker's word on it");
+	$given_up ||= $zk->cli('get', $path) =~ /abandoned by lr\.example:1/;
+	last if $given_up;
+	note "give-up request $try did not reach ZooKeeper: "
+	  . slurp_file($node->logfile, $offset);
+}
+ok($given_up, 'ZooKeeper holds the worker ID given up');
+SKIP:
+{
+	skip 'the give-up never reached ZooKeeper, see the notes above', 3
+	  unless $given_up;
+# ZooKeeper goes away, and the worker learns of the write only that its
+# reply was lost (leaf.test_abandon_lost_ms)
 $zk->stop_node(1);
 ok($node->wait_for_log(qr/could not give up worker ID \Q$old\E in ZooKeeper/, $offset),
 	'the worker takes the give-up for failed');
@@ -55,11 +85,12 @@ note "status after the restart with ZooKeeper away: $st";
 my ($ready, $wid) = split /\|/, $st;
 ok(!($ready eq 't' && $wid eq $old),
 	"the node does not serve with worker ID $old from the state file");
+}
 
 # ZooKeeper is back: the node registers and serves
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET leaf.test_abandon_lost_ms');
 $node->reload;
-$zk->start_node(1);
+$zk->start_node(1) if $given_up;
 ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'),
 	'with ZooKeeper back, the node serves');
 is(LeafZK::status($node, 'worker_id_source'), 'zookeeper', '... with a worker ID from ZooKeeper');
