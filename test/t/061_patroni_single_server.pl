@@ -211,15 +211,17 @@ my @new_sf = grep { $_->[2] eq '~sf' && $_->[4] == $new_port } @$ids;
 ok(@new_sf && !grep({ worker_id_of($_->[3]) == $old_wid } @new_sf),
 	"no ID of the new leader carries the old leader's worker ID $old_wid");
 
-# failed calls, by phase and kind
+# failed calls, by phase and kind.  A call counts where it ended: one in
+# flight at the kill fails with the crash, and on a loaded machine a call
+# can take longer than 100 ms.
 my %failed;
 for my $e (@$errs)
 {
-	my $phase = $e->[0] < 1000 * $t_crash ? 'before the crash'
-	  : $e->[0] < 1000 * $t_sw ? 'crash' : 'switchover';
+	my $phase = $e->[1] < 1000 * $t_crash ? 'before the crash'
+	  : $e->[1] < 1000 * $t_sw ? 'crash' : 'switchover';
 	$failed{$phase}{ $e->[2] }++;
 }
-is(scalar(keys %{ $failed{'before the crash'} // {} }), 0, 'no call failed before the crash');
+is(join(',', sort keys %{ $failed{'before the crash'} // {} }), '', 'no call failed before the crash');
 for my $phase ('crash', 'switchover')
 {
 	my @leaf_errors = grep { !/^(conn|connect|25006|57P0.)$/ } keys %{ $failed{$phase} // {} };

@@ -216,9 +216,11 @@ is($nnode->safe_psql('postgres',
 		q[SELECT state || ' ' || timeline FROM leaf_segments WHERE biz_tag = 'order']),
 	'ok 2', "leaf_segments: state 'ok', last refill on timeline 2");
 
+# a failed call counts where it ended: one in flight at the kill fails
+# with the crash, and on a loaded machine a call can take 100 ms and more
 my %failed;
-$failed{ $_->[0] < 1000 * $t_crash ? 'before' : 'after' }{ $_->[2] }++ for @$errs;
-is(scalar(keys %{ $failed{before} // {} }), 0, 'no call failed before the crash');
+$failed{ $_->[1] < 1000 * $t_crash ? 'before' : 'after' }{ $_->[2] }++ for @$errs;
+is(join(',', sort keys %{ $failed{before} // {} }), '', 'no call failed before the crash');
 my @unexpected = grep { !/^(conn|connect|57P0.|25006|LF007)$/ } keys %{ $failed{after} // {} };
 is(join(',', @unexpected), '', 'after the crash, calls failed only for the connection or with LF007');
 
