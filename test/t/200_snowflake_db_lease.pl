@@ -157,20 +157,49 @@ ok(LeafTest::sf_wait_reason($d, qr/^every worker ID from 0 to 3 is held in the a
 	'with all worker IDs held, a fourth node waits');
 
 @ia = LeafTest::sf_ids($a, 1000);
+# the instant of a's first refusal, taken by a loop in the server, in a
+# session that runs from before the freeze: the time a client's polls
+# take on a loaded machine is no part of it
+$a->safe_psql('postgres', q{
+CREATE FUNCTION first_refusal(seconds float8) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+	deadline timestamptz := clock_timestamp() + make_interval(secs => seconds);
+BEGIN
+	WHILE clock_timestamp() < deadline LOOP
+		BEGIN
+			PERFORM leaf_snowflake();
+		EXCEPTION WHEN SQLSTATE 'LF102' THEN
+			RETURN extract(epoch FROM clock_timestamp());
+		END;
+		PERFORM pg_sleep(0.01);
+	END LOOP;
+	RETURN NULL;
+END $$});
+my ($refusal_out, $refusal_err) = ('', '');
+my $refusal = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $a->connstr('postgres'), '-c', 'SELECT first_refusal(30)' ],
+	'>', \$refusal_out, '2>', \$refusal_err);
+ok( LeafTest::wait_until(
+		sub {
+			$a->safe_psql('postgres',
+				q{SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT first_refusal(30)'}) == 1;
+		},
+		'the session that watches a for its first refusal'),
+	'a session watches a for its first refusal');
 my $apid = $a->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'leaf snowflake worker'");
+my $frozen_at = Time::HiRes::time();
 kill 'STOP', $apid;
 $a->{leaf_frozen} = $apid;
-my $frozen_at = Time::HiRes::time();
 # the row is final now (a renewal under way may still land)
 Time::HiRes::sleep(0.3);
 my ($expires, $mark) = split /\|/, $alloc->safe_psql('postgres',
 	"SELECT extract(epoch FROM expires_at) * 1000, hwm_ms FROM leaf_worker_lease WHERE worker_id = $wa");
-ok(LeafTest::wait_until(sub {
-	my ($st) = LeafTest::sqlstate($a, 'postgres', 'SELECT leaf_snowflake()');
-	return defined $st && $st eq 'LF102';
-}, 'a to stop serving', 10), 'a node whose worker is frozen stops serving');
-cmp_ok(Time::HiRes::time() - $frozen_at, '<=', ($lease_ms + 1000) / 1000 + 1,
+$refusal->finish;
+my ($refused_at) = $refusal_out =~ /^([0-9.]+)$/m;
+ok(defined $refused_at, 'a node whose worker is frozen stops serving')
+  or diag "the watching session printed: $refusal_out $refusal_err";
+cmp_ok(($refused_at // 1e12) - $frozen_at, '<=', ($lease_ms + 1000) / 1000 + 1,
 	'... within its lease');
 ok(LeafTest::sf_wait_ready($d), "the fourth node then serves");
 is(LeafTest::sf_status($d, 'worker_id'), $wa, "... with a's worker ID $wa, taken over");
