@@ -9,6 +9,8 @@
 #   ./install.sh test     install what is needed, build with -Werror and
 #                         run the whole test suite (pg_regress, pgTAP, TAP)
 #   ./install.sh stop     stop the local PostgreSQL started by ./install.sh
+#   ./install.sh packages install only what ./install.sh test needs on this
+#                         machine (test/majors.sh, run by itself, runs it)
 #
 # The PostgreSQL major is Debian's own (15 on Debian 12, 17 on Debian 13,
 # 18 on unstable), or the one of PG_CONFIG
@@ -101,11 +103,34 @@ install_packages() {
 			prometheus-postgres-exporter prometheus-sql-exporter prometheus)
 	fi
 	[ "${2:-}" = chroots ] && pkgs+=(debootstrap)
+	[ "$1" = debootstrap ] && pkgs=(debootstrap)
 	say "installing packages: ${pkgs[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	"${apt[@]}" update -qq
+	apt_update
 	"${apt[@]}" install -y -qq "${pkgs[@]}" >/dev/null
 	# the package may start Debian's own cluster; leaf never uses it
+}
+
+# apt_update: apt-get update, which does not wait for the lock of the
+# package lists as install waits for dpkg's: while another apt holds it
+# (a fresh machine's daily update), try again every 5 s for 5 minutes
+apt_update() {
+	local i out
+	for i in $(seq 1 60); do
+		out=$(apt-get update -qq 2>&1) && return 0
+		case "$out" in
+			*'Could not get lock'*)
+				[ "$i" = 1 ] && echo "install.sh: another apt holds the lock of the package lists; waiting up to 5 minutes" >&2
+				sleep 5
+				;;
+			*)
+				echo "$out" >&2
+				return 1
+				;;
+		esac
+	done
+	echo "$out" >&2
+	return 1
 }
 
 # as_postgres DIR CMD...: run a command as user postgres in DIR
@@ -286,6 +311,13 @@ case "$mode" in
 		;;
 	test)
 		need_root
+		case "${LEAF_MATRIX:-short}" in
+			short | full) ;;
+			*)
+				echo "install.sh: LEAF_MATRIX must be short or full, not '$LEAF_MATRIX'" >&2
+				exit 2
+				;;
+		esac
 		# every supported major unless told otherwise; LEAF_MAJORS= (empty)
 		# is this machine's own only
 		majors=${LEAF_MAJORS-$("$here/test/lib/run.sh" majors)}
@@ -302,8 +334,16 @@ case "$mode" in
 		need_root
 		stop_local
 		;;
+	packages | debootstrap)
+		need_root
+		if [ "$mode" = packages ]; then
+			install_packages test chroots
+		else
+			install_packages debootstrap
+		fi
+		;;
 	*)
-		echo "usage: $0 [run|test|stop]" >&2
+		echo "usage: $0 [run|test|stop|packages]" >&2
 		exit 2
 		;;
 esac

@@ -301,6 +301,7 @@ prepare() {
 	t0=$SECONDS
 
 	mkdir -p "$chroots"
+	lock_chroot "$root"
 	if [ ! -x "$root/usr/bin/apt-get" ]; then
 		# installed before any step started (./install.sh test, or the
 		# top of this script): never here, beside other apt runs
@@ -443,6 +444,7 @@ test_major() {
 		die "no PostgreSQL $major in $root: run test/majors.sh prepare $major"
 	tests=$(tests_of "$major")
 	dir=/tmp/leaf-test-$major
+	lock_chroot "$root"
 
 	mount_chroot "$root"
 	# shellcheck disable=SC2064
@@ -536,6 +538,7 @@ package_major() {
 # failed_files MAJOR LOG: the pg_regress and TAP files that failed
 failed_files() {
 	local log=$1
+	[ -f "$log" ] || { echo "(no log: the step never started)"; return 0; }
 	{
 		# pg_regress of 16 and later, then of 15
 		sed -n 's/^not ok [0-9]* *[-+] *\([a-z_0-9]*\) .*/sql\/\1.sql/p' "$log"
@@ -555,6 +558,129 @@ failed_files() {
 
 # ---------------------------------------------------------------------
 
+# ---------------------------------------------------------------------
+# The steps of a run
+# ---------------------------------------------------------------------
+#
+# A run is made of steps, each a background process group with a log and
+# a result file: MAJOR.prepare (the chroot), MAJOR.test (build and tests)
+# and MAJOR.package (test/package.sh).  The loop below starts them and
+# watches them, and nothing waits for a step without a bound:
+#
+#  - a step writes its exit status even when it dies early (its body runs
+#    in a subshell of its own, with errexit, so that an "exit" or a
+#    failed command in it leaves only that); a step that ended without
+#    writing one was killed, and counts as failed;
+#  - every process a step starts carries the step's mark in its
+#    environment (LEAF_STEP), servers that detach from the process group
+#    (pg_ctl, su, timeout) included, and a step is stopped by its mark;
+#  - a failed preparation ends the whole run at once, with the first
+#    errors of its log, rather than after the other majors' tests;
+#  - the run as a whole has a deadline (LEAF_MAJORS_TIMEOUT); past it, the
+#    steps still running are named with their logs, and stopped.
+
+declare -A step_pid=() step_t0=() step_log=()
+
+# pause SECONDS: sleep in the background and wait for it, so that Ctrl-C
+# reaches this shell (with job control, a sleep in the foreground would
+# take the terminal from it) and a signal ends the wait at once
+pause() {
+	sleep "$1" &
+	wait $! 2>/dev/null || true
+}
+
+# start_step NAME LOG FUNCTION [ARG...]
+start_step() {
+	local name=$1 log=$2
+	shift 2
+	rm -f "$logs/$name.rc"
+	(
+		export LEAF_STEP="$$:$name"
+		( set -e; "$@" )
+		echo $? >"$logs/$name.rc"
+	) >"$log" 2>&1 &
+	step_pid[$name]=$!
+	step_t0[$name]=$SECONDS
+	step_log[$name]=$log
+	say "$name: started (log $log)"
+}
+
+# step_result NAME: "none" (not started), "running", the step's exit
+# status, or "lost" (it ended without writing one: killed from outside)
+step_result() {
+	local name=$1 pid=${step_pid[$1]:-}
+	if [ -z "$pid" ]; then
+		echo none
+	elif kill -0 "$pid" 2>/dev/null; then
+		echo running
+	elif [ -s "$logs/$name.rc" ]; then
+		cat "$logs/$name.rc"
+	else
+		echo lost
+	fi
+}
+
+# marked_pids NAME: every process that carries step NAME's mark
+marked_pids() {
+	local p mark="LEAF_STEP=$$:$1"
+	for p in /proc/[0-9]*; do
+		grep -qzxF "$mark" "$p/environ" 2>/dev/null && echo "${p#/proc/}"
+	done
+	return 0
+}
+
+# stop_steps: TERM to every step that has a process left, its group and
+# every process with its mark (the TAP files then stop their servers),
+# KILL to what is left after 20 s
+stop_steps() {
+	local name pid left i
+	for name in "${!step_pid[@]}"; do
+		pid=${step_pid[$name]}
+		left=$(marked_pids "$name")
+		kill -0 -- "-$pid" 2>/dev/null || [ -n "$left" ] || continue
+		say "$name: stopping it"
+		kill -TERM -- "-$pid" 2>/dev/null || true
+		# shellcheck disable=SC2086
+		[ -z "$left" ] || kill -TERM $left 2>/dev/null || true
+	done
+	for i in $(seq 1 20); do
+		left=
+		for name in "${!step_pid[@]}"; do
+			left="$left $(marked_pids "$name")"
+		done
+		[ -z "${left// /}" ] && return 0
+		pause 1
+	done
+	for name in "${!step_pid[@]}"; do
+		kill -KILL -- "-${step_pid[$name]}" 2>/dev/null || true
+	done
+	# shellcheck disable=SC2086
+	kill -KILL $left 2>/dev/null || true
+}
+
+# first_errors LOG: the first lines of LOG that say what went wrong
+# (apt's and dpkg's errors and these scripts' own first, not the names
+# of packages being unpacked), then its last lines
+first_errors() {
+	local log=$1
+	echo "-- the first errors in $log:"
+	{
+		grep -n -E '^(E|W): |dpkg: error|^(majors|run|package)\.sh: ' "$log"
+		grep -n -i -E 'error|failed|fatal|not found|no such|unable|cannot|could not' "$log" |
+			grep -v -E '^[0-9]+:(Selecting|Preparing|Unpacking|Setting up|Processing|Get:|I: )'
+	} 2>/dev/null | awk '!seen[$0]++' | head -n 8 | grep . || echo "   (none recognised)"
+	echo "-- the end of $log:"
+	tail -n 15 "$log" 2>/dev/null || true
+}
+
+# lock_chroot ROOT: this step alone uses the chroot ROOT (another run on
+# this machine would kill its processes and take its mounts); the lock
+# goes with the step's last process
+lock_chroot() {
+	exec 8>"$1.lock"
+	flock -n 8 || die "$1 is in use by another run on this machine (lock $1.lock)"
+}
+
 cmd=all
 case "${1:-}" in
 	prepare | build | run | all | shell | bench)
@@ -567,14 +693,22 @@ case "$matrix" in
 	short | full) ;;
 	*) die "LEAF_MATRIX must be short or full, not '$matrix'" ;;
 esac
+for v in jobs prepare_jobs deadline; do
+	[[ ${!v} =~ ^[1-9][0-9]*$ ]] ||
+		die "LEAF_MAJORS_$(echo "$v" | tr a-z A-Z | sed 's/^DEADLINE$/TIMEOUT/') must be a whole number above 0, not '${!v}'"
+done
 # every supported major but the host's own, unless told
 majors=${*:-${LEAF_MAJORS:-$(for m in $("$here/test/lib/run.sh" majors); do is_host "$m" || echo "$m"; done)}}
-for m in $majors; do suite_of "$m" >/dev/null; done
+majors=$(echo $majors)
+[ -n "$majors" ] || die "no major to test (LEAF_MAJORS is empty)"
+for m in $majors; do
+	[[ $m =~ ^[0-9]+$ ]] || die "'$m' is not a PostgreSQL major"
+	suite_of "$m" >/dev/null
+done
 
-# Every background step runs in a process group of its own (job control),
-# so that a run that ends early stops each step with all its children.
+# Every background step runs in a process group of its own (job control).
 set -m
-declare -A step_pid=() step_t0=() step_log=()
+interrupted=
 
 # However the run ends: no step left running, nothing left running or
 # mounted in the chroots
@@ -587,12 +721,13 @@ cleanup() {
 	done
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'interrupted=1; exit 130' INT TERM
 
 case "$cmd" in
 	shell)
 		is_host "$majors" && die "$majors is the host's own PostgreSQL"
 		root=$chroots/$(suite_of "$majors")
+		lock_chroot "$root"
 		mount_chroot "$root"
 		# shellcheck disable=SC2064
 		trap "umount_chroot '$root'" EXIT
@@ -627,88 +762,9 @@ esac
 logs=${LEAF_MAJORS_LOGS:-$(mktemp -d /tmp/leaf-majors.XXXXXX)}
 mkdir -p "$logs" "$portdir"
 chmod 1777 "$portdir"
-rm -f "$logs"/*.rc
+rm -f "$logs"/*.rc "$logs"/*.failed
 say "logs in $logs"
 t_all=$SECONDS
-
-# ---------------------------------------------------------------------
-# The steps of a run
-# ---------------------------------------------------------------------
-#
-# A run is made of steps, each a background process group with a log and
-# a result file: MAJOR.prepare (the chroot), MAJOR.test (build and tests)
-# and MAJOR.package (test/package.sh).  The loop below starts them and
-# watches them, and nothing waits for a step without a bound:
-#
-#  - a step writes its exit status even when it dies early (its body runs
-#    in a subshell of its own, so that an "exit" in it leaves only that);
-#    a step that ended without writing one was killed, and counts as
-#    failed;
-#  - a failed preparation ends the whole run at once, with the first
-#    errors of its log, rather than after the other majors' tests;
-#  - the run as a whole has a deadline (LEAF_MAJORS_TIMEOUT); past it, the
-#    steps still running are named with their logs, and stopped.
-
-# start_step NAME LOG FUNCTION [ARG...]
-start_step() {
-	local name=$1 log=$2
-	shift 2
-	rm -f "$logs/$name.rc"
-	( ("$@"); echo $? >"$logs/$name.rc" ) >"$log" 2>&1 &
-	step_pid[$name]=$!
-	step_t0[$name]=$SECONDS
-	step_log[$name]=$log
-	say "$name: started (log $log)"
-}
-
-# step_result NAME: "none" (not started), "running", the step's exit
-# status, or "lost" (it ended without writing one: killed from outside)
-step_result() {
-	local name=$1 pid=${step_pid[$1]:-}
-	if [ -z "$pid" ]; then
-		echo none
-	elif kill -0 "$pid" 2>/dev/null; then
-		echo running
-	elif [ -s "$logs/$name.rc" ]; then
-		cat "$logs/$name.rc"
-	else
-		echo lost
-	fi
-}
-
-# stop_steps: TERM to every step still running and all its children (the
-# TAP files then stop their servers), KILL to what is left after 20 s
-stop_steps() {
-	local name pid left i
-	for name in "${!step_pid[@]}"; do
-		pid=${step_pid[$name]}
-		kill -0 "$pid" 2>/dev/null || continue
-		say "$name: stopping it"
-		kill -TERM -- "-$pid" 2>/dev/null || true
-	done
-	for i in $(seq 1 20); do
-		left=
-		for name in "${!step_pid[@]}"; do
-			kill -0 -- "-${step_pid[$name]}" 2>/dev/null && left="$left $name"
-		done
-		[ -z "$left" ] && return 0
-		sleep 1
-	done
-	for name in $left; do
-		kill -KILL -- "-${step_pid[$name]}" 2>/dev/null || true
-	done
-}
-
-# first_errors LOG: the first lines of LOG that say what went wrong, then
-# its last lines
-first_errors() {
-	local log=$1
-	echo "-- the first errors in $log:"
-	grep -m 8 -n -i -E '^(E|W): |majors\.sh: |run\.sh: |error|failed|fatal|not found|no such|unable|cannot|could not' \
-		"$log" 2>/dev/null || echo "   (none recognised)"
-	echo "-- the end of $log:"
-	tail -n 15 "$log" 2>/dev/null || true
-}
 
 # ---------------------------------------------------------------------
 # One major's tests and package
@@ -723,8 +779,9 @@ one_major() {
 		local tests=${!var:-$(default_tests "$m")}
 		[ "$tests" = all ] && tests=
 		# the host's packages were installed before the run started
+		# (prerequisites_first)
 		LEAF_MAJORS='' LEAF_PG_MAJOR=$m LEAF_TESTS=$tests PG_TEST_PORT_DIR=$portdir \
-			LEAF_PACKAGES_READY=${LEAF_PACKAGES_READY:-} "$here/install.sh" test || rc=$?
+			LEAF_PACKAGES_READY=1 "$here/install.sh" test || rc=$?
 	else
 		(test_major "$m") || rc=$?
 	fi
@@ -745,7 +802,8 @@ is_prepared() {
 }
 
 # run_steps: start and watch the steps until all are done; 1 if the run
-# was ended early (a failed preparation, the deadline)
+# was ended early (a failed preparation, the deadline), with the reason
+# in $logs/*.failed
 run_steps() {
 	local m r n name preps=() works=() package=no waiting
 	if [ "$cmd" = all ] || [ "$cmd" = prepare ]; then
@@ -762,8 +820,9 @@ run_steps() {
 		if [ $((SECONDS - t_all)) -ge "$deadline" ]; then
 			say "the run is past its deadline of $deadline s (LEAF_MAJORS_TIMEOUT); still running:"
 			for name in "${!step_pid[@]}"; do
-				[ "$(step_result "$name")" = running ] &&
-					echo "   $name, for $((SECONDS - step_t0[$name])) s (log ${step_log[$name]})"
+				[ "$(step_result "$name")" = running ] || continue
+				echo "   $name, for $((SECONDS - step_t0[$name])) s (log ${step_log[$name]})"
+				echo "$name past the deadline" >"$logs/$name.failed"
 			done
 			return 1
 		fi
@@ -783,6 +842,7 @@ run_steps() {
 					;;
 				0) ;;
 				*)
+					[ "$r" = lost ] && r="lost: it was killed"
 					say "$m: PREPARATION FAILED (exit $r): test/majors.sh prepare $m"
 					first_errors "$logs/$m.prepare.log"
 					echo "prepare $m" >"$logs/$m.prepare.failed"
@@ -828,32 +888,44 @@ run_steps() {
 			done
 			[ $waiting = 0 ] && return 0
 		fi
-		sleep 2
+		pause 2
 	done
 }
 
-# prerequisites_first: what the steps need on the host, installed before
-# any of them starts, so that no two apt runs on the host overlap
+# prerequisites_first: what the steps need on the host (the host major's
+# packages and debootstrap), installed before any of them starts, so that
+# no two apt runs on the host overlap.  ./install.sh test has done it
+# before it started this script (LEAF_PACKAGES_READY).
 prerequisites_first() {
-	local m need=0
-	[ "$cmd" = all ] || [ "$cmd" = prepare ] || return 0
+	local m
+	[ -z "${LEAF_PACKAGES_READY:-}" ] || return 0
+	[ "$cmd" = all ] || [ "$cmd" = prepare ] || [ "$cmd" = run ] || return 0
 	for m in $majors; do
-		[ -x "$chroots/$(suite_of "$m")/usr/bin/apt-get" ] || need=1
+		is_host "$m" || continue
+		[ "$cmd" = prepare ] && break
+		say "installing what the host's $m needs"
+		LEAF_PG_MAJOR=$m "$here/install.sh" packages || die "installing the host's packages failed"
+		return 0
 	done
-	[ $need = 1 ] && ! command -v debootstrap >/dev/null || return 0
+	command -v debootstrap >/dev/null && return 0
 	say "installing debootstrap"
-	apt-get -o DPkg::Lock::Timeout=300 update -qq &&
-		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq debootstrap >/dev/null ||
+	LEAF_PG_MAJOR=$(echo "$majors" | awk '{ print $1 }') "$here/install.sh" debootstrap ||
 		die "could not install debootstrap"
 }
 
 prerequisites_first
-rc=0
-run_steps || rc=$?
+# errexit off around the loop, so that each step's own "set -e" holds
+set +e
+run_steps
+rc=$?
+set -e
+if [ -n "$interrupted" ]; then
+	exit 130
+fi
 if [ $rc != 0 ]; then
 	stop_steps
 	say "the run was ended early, after $((SECONDS - t_all)) s"
-	echo "majors: ended early: $(cat "$logs"/*.prepare.failed 2>/dev/null | tr '\n' ' ')(logs in $logs)"
+	echo "majors: ended early: $(cat "$logs"/*.failed 2>/dev/null | tr '\n' ';')(logs in $logs)"
 	exit 1
 fi
 if [ "$cmd" = prepare ]; then
@@ -870,6 +942,7 @@ for m in $majors; do
 		say "$m: passed"
 	else
 		f=$(failed_files "$logs/$m.log")
+		[ "$r" = lost ] && f="$f its tests were killed (lost)"
 		[ "$p" = 0 ] || f="$f package (log $logs/$m.package.log)"
 		failed+=("$m: $f")
 	fi
@@ -890,7 +963,7 @@ if [ ${#failed[@]} -gt 0 ]; then
 	for m in $majors; do
 		[ "$(step_result "$m.test")" = 0 ] && continue
 		say "$m: the end of its log ($logs/$m.log)"
-		tail -n 150 "$logs/$m.log" 2>/dev/null | sed "s/^/$m| /"
+		{ tail -n 150 "$logs/$m.log" 2>/dev/null || true; } | sed "s/^/$m| /"
 	done
 	say "FAILED"
 	printf '  PostgreSQL %s\n' "${failed[@]}"

@@ -64,7 +64,7 @@ run_case() {
 	sed 's/^/# /' "$out"
 }
 
-echo "1..14"
+echo "1..16"
 
 # 1. an unknown suite
 run_case suite LEAF_SUITE_17=leaf-no-such-suite -- 17
@@ -128,9 +128,39 @@ if [ -n "$host" ]; then
 else
 	for i in 1 2 3 4; do ok 0 "# SKIP the host has no supported major"; done
 fi
+# 5. the same run stopped from outside (SIGTERM, as a CI's limit or a
+# Ctrl-C does) while the host's tests run and the preparation hangs:
+# exit 130 at once, with no process of either step left
+if [ -n "$host" ]; then
+	mkdir -p "$tmp/term"
+	t0=$SECONDS
+	env "LEAF_MIRROR=http://127.0.0.1:$port/debian" LEAF_PACKAGES_READY=1 \
+		"LEAF_TESTS_$host=test/t/010_segment_concurrency.pl" "LEAF_TEST_DIR=$tmp/term/host" \
+		LEAF_CHROOTS="$tmp/term/chroots" LEAF_MAJORS_LOGS="$tmp/term/logs" LEAF_MAJORS_PACKAGE=no \
+		"$here/test/majors.sh" all "$host" 17 >"$tmp/term.out" 2>&1 </dev/null &
+	run=$!
+	for i in $(seq 1 $bound); do
+		grep -q 'running the tests' "$tmp/term/logs/$host.log" 2>/dev/null && break
+		sleep 1
+	done
+	sleep 5
+	kill -TERM "$run"
+	wait "$run"
+	rc=$?
+	secs=$((SECONDS - t0))
+	sed 's/^/# /' "$tmp/term.out"
+	[ "$rc" = 130 ]
+	ok $? "stopped with SIGTERM while the host's tests run: exit 130 ($rc)"
+	sleep 1
+	left=$(pgrep -a -f "$tmp/term/" || true)
+	[ -z "$left" ]
+	ok $? "... and no process of its steps is left${left:+: $left}"
+else
+	for i in 1 2; do ok 0 "# SKIP the host has no supported major"; done
+fi
 kill "$silent" 2>/dev/null
 
-# 5. without the runner's bound (the old waits looped for ever): the
+# 6. without the runner's bound (the old waits looped for ever): the
 # result files are written even by a step that died
 [ -s "$tmp/suite/logs/17.prepare.rc" ] && [ "$(cat "$tmp/suite/logs/17.prepare.rc")" != 0 ]
 ok $? "the failed preparation wrote its exit status ($(cat "$tmp/suite/logs/17.prepare.rc" 2>/dev/null))"
