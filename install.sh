@@ -117,7 +117,7 @@ install_packages() {
 apt_update() {
 	local i out
 	for i in $(seq 1 60); do
-		out=$(apt-get update -qq 2>&1) && return 0
+		out=$(LC_ALL=C apt-get update -qq 2>&1) && return 0
 		case "$out" in
 			*'Could not get lock'*)
 				[ "$i" = 1 ] && echo "install.sh: another apt holds the lock of the package lists; waiting up to 5 minutes" >&2

@@ -308,7 +308,9 @@ prepare() {
 		command -v debootstrap >/dev/null ||
 			die "debootstrap is not installed (./install.sh test installs it)"
 		say "$major: debootstrap $base into $root, from $mirror"
-		rm -rf "$root.new"
+		# what an interrupted run left (no apt-get: never finished)
+		[ -d "$root" ] && umount_chroot "$root"
+		rm -rf --one-file-system "$root" "$root.new"
 		# through the proxy of this machine's apt, if it has one
 		local proxy=
 		eval "$(apt-config shell proxy Acquire::http::Proxy)"
@@ -529,6 +531,8 @@ package_major() {
 	local t0=$SECONDS rc=0
 	[ "${LEAF_MAJORS_PACKAGE:-yes}" = no ] && return 0
 	say "$1: the Debian package (test/package.sh $1)"
+	# its overlays lie over the chroot, which nobody else may change meanwhile
+	lock_chroot "$chroots/$(suite_of "$1")"
 	LEAF_PACKAGE_OUT=$logs/package "$here/test/package.sh" "$1" || rc=$?
 	[ $rc = 0 ] || echo "== $1: package failed: test/package.sh $1 (log $logs/package/$1.log)"
 	say "$1: package took $((SECONDS - t0)) s, exit $rc"
@@ -622,11 +626,8 @@ step_result() {
 
 # marked_pids NAME: every process that carries step NAME's mark
 marked_pids() {
-	local p mark="LEAF_STEP=$$:$1"
-	for p in /proc/[0-9]*; do
-		grep -qzxF "$mark" "$p/environ" 2>/dev/null && echo "${p#/proc/}"
-	done
-	return 0
+	grep -l -s -z -x -F "LEAF_STEP=$$:$1" /proc/[0-9]*/environ |
+		sed 's|^/proc/\([0-9]*\)/environ$|\1|' || true
 }
 
 # stop_steps: TERM to every step that has a process left, its group and
@@ -664,11 +665,13 @@ stop_steps() {
 first_errors() {
 	local log=$1
 	echo "-- the first errors in $log:"
-	{
-		grep -n -E '^(E|W): |dpkg: error|^(majors|run|package)\.sh: ' "$log"
+	local out
+	out=$({
+		grep -n -E '^(E|W): |dpkg: error|^(majors|run|package)\.sh: ' "$log" || true
 		grep -n -i -E 'error|failed|fatal|not found|no such|unable|cannot|could not' "$log" |
-			grep -v -E '^[0-9]+:(Selecting|Preparing|Unpacking|Setting up|Processing|Get:|I: )'
-	} 2>/dev/null | awk '!seen[$0]++' | head -n 8 | grep . || echo "   (none recognised)"
+			grep -v -E '^[0-9]+:(Selecting|Preparing|Unpacking|Setting up|Processing|Get:|I: )' || true
+	} 2>/dev/null | awk '!seen[$0]++' | head -n 8)
+	echo "${out:-   (none recognised)}"
 	echo "-- the end of $log:"
 	tail -n 15 "$log" 2>/dev/null || true
 }
@@ -708,25 +711,30 @@ done
 
 # Every background step runs in a process group of its own (job control).
 set -m
-interrupted=
 
 # However the run ends: no step left running, nothing left running or
-# mounted in the chroots
+# mounted in the chroots that this run used (a chroot whose lock another
+# run holds is that run's).  A second signal does not cut this short.
 cleanup() {
-	local m
-	trap - EXIT INT TERM
+	local m root
+	trap - EXIT
+	trap '' INT TERM
 	stop_steps
 	for m in $majors; do
-		is_host "$m" || umount_chroot "$chroots/$(suite_of "$m")"
+		is_host "$m" && continue
+		root=$chroots/$(suite_of "$m")
+		[ -d "$root" ] || continue
+		( exec 8>"$root.lock" && flock -n 8 && umount_chroot "$root" ) 2>/dev/null || true
 	done
 }
 trap cleanup EXIT
-trap 'interrupted=1; exit 130' INT TERM
+trap 'exit 130' INT TERM
 
 case "$cmd" in
 	shell)
 		is_host "$majors" && die "$majors is the host's own PostgreSQL"
 		root=$chroots/$(suite_of "$majors")
+		[ -x "$root/bin/bash" ] || die "no chroot $root: test/majors.sh prepare $majors"
 		lock_chroot "$root"
 		mount_chroot "$root"
 		# shellcheck disable=SC2064
@@ -919,9 +927,6 @@ set +e
 run_steps
 rc=$?
 set -e
-if [ -n "$interrupted" ]; then
-	exit 130
-fi
 if [ $rc != 0 ]; then
 	stop_steps
 	say "the run was ended early, after $((SECONDS - t_all)) s"
