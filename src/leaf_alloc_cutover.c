@@ -62,6 +62,7 @@
 #include "leaf_alloc.h"
 #include "leaf_alloc_replica.h"
 #include "leaf_alloc_source.h"
+#include "leaf_copy.h"
 #include "leaf_errcodes.h"
 #include "leaf_segment.h"
 
@@ -375,7 +376,7 @@ leaf_cutover_subscription(const char *subname, Oid extoid, const char *nsp,
 	}
 	else
 		*origin = leaf_cutover_dropped_origin(subname, nsp);
-	if (leaf_replica_subscribed(extoid, detail, sizeof(detail)))
+	if (leaf_copy_subscribed(extoid, detail, sizeof(detail)))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("another subscription replicates leaf's tables into this database"),
@@ -469,10 +470,10 @@ leaf_cutover_record(const char *nsp, const char *origin, const char *from)
 	Oid			argtypes[6] = {INT8OID, OIDOID, TEXTOID, TEXTOID, INT8OID, INT8OID};
 	Datum		args[6];
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
-	LeafSourceIdent local;
+	LeafCopyIdent local;
 
 	/* all of what the allocator records, which may not check again */
-	leaf_local_ident(&local);
+	leaf_copy_here(&local);
 	args[0] = Int64GetDatum(local.sysid);
 	args[1] = ObjectIdGetDatum(local.dboid);
 	args[2] = CStringGetTextDatum(psprintf("the local leaf_alloc (database %u of system " UINT64_FORMAT "), taken over from %s",
@@ -563,7 +564,7 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("subscription \"%s\" does not exist", subname),
-					 leaf_replica_replicated(nspoid, detail, sizeof(detail)) ?
+					 leaf_copy_replicated(nspoid, detail, sizeof(detail)) ?
 					 errdetail_internal("%s", detail) : 0,
 					 errhint("Name the publisher with publisher => 'conninfo'; if it is gone for good, use publisher => '' and raise every counter with raise_by => more IDs than it can have handed out beyond what reached this database.")));
 	}

@@ -114,7 +114,7 @@ static char leaf_qual_table[2 * NAMEDATALEN + 16];	/* "schema".leaf_alloc */
 static TimestampTz leaf_deadline;	/* of the load under way */
 static bool leaf_got_warning;	/* the server sent a WARNING */
 
-static LeafSourceIdent leaf_remote_ident;	/* of leaf_conn */
+static LeafCopyIdent leaf_remote_ident;	/* of leaf_conn */
 
 static void leaf_remote_abort(PGresult *res);
 
@@ -611,8 +611,7 @@ leaf_remote_identify(char *errbuf, size_t errlen)
 	res = leaf_remote_exec("SELECT pg_catalog.quote_ident(n.nspname), "
 						   "c.system_identifier, d.oid, e.oid, "
 						   "CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL "
-						   "ELSE pg_catalog.substr(pg_catalog.pg_walfile_name("
-						   "pg_catalog.pg_current_wal_insert_lsn()), 1, 8) END "
+						   "ELSE " LEAF_COPY_TIMELINE_HEX_SQL " END "
 						   "FROM pg_catalog.pg_extension e "
 						   "JOIN pg_catalog.pg_namespace n "
 						   "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "

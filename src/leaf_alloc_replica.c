@@ -39,76 +39,8 @@
 #include "leaf_alloc.h"
 #include "leaf_alloc_replica.h"
 #include "leaf_alloc_source.h"
+#include "leaf_copy.h"
 #include "leaf_errcodes.h"
-
-/*
- * The enabled subscription of this database that holds a table of the
- * extension extoid, if any: its name and publications into detail.  Only
- * a subscription whose owner may write the table counts: another one's
- * apply cannot write it (and a role that may create subscriptions does
- * not stop the allocator that way).
- */
-bool
-leaf_replica_subscribed(Oid extoid, char *detail, size_t len)
-{
-	Oid			argtypes[3] = {OIDOID, OIDOID, OIDOID};
-	Datum		values[3];
-
-	values[0] = ObjectIdGetDatum(extoid);
-	values[1] = ObjectIdGetDatum(MyDatabaseId);
-	values[2] = ObjectIdGetDatum(RelationRelationId);
-	if (SPI_execute_with_args("SELECT s.subname::pg_catalog.text, "
-							  "pg_catalog.array_to_string(s.subpublications, ', '), "
-							  "c.relname::pg_catalog.text "
-							  "FROM pg_catalog.pg_subscription s "
-							  "JOIN pg_catalog.pg_subscription_rel r ON r.srsubid OPERATOR(pg_catalog.=) s.oid "
-							  "JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) r.srrelid "
-							  "JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.srrelid "
-							  "WHERE d.classid OPERATOR(pg_catalog.=) $3 "
-							  "AND d.refobjid OPERATOR(pg_catalog.=) $1 "
-							  "AND d.deptype OPERATOR(pg_catalog.=) 'e' "
-							  "AND s.subdbid OPERATOR(pg_catalog.=) $2 AND s.subenabled "
-							  "AND pg_catalog.has_table_privilege(s.subowner, r.srrelid, 'INSERT, UPDATE, DELETE') "
-							  "ORDER BY c.relname OPERATOR(pg_catalog.<>) 'leaf_alloc', 1, 3 LIMIT 1",
-							  3, argtypes, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read pg_subscription");
-	if (SPI_processed == 0)
-		return false;
-	snprintf(detail, len,
-			 "Subscription \"%s\" (publications %s) replicates %s into this database.",
-			 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
-			 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2),
-			 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3));
-	return true;
-}
-
-/*
- * Has logical replication written leaf_alloc (in schema nsp) since the
- * last cut-over?  What wrote it last into detail.
- */
-bool
-leaf_replica_replicated(Oid nsp, char *detail, size_t len)
-{
-	char	   *pubs;
-
-	if (!OidIsValid(get_relname_relid("leaf_alloc_replicated", nsp)))
-		return false;			/* before 1.4 */
-	if (SPI_execute(psprintf("SELECT origin, publications, last_applied "
-							 "FROM %s.leaf_alloc_replicated "
-							 "ORDER BY last_applied DESC LIMIT 1",
-							 quote_identifier(get_namespace_name(nsp))),
-					false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read leaf_alloc_replicated");
-	if (SPI_processed == 0)
-		return false;
-	pubs = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-	snprintf(detail, len,
-			 "Logical replication (%s%s%s) wrote leaf_alloc, last at %s.",
-			 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
-			 pubs ? ", publications " : "", pubs ? pubs : "",
-			 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3));
-	return true;
-}
 
 /*
  * In a local load's transaction (SPI connected): may this database load
@@ -118,8 +50,8 @@ leaf_replica_replicated(Oid nsp, char *detail, size_t len)
 bool
 leaf_replica_check(Oid nsp, Oid extoid, LeafLoadResult *res)
 {
-	if (!leaf_replica_subscribed(extoid, res->msg, sizeof(res->msg)) &&
-		!leaf_replica_replicated(nsp, res->msg, sizeof(res->msg)))
+	if (!leaf_copy_subscribed(extoid, res->msg, sizeof(res->msg)) &&
+		!leaf_copy_replicated(nsp, res->msg, sizeof(res->msg)))
 		return true;
 	res->status = LEAF_LOAD_FINAL;
 	res->sqlstate = ERRCODE_LEAF_ALLOC_REPLICATED;
@@ -135,34 +67,13 @@ void
 leaf_replica_refuse(Oid nsp, const char *tag)
 {
 	Oid			extoid;
-	LeafLoadResult res;
-	volatile bool ok = true;
-	Oid			save_userid;
-	int			save_sec_context;
+	char		detail[sizeof(((LeafLoadResult *) NULL)->msg)];
 
 	(void) leaf_extension_namespace(&extoid);
 	if (!OidIsValid(extoid) || leaf_remote_enabled())
 		return;
-	memset(&res, 0, sizeof(res));
-
-	/* leaf_alloc_replicated is not for the caller to read: as the allocator */
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	PG_TRY();
-	{
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		ok = leaf_replica_check(nsp, extoid, &res);
-		SPI_finish();
-	}
-	PG_FINALLY();
-	{
-		SetUserIdAndSecContext(save_userid, save_sec_context);
-	}
-	PG_END_TRY();
-	if (!ok)
-		leaf_report_replicated(tag, res.msg);
+	if (leaf_copy_written_by_replication(nsp, extoid, detail, sizeof(detail)))
+		leaf_report_replicated(tag, detail);
 }
 
 /*

@@ -12,8 +12,6 @@
 
 #include "leaf_alloc.h"
 
-extern bool leaf_replica_subscribed(Oid extoid, char *detail, size_t len);
-extern bool leaf_replica_replicated(Oid nsp, char *detail, size_t len);
 extern bool leaf_replica_check(Oid nsp, Oid extoid, LeafLoadResult *res);
 extern void leaf_replica_refuse(Oid nsp, const char *tag);
 pg_noreturn extern void leaf_report_replicated(const char *tag, const char *detail);

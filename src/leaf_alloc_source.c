@@ -36,7 +36,6 @@
  */
 #include "postgres.h"
 
-#include <sys/stat.h>
 
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
@@ -74,7 +73,7 @@ static const struct config_enum_entry leaf_alloc_failover_options[] = {
 static int	leaf_alloc_failover = LEAF_FAILOVER_CONFIRM;
 
 /* the last source found to be the recorded one, for this extension */
-static LeafSourceIdent leaf_checked_ident;
+static LeafCopyIdent leaf_checked_ident;
 static Oid	leaf_checked_extoid = InvalidOid;
 static bool leaf_checked = false;
 static bool leaf_refused = false;	/* the last check refused the source */
@@ -116,7 +115,7 @@ leaf_alloc_source_init_settings(void)
 /* A comparison of a source with the recorded one. */
 typedef struct LeafSourceCheck
 {
-	const LeafSourceIdent *cur; /* the source to be used */
+	const LeafCopyIdent *cur; /* the source to be used */
 	bool		write;			/* record it, as current or pending */
 	Oid			extoid;			/* out: this database's leaf extension */
 	bool		recorded;		/* out: a source was recorded */
@@ -138,7 +137,7 @@ typedef struct LeafSourceCheck
 } LeafSourceCheck;
 
 static bool
-leaf_same_source(const LeafSourceIdent *a, const LeafSourceIdent *b)
+leaf_same_source(const LeafCopyIdent *a, const LeafCopyIdent *b)
 {
 	if (a->remote != b->remote)
 		return false;
@@ -155,7 +154,7 @@ leaf_same_source(const LeafSourceIdent *a, const LeafSourceIdent *b)
 }
 
 static void
-leaf_describe_source(const LeafSourceIdent *id, char *buf, size_t len)
+leaf_describe_source(const LeafCopyIdent *id, char *buf, size_t len)
 {
 	if (!id->remote && id->sysid == 0)
 		snprintf(buf, len, "the local leaf_alloc (database %u of a system not recorded)",
@@ -215,7 +214,7 @@ typedef struct LeafSourceRows
  * for a remote row without its system identifier, which is skipped.
  */
 static bool
-leaf_source_parse_row(HeapTuple tup, TupleDesc desc, LeafSourceIdent *rec,
+leaf_source_parse_row(HeapTuple tup, TupleDesc desc, LeafCopyIdent *rec,
 					  bool *current)
 {
 	bool		isnull;
@@ -286,7 +285,7 @@ leaf_source_read(LeafSourceCheck *c, const char *tbl, bool have_tl,
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
-		LeafSourceIdent rec;
+		LeafCopyIdent rec;
 		bool		current;
 		char	   *d;
 
@@ -688,7 +687,7 @@ leaf_source_run(LeafSourceCheck *c, LeafLoadResult *res)
  * another source, LF007 for an unconfirmed new timeline.
  */
 bool
-leaf_source_check(const LeafSourceIdent *cur, const LeafLoadJob *job,
+leaf_source_check(const LeafCopyIdent *cur, const LeafLoadJob *job,
 				  LeafLoadResult *res)
 {
 	LeafSourceCheck c;
@@ -741,33 +740,15 @@ leaf_source_check(const LeafSourceIdent *cur, const LeafLoadJob *job,
 }
 
 /*
- * This database's own leaf_alloc, on this server's timeline, in this data
- * directory (also what leaf_alloc_cutover() records).
- */
-void
-leaf_local_ident(LeafSourceIdent *local)
-{
-	struct stat st;
-
-	memset(local, 0, sizeof(*local));
-	local->remote = false;
-	local->sysid = (int64) GetSystemIdentifier();
-	local->dboid = MyDatabaseId;
-	local->timeline = GetWALInsertionTimeLine();
-	if (stat(DataDir, &st) == 0)
-		local->datadir = (uint64) st.st_ino;
-}
-
-/*
  * Before a load from this database's own leaf_alloc: the same check, on
  * this server's timeline.
  */
 bool
 leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res)
 {
-	LeafSourceIdent local;
+	LeafCopyIdent local;
 
-	leaf_local_ident(&local);
+	leaf_copy_here(&local);
 	return leaf_source_check(&local, job, res);
 }
 
@@ -785,8 +766,8 @@ leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res)
 bool
 leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
 {
-	LeafSourceIdent local;
-	LeafSourceIdent rec;
+	LeafCopyIdent local;
+	LeafCopyIdent rec;
 	bool		current;
 	bool		strict;
 	char	   *desc;
@@ -806,7 +787,7 @@ leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
 							   &rec, &current))
 		return true;			/* a remote row without its system: skipped */
 
-	leaf_local_ident(&local);
+	leaf_copy_here(&local);
 	/* a database at 1.4 records the cluster of a local source */
 	strict = leaf_source_has_dir(get_relname_relid("leaf_alloc_source", nsp));
 	if (!rec.remote && leaf_same_source(&rec, &local) &&
@@ -835,7 +816,7 @@ leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
  * false, with the reason in errbuf, if they may not.
  */
 bool
-leaf_source_recorded_ok(const LeafSourceIdent *cur, char *errbuf,
+leaf_source_recorded_ok(const LeafCopyIdent *cur, char *errbuf,
 						size_t errlen)
 {
 	LeafSourceCheck c;

@@ -73,6 +73,7 @@
 #include "utils/wait_event.h"
 
 #include "leaf.h"
+#include "leaf_copy.h"
 #include "leaf_sf_db.h"
 #include "leaf_sf_layout.h"
 #include "leaf_sf_state.h"
@@ -88,23 +89,7 @@ static char leaf_sf_tl_table[2 * NAMEDATALEN + 32];
 static char leaf_sf_fleet_table[2 * NAMEDATALEN + 32];
 static int64 leaf_sf_deadline;	/* monotonic ms of the request under way */
 
-/* the timeline of the server, as a number, in SQL */
-#define LEAF_SF_DB_TIMELINE_SQL \
-	"('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.pg_walfile_name(" \
-	"pg_catalog.pg_current_wal_insert_lsn()), 1, 8))::pg_catalog.bit(32)::pg_catalog.int8"
 /* the database's clock, in ms since 1970, in SQL */
-/*
- * The longest an earlier holder whose row is gone may still serve, on our
- * clock, from the moment its row could last be renewed (on the database's
- * clock): its lease, and its clock and ours each within
- * leaf.max_clock_drift_ms of the database's.
- */
-static int64
-leaf_sf_db_hold_ms(void)
-{
-	return leaf_sf_margin_ms() + 2 * (int64) Max(leaf_sf_max_clock_drift_ms, 0);
-}
-
 #define LEAF_SF_DB_NOW_SQL \
 	"(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) " \
 	"OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8"
@@ -470,11 +455,11 @@ leaf_sf_db_timeline_check(int64 timeline, int64 db_ms, char *reason,
 	started_ms = strtoi64(PQgetvalue(res, 0, 4), NULL, 10);
 	PQclear(res);
 
-	if (leases && db_ms <= started_ms + leaf_sf_db_hold_ms())
+	if (leases && db_ms <= started_ms + leaf_sf_earlier_holder_ms())
 	{
 		snprintf(reason, reasonlen,
 				 "the allocation database's server started " INT64_FORMAT " ms ago and holds leases, which a restore may have set back: no worker ID is taken for " INT64_FORMAT " ms more",
-				 db_ms - started_ms, started_ms + leaf_sf_db_hold_ms() - db_ms + 1);
+				 db_ms - started_ms, started_ms + leaf_sf_earlier_holder_ms() - db_ms + 1);
 		return LEAF_SF_DB_WAIT;
 	}
 
@@ -505,11 +490,11 @@ leaf_sf_db_timeline_check(int64 timeline, int64 db_ms, char *reason,
 					 synchronous ?
 					 errdetail("\"leaf.alloc_failover\" is \"synchronous\": the leases of the former timeline are taken to be kept.") :
 					 errdetail("Leases written on the former timeline may be lost: no worker ID is taken for %d ms.",
-							   (int) leaf_sf_db_hold_ms())));
+							   (int) leaf_sf_earlier_holder_ms())));
 	}
 	if (synchronous)
 		return LEAF_SF_DB_OK;
-	hold = seen_ms + leaf_sf_db_hold_ms();
+	hold = seen_ms + leaf_sf_earlier_holder_ms();
 	if (db_ms <= hold)
 	{
 		snprintf(reason, reasonlen,
@@ -715,7 +700,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 
 	/* the clock, and the timeline */
 	t0 = leaf_sf_clock_ms();
-	if (!leaf_sf_db_run("SELECT " LEAF_SF_DB_NOW_SQL ", " LEAF_SF_DB_TIMELINE_SQL,
+	if (!leaf_sf_db_run("SELECT " LEAF_SF_DB_NOW_SQL ", " LEAF_COPY_TIMELINE_SQL,
 						0, NULL, &res, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
 	t1 = leaf_sf_clock_ms();
@@ -1026,7 +1011,7 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 			 "expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) "
 			 "($4::pg_catalog.float8 OPERATOR(pg_catalog.*) '1 ms'::pg_catalog.interval), "
 			 "renewed_at = pg_catalog.clock_timestamp(), "
-			 "timeline = " LEAF_SF_DB_TIMELINE_SQL " "
+			 "timeline = " LEAF_COPY_TIMELINE_SQL " "
 			 "WHERE worker_id OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
 			 "AND holder_identity OPERATOR(pg_catalog.=) $2 "
 			 "AND holder_token OPERATOR(pg_catalog.=) $5::pg_catalog.int8 "

@@ -41,7 +41,6 @@
 #include "postgres.h"
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "access/xlog.h"
@@ -59,6 +58,7 @@
 
 #include "leaf.h"
 #include "leaf_compat.h"
+#include "leaf_copy.h"
 #include "leaf_snowflake.h"
 #include "leaf_sf_db.h"
 #include "leaf_sf_state.h"
@@ -305,21 +305,11 @@ leaf_sf_compute_address(LeafSfNode *node)
 	snprintf(node->addr, sizeof(node->addr), "%s:%d", host, PostPortNumber);
 }
 
-/*
- * The identity of this data directory: the system identifier (shared by
- * every physical copy) and the inode of the directory (different in each
- * copy made by pg_basebackup, a restore or a file copy).
- */
+/* The identity of this data directory, as a holder of a worker ID. */
 static void
 leaf_sf_compute_identity(LeafSfNode *node)
 {
-	struct stat st;
-	unsigned long long ino = 0;
-
-	if (stat(DataDir, &st) == 0)
-		ino = (unsigned long long) st.st_ino;
-	snprintf(node->identity, sizeof(node->identity), UINT64_FORMAT ":%llu",
-			 GetSystemIdentifier(), ino);
+	leaf_copy_holder_name(node->identity, sizeof(node->identity));
 }
 
 /* Is the clock within the range of timestamps an ID can hold? */
@@ -713,8 +703,7 @@ leaf_sf_db_step(LeafSfWorkerState *w, long *delay)
 	if (w->db.fresh)
 	{
 		/* its lease, on a clock up to twice the drift from ours */
-		f = Max(f, leaf_sf_clock_ms() + leaf_sf_margin_ms() +
-				2 * (int64) Max(leaf_sf_max_clock_drift_ms, 0));
+		f = Max(f, leaf_sf_clock_ms() + leaf_sf_earlier_holder_ms());
 		w->fresh_floor = true;
 	}
 	/* the file names the lease, for the next start to know it as ours */

@@ -90,4 +90,16 @@ leaf_sf_margin_ms(void)
 	return 2 * (int64) leaf_sf_heartbeat_ms + 1000;
 }
 
+/*
+ * The longest an earlier holder of a worker ID may still serve with it,
+ * on our clock, once its record is gone (lost, set back or taken over),
+ * from the moment that record could last be renewed: its lease, on a
+ * clock within leaf.max_clock_drift_ms of the coordinator's, as ours is.
+ */
+static inline int64
+leaf_sf_earlier_holder_ms(void)
+{
+	return leaf_sf_margin_ms() + 2 * (int64) Max(leaf_sf_max_clock_drift_ms, 0);
+}
+
 #endif							/* LEAF_SNOWFLAKE_H */
