@@ -196,6 +196,127 @@ leaf_cutover_not_moved(PGconn *conn, const char *nsp, const char *pubsys,
 	PQclear(res);
 }
 
+/*
+ * What this database holds of a publisher's worker-ID leases: whether the
+ * subscription holds one of the tables of worker IDs, and the fleet_id
+ * of its table (NULL if none), which a copy shares with the publisher's.
+ */
+typedef struct LeafCutoverLeases
+{
+	bool		tables;			/* this database has tables of worker IDs */
+	bool		subscribed;
+	char	   *fleet;
+} LeafCutoverLeases;
+
+/* Read here for subscription subname (SPI connected). */
+static void
+leaf_cutover_local_leases(const char *subname, const char *nsp,
+						  LeafCutoverLeases *here)
+{
+	Oid			argtypes[2] = {OIDOID, TEXTOID};
+	Datum		values[2];
+
+	memset(here, 0, sizeof(*here));
+	if (SPI_execute(psprintf("SELECT pg_catalog.to_regclass(%s) IS NOT NULL",
+							 quote_literal_cstr(psprintf("%s.leaf_worker_lease_fleet", nsp))),
+					true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read pg_class");
+	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "t") != 0)
+		return;					/* before 1.5 */
+	here->tables = true;
+	if (SPI_execute(psprintf("SELECT fleet_id FROM %s.leaf_worker_lease_fleet", nsp),
+					true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read leaf_worker_lease_fleet");
+	if (SPI_processed == 1)
+		here->fleet = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	values[0] = ObjectIdGetDatum(MyDatabaseId);
+	values[1] = CStringGetTextDatum(subname);
+	if (SPI_execute_with_args(psprintf("SELECT FROM pg_catalog.pg_subscription s "
+									   "JOIN pg_catalog.pg_subscription_rel r "
+									   "ON r.srsubid OPERATOR(pg_catalog.=) s.oid "
+									   "WHERE s.subdbid OPERATOR(pg_catalog.=) $1 "
+									   "AND s.subname OPERATOR(pg_catalog.=) $2::pg_catalog.name "
+									   "AND r.srrelid IN (%s::pg_catalog.regclass, "
+									   "%s::pg_catalog.regclass, %s::pg_catalog.regclass)",
+									   quote_literal_cstr(psprintf("%s.leaf_worker_lease", nsp)),
+									   quote_literal_cstr(psprintf("%s.leaf_worker_lease_fleet", nsp)),
+									   quote_literal_cstr(psprintf("%s.leaf_worker_lease_timeline", nsp))),
+							  2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read pg_subscription_rel");
+	here->subscribed = SPI_processed > 0;
+}
+
+/*
+ * Fence the publisher's worker-ID leases (1.5 and later), in the fence's
+ * transaction, if this database holds a copy of them (here): refuse
+ * while a node may still serve with one (its lease has not passed on the
+ * publisher's clock), then mark the fleet as moved, so that no node takes
+ * or renews a worker ID there again.  EXCLUSIVE waits for the takings and
+ * renewals under way, and holds up the later ones until the mark is
+ * committed: then they read it.  The subscriber's copy of the leases, and
+ * the wait for a new cluster there (leaf_sf_db.c), which covers the clocks
+ * of the former holders, take it from here.
+ */
+static void
+leaf_cutover_fence_leases(PGconn *conn, const char *nsp, const char *moved,
+						  const LeafCutoverLeases *here)
+{
+	PGresult   *res;
+	const char *params[1];
+	bool		copied;
+
+	if (!here->tables)
+		return;
+	res = leaf_cutover_exec(conn,
+							psprintf("SELECT pg_catalog.to_regclass(%s) IS NOT NULL",
+									 quote_literal_cstr(psprintf("%s.leaf_worker_lease_fleet", nsp))),
+							0, NULL, PGRES_TUPLES_OK);
+	copied = PQgetvalue(res, 0, 0)[0] == 't';
+	PQclear(res);
+	if (!copied)
+		return;					/* the publisher is older than 1.5 */
+	res = leaf_cutover_exec(conn,
+							psprintf("SELECT fleet_id FROM %s.leaf_worker_lease_fleet", nsp),
+							0, NULL, PGRES_TUPLES_OK);
+	/* a copy of the publisher's leases: by the subscription, or its fleet */
+	copied = here->subscribed ||
+		(here->fleet != NULL && PQntuples(res) == 1 &&
+		 strcmp(here->fleet, PQgetvalue(res, 0, 0)) == 0);
+	PQclear(res);
+	if (!copied)
+		return;
+	PQclear(leaf_cutover_exec(conn, psprintf("LOCK TABLE %s.leaf_worker_lease, %s.leaf_worker_lease_fleet IN EXCLUSIVE MODE", nsp, nsp),
+							  0, NULL, PGRES_COMMAND_OK));
+	res = leaf_cutover_exec(conn,
+							psprintf("SELECT pg_catalog.count(*), pg_catalog.string_agg("
+									 "l.worker_id OPERATOR(pg_catalog.||) ' (' OPERATOR(pg_catalog.||) "
+									 "l.holder_address OPERATOR(pg_catalog.||) ')', ', ' ORDER BY l.worker_id) "
+									 "FROM %s.leaf_worker_lease AS l "
+									 "WHERE l.expires_at OPERATOR(pg_catalog.>=) pg_catalog.clock_timestamp()",
+									 nsp),
+							0, NULL, PGRES_TUPLES_OK);
+	if (strcmp(PQgetvalue(res, 0, 0), "0") != 0)
+	{
+		char	   *held = pstrdup(PQgetvalue(res, 0, 1));
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("snowflake nodes hold worker IDs in the publisher's allocation database"),
+				 errdetail("Worker IDs with a lease that has not passed: %s.", held),
+				 errhint("Stop those nodes (a clean stop ends a lease at once), let this database catch up, then call leaf_alloc_cutover() again; point them at this database afterwards.")));
+	}
+	PQclear(res);
+	params[0] = moved;
+	PQclear(leaf_cutover_exec(conn,
+							  psprintf("INSERT INTO %s.leaf_worker_lease_fleet AS f (fleet_id, moved_to) "
+									   "VALUES ((pg_catalog.random() OPERATOR(pg_catalog.*) 9e18)::pg_catalog.int8 "
+									   "OPERATOR(pg_catalog.+) 1, $1) "
+									   "ON CONFLICT (one) DO UPDATE SET moved_to = excluded.moved_to",
+									   nsp),
+							  1, params, PGRES_COMMAND_OK));
+}
+
 /* Read the rows of res (biz_tag, max_id, step, description) into pub. */
 static void
 leaf_cutover_read(PGresult *res, LeafCutoverPublisher *pub)
@@ -223,7 +344,8 @@ leaf_cutover_read(PGresult *res, LeafCutoverPublisher *pub)
  * one transaction there.  The connection is closed on the way out.
  */
 static void
-leaf_cutover_fence(const char *conninfo, LeafCutoverPublisher *pub)
+leaf_cutover_fence(const char *conninfo, const LeafCutoverLeases *here,
+				   LeafCutoverPublisher *pub)
 {
 	const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
 	const char *vals[] = {conninfo, LEAF_CUTOVER_CONNECT_TIMEOUT,
@@ -283,6 +405,10 @@ leaf_cutover_fence(const char *conninfo, LeafCutoverPublisher *pub)
 		params[2] = psprintf(LEAF_SOURCE_MOVED "database \"%s\" (%u) of system " UINT64_FORMAT " took these counters over with leaf_alloc_cutover() at %s; they lie below its own now",
 							 get_database_name(MyDatabaseId), MyDatabaseId,
 							 sysid, timestamptz_to_str(GetCurrentTimestamp()));
+		leaf_cutover_fence_leases(conn, nsp,
+								  psprintf("database \"%s\" (%u) of system " UINT64_FORMAT,
+										   get_database_name(MyDatabaseId),
+										   MyDatabaseId, sysid), here);
 		PQclear(leaf_cutover_exec(conn, psprintf("DELETE FROM %s.leaf_alloc_source", nsp),
 								  0, NULL, PGRES_COMMAND_OK));
 		q = psprintf("INSERT INTO %s.leaf_alloc_source "
@@ -465,7 +591,8 @@ leaf_cutover_raise(const char *nsp, const LeafCutoverTag *t, int64 raise_by,
  * in shared memory are dropped.
  */
 static void
-leaf_cutover_record(const char *nsp, const char *origin, const char *from)
+leaf_cutover_record(const char *nsp, const char *origin, const char *from,
+					const LeafCutoverLeases *here)
 {
 	Oid			argtypes[6] = {INT8OID, OIDOID, TEXTOID, TEXTOID, INT8OID, INT8OID};
 	Datum		args[6];
@@ -494,6 +621,12 @@ leaf_cutover_record(const char *nsp, const char *origin, const char *from)
 									   "WHERE origin OPERATOR(pg_catalog.=) $4", nsp),
 							  6, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not record the cut-over");
+	/* a fleet moved away from here and back (switching back) is here again */
+	if (here->tables &&
+		SPI_execute(psprintf("UPDATE %s.leaf_worker_lease_fleet SET moved_to = NULL "
+							 "WHERE moved_to IS NOT NULL", nsp),
+					false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record the cut-over");
 	leaf_discard_database_segments(MyDatabaseId);
 }
 
@@ -512,6 +645,7 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 	Oid			nspoid;
 	char	   *nsp;
 	LeafCutoverPublisher pub;
+	LeafCutoverLeases here;
 	char	   *origin;
 	bool		no_publisher;
 	int			i;
@@ -572,8 +706,9 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 	memset(&pub, 0, sizeof(pub));
 	if (no_publisher)
 		conninfo = NULL;
+	leaf_cutover_local_leases(subname, nsp, &here);
 	if (conninfo != NULL)
-		leaf_cutover_fence(conninfo, &pub);
+		leaf_cutover_fence(conninfo, &here, &pub);
 	else
 		ereport(WARNING,
 				(errmsg("the publisher is not fenced"),
@@ -613,7 +748,8 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 	}
 	leaf_cutover_record(nsp, origin,
 						pub.address ? psprintf("%s (subscription %s)", pub.address, subname) :
-						psprintf("subscription %s, raised by " INT64_FORMAT, subname, raise_by));
+						psprintf("subscription %s, raised by " INT64_FORMAT, subname, raise_by),
+						&here);
 	SPI_finish();
 	ereport(LOG,
 			(errmsg("leaf took over the counters of database \"%s\" from %s",

@@ -14,7 +14,8 @@
  *
  *	- the cluster (its system identifier), the database and the extension,
  *	  the data directory (its inode) and the timeline: leaf_copy_here(),
- *	  and, for a server reached over libpq, what it says there;
+ *	  and, for a server reached over libpq, the view leaf_copy_identity
+ *	  there (leaf_copy_status());
  *	- whether logical replication writes leaf's tables into the database,
  *	  or has written them since the last cut-over: leaf_copy_subscribed()
  *	  and leaf_copy_replicated().
@@ -31,17 +32,22 @@
 
 #include <sys/stat.h>
 
+#include "access/htup_details.h"
 #include "access/xlog.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 
 #include "leaf_alloc.h"
 #include "leaf_copy.h"
+
+PG_FUNCTION_INFO_V1(leaf_copy_status);
 
 /* The inode of this server's data directory, 0 if unknown. */
 uint64
@@ -185,4 +191,46 @@ leaf_copy_written_by_replication(Oid nsp, Oid extoid, char *detail,
 	}
 	PG_END_TRY();
 	return written;
+}
+
+/*
+ * leaf_copy_status(): which copy of the database this is, for a node that
+ * keeps state in it over libpq (the worker-ID leases, which read it
+ * through the view leaf_copy_identity): the system identifier, the inode
+ * of the data directory, the timeline (NULL in recovery), the database,
+ * whether it is in recovery, when the server started and its clock (ms
+ * since 1970), and, if logical replication writes leaf's tables here or
+ * has written them since the last cut-over, what says so.
+ */
+Datum
+leaf_copy_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[8];
+	bool		nulls[8] = {0};
+	LeafCopyIdent here;
+	Oid			extoid;
+	Oid			nsp;
+	char		detail[512];
+	const int64 unix_epoch_ms = (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
+		(int64) SECS_PER_DAY * 1000;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	leaf_copy_here(&here);
+	values[0] = Int64GetDatum(here.sysid);
+	values[1] = Int64GetDatum((int64) here.datadir);
+	values[2] = Int64GetDatum((int64) here.timeline);
+	nulls[2] = here.timeline == 0;
+	values[3] = ObjectIdGetDatum(here.dboid);
+	values[4] = BoolGetDatum(RecoveryInProgress());
+	values[5] = Int64GetDatum(PgStartTime / 1000 + unix_epoch_ms);
+	values[6] = Int64GetDatum(GetCurrentTimestamp() / 1000 + unix_epoch_ms);
+	nsp = leaf_extension_namespace(&extoid);
+	if (OidIsValid(extoid) &&
+		leaf_copy_written_by_replication(nsp, extoid, detail, sizeof(detail)))
+		values[7] = CStringGetTextDatum(detail);
+	else
+		nulls[7] = true;
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

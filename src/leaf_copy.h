@@ -10,6 +10,8 @@
 #ifndef LEAF_COPY_H
 #define LEAF_COPY_H
 
+#include "fmgr.h"
+
 #define LEAF_COPY_ADDRESS_LEN	128
 
 /*
@@ -54,5 +56,7 @@ extern bool leaf_copy_subscribed(Oid extoid, char *detail, size_t len);
 extern bool leaf_copy_replicated(Oid nsp, char *detail, size_t len);
 extern bool leaf_copy_written_by_replication(Oid nsp, Oid extoid,
 											 char *detail, size_t len);
+
+extern Datum leaf_copy_status(PG_FUNCTION_ARGS);
 
 #endif							/* LEAF_COPY_H */

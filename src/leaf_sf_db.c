@@ -87,6 +87,7 @@ static char *leaf_sf_conn_info = NULL;	/* leaf.alloc_conninfo it was made
 static char leaf_sf_lease_table[2 * NAMEDATALEN + 32];	/* schema-qualified */
 static char leaf_sf_tl_table[2 * NAMEDATALEN + 32];
 static char leaf_sf_fleet_table[2 * NAMEDATALEN + 32];
+static char leaf_sf_identity_view[2 * NAMEDATALEN + 32];
 static int64 leaf_sf_deadline;	/* monotonic ms of the request under way */
 
 /* the database's clock, in ms since 1970, in SQL */
@@ -362,6 +363,8 @@ leaf_sf_db_connect(const LeafSfNode *node, char *reason, size_t reasonlen)
 			 "%s.leaf_worker_lease_fleet", PQgetvalue(res, 0, 0));
 	snprintf(leaf_sf_tl_table, sizeof(leaf_sf_tl_table),
 			 "%s.leaf_worker_lease_timeline", PQgetvalue(res, 0, 0));
+	snprintf(leaf_sf_identity_view, sizeof(leaf_sf_identity_view),
+			 "%s.leaf_copy_identity", PQgetvalue(res, 0, 0));
 	PQclear(res);
 	return true;
 }
@@ -405,101 +408,271 @@ leaf_sf_db_clock_ok(LeafSfDbLease *lease, int64 t0, int64 t1, int64 db_ms,
 }
 
 /*
- * May a worker ID be taken now?  Not within the longest lease of the
- * former timeline after the database moved to a new one, unless that move
- * was synchronous.  Records a new timeline first seen, in a statement of
- * its own (committed whatever the acquisition does), so that the wait
- * counts from the first time any node saw it.  Nor within the longest
- * lease after the database's server started, if it holds leases: a
- * restore that keeps the timeline (a file-system snapshot) may have
- * brought back rows older than the leases in use, and any restore starts
- * the server.
+ * Which copy of the allocation database a request reached, as the view
+ * leaf_copy_identity says there (leaf_copy.c), and the database's clock.
+ */
+typedef struct LeafSfDbWhere
+{
+	int64		sysid;			/* its cluster */
+	int64		datadir;		/* the inode of its data directory, 0 if
+								 * unknown */
+	int64		timeline;
+	Oid			dboid;			/* the database */
+	int64		started_ms;		/* when its server started */
+	int64		db_ms;			/* its clock */
+	bool		replicated;		/* refused: logical replication writes it */
+} LeafSfDbWhere;
+
+/*
+ * Ask the allocation database which copy it is, and compare our clock
+ * with its.  Refused (LEAF_SF_DB_FAIL) if the clocks differ too much, or
+ * if logical replication writes leaf's tables there (or has, since the
+ * last cut-over): the leases there are a publisher's, whose nodes go on
+ * holding the same worker IDs.
  */
 static LeafSfDbResult
-leaf_sf_db_timeline_check(int64 timeline, int64 db_ms, char *reason,
-						  size_t reasonlen)
+leaf_sf_db_where(LeafSfDbLease *lease, LeafSfDbWhere *where, char *reason,
+				 size_t reasonlen)
+{
+	char		sql[2 * NAMEDATALEN + 160];
+	PGresult   *res;
+	int64		t0;
+	int64		t1;
+
+	where->replicated = false;
+	snprintf(sql, sizeof(sql),
+			 "SELECT system_identifier, data_directory, timeline, started_ms, "
+			 "now_ms, replicated, database_oid FROM %s", leaf_sf_identity_view);
+	t0 = leaf_sf_clock_ms();
+	if (!leaf_sf_db_run(sql, 0, NULL, &res, reason, reasonlen))
+		return LEAF_SF_DB_RETRY;
+	t1 = leaf_sf_clock_ms();
+	where->sysid = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
+	where->datadir = strtoi64(PQgetvalue(res, 0, 1), NULL, 10);
+	where->timeline = strtoi64(PQgetvalue(res, 0, 2), NULL, 10);
+	where->started_ms = strtoi64(PQgetvalue(res, 0, 3), NULL, 10);
+	where->db_ms = strtoi64(PQgetvalue(res, 0, 4), NULL, 10);
+	where->dboid = (Oid) strtoul(PQgetvalue(res, 0, 6), NULL, 10);
+	where->replicated = !PQgetisnull(res, 0, 5);
+	if (where->replicated)
+	{
+		snprintf(reason, reasonlen,
+				 "the allocation database is written by logical replication, and its leases are a publisher's, whose nodes hold the same worker IDs: no worker ID is taken or renewed there until leaf_alloc_cutover() takes the fleet over (docs/copies.md). %s",
+				 PQgetvalue(res, 0, 5));
+		PQclear(res);
+		return LEAF_SF_DB_FAIL;
+	}
+	PQclear(res);
+	if (!leaf_sf_db_clock_ok(lease, t0, t1, where->db_ms, reason, reasonlen))
+		return LEAF_SF_DB_FAIL;
+	return LEAF_SF_DB_OK;
+}
+
+/*
+ * Record a copy of the allocation database first seen (another cluster,
+ * timeline or data directory), in a statement of its own (committed
+ * whatever the acquisition does), so that the wait counts from the first
+ * time any node saw it.
+ */
+static bool
+leaf_sf_db_record_copy(const LeafSfDbWhere *where, bool synchronous,
+					   char *reason, size_t reasonlen)
 {
 	char		sql[512];
-	char		tl[32];
-	char		sync[8];
-	const char *params[2];
-	PGresult   *res;
-	int64		seen_ms = 0;
-	bool		synchronous = true;
-	int64		last = 0;
-	int64		started_ms;
+	char		p_sys[32];
+	char		p_tl[32];
+	char		p_dir[32];
+	char		p_db[16];
+	const char *params[5];
+
+	snprintf(p_sys, sizeof(p_sys), INT64_FORMAT, where->sysid);
+	snprintf(p_tl, sizeof(p_tl), INT64_FORMAT, where->timeline);
+	snprintf(p_dir, sizeof(p_dir), INT64_FORMAT, where->datadir);
+	snprintf(p_db, sizeof(p_db), "%u", where->dboid);
+	params[0] = p_sys;
+	params[1] = p_tl;
+	params[2] = p_dir;
+	params[3] = synchronous ? "true" : "false";
+	params[4] = p_db;
+	snprintf(sql, sizeof(sql),
+			 "INSERT INTO %s (system_identifier, timeline, data_directory, "
+			 "database_oid, seen_at, synchronous) VALUES ($1::pg_catalog.int8, "
+			 "$2::pg_catalog.int8, $3::pg_catalog.int8, $5::pg_catalog.oid, "
+			 "pg_catalog.clock_timestamp(), $4::pg_catalog.bool) "
+			 "ON CONFLICT DO NOTHING",
+			 leaf_sf_tl_table);
+	return leaf_sf_db_run(sql, 5, params, NULL, reason, reasonlen);
+}
+
+/*
+ * What leaf_worker_lease_timeline knows of the copy a request reached:
+ * whether it is recorded (and then when it was first seen, and whether
+ * as synchronous), whether it is another copy of a recorded one beside it
+ * (the same cluster and timeline in another data directory, or another
+ * database of the same cluster), the latest timeline recorded of the
+ * cluster, and whether anything is recorded, or leased, at all.
+ */
+typedef struct LeafSfDbKnown
+{
+	bool		recorded;
+	int64		seen_ms;
+	bool		synchronous;
+	int64		other_dir;		/* the data directory of the same cluster,
+								 * timeline and database, if another */
+	Oid			other_db;		/* another database of the same cluster,
+								 * where this one is not recorded */
+	int64		last_timeline;	/* of this cluster, 0 if none */
+	bool		any;
 	bool		leases;
+} LeafSfDbKnown;
+
+/* Compare one row of leaf_worker_lease_timeline of this cluster. */
+static void
+leaf_sf_db_known_row(const LeafSfDbWhere *where, PGresult *res, int i,
+					 LeafSfDbKnown *known, bool *this_db)
+{
+	int64		tl = strtoi64(PQgetvalue(res, i, 0), NULL, 10);
+	int64		dir = strtoi64(PQgetvalue(res, i, 1), NULL, 10);
+	Oid			db = (Oid) strtoul(PQgetvalue(res, i, 4), NULL, 10);
+
+	known->last_timeline = Max(known->last_timeline, tl);
+	if (db != where->dboid)
+	{
+		known->other_db = db;
+		return;
+	}
+	*this_db = true;
+	if (tl != where->timeline)
+		return;
+	/* an unknown data directory (0) is any */
+	if (dir == where->datadir || dir == 0 || where->datadir == 0)
+	{
+		known->recorded = true;
+		known->seen_ms = strtoi64(PQgetvalue(res, i, 2), NULL, 10);
+		known->synchronous = PQgetvalue(res, i, 3)[0] == 't';
+	}
+	else
+		known->other_dir = dir;
+}
+
+static bool
+leaf_sf_db_known(const LeafSfDbWhere *where, LeafSfDbKnown *known,
+				 char *reason, size_t reasonlen)
+{
+	char		sql[1024];
+	char		p_sys[32];
+	const char *params[1];
+	PGresult   *res;
+	bool		this_db = false;
+
+	memset(known, 0, sizeof(*known));
+	snprintf(p_sys, sizeof(p_sys), INT64_FORMAT, where->sysid);
+	params[0] = p_sys;
+	snprintf(sql, sizeof(sql),
+			 "SELECT t.timeline, t.data_directory, "
+			 "(pg_catalog.date_part('epoch', t.seen_at) "
+			 "OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8, t.synchronous, "
+			 "t.database_oid, EXISTS (SELECT FROM %s), EXISTS (SELECT FROM %s) "
+			 "FROM (SELECT NULL) AS d LEFT JOIN %s AS t "
+			 "ON t.system_identifier OPERATOR(pg_catalog.=) $1::pg_catalog.int8",
+			 leaf_sf_tl_table, leaf_sf_lease_table, leaf_sf_tl_table);
+	if (!leaf_sf_db_run(sql, 1, params, &res, reason, reasonlen))
+		return false;
+	known->any = PQgetvalue(res, 0, 5)[0] == 't';
+	known->leases = PQgetvalue(res, 0, 6)[0] == 't';
+	for (int i = 0; i < PQntuples(res) && !PQgetisnull(res, i, 0); i++)
+		leaf_sf_db_known_row(where, res, i, known, &this_db);
+	PQclear(res);
+	/* another database is a copy only where this one was never recorded */
+	if (this_db)
+		known->other_db = InvalidOid;
+	return true;
+}
+
+/*
+ * May a worker ID be taken in this copy of the allocation database now?
+ *
+ * leaf_worker_lease_timeline records each copy the leases were used in:
+ * the cluster, the timeline, the data directory and the database.  One not recorded
+ * when others are is a move that may have lost rows, or set them back:
+ *
+ *	- the same cluster and timeline in another data directory is a clone
+ *	  started as a primary, or a file-system copy restored, and another
+ *	  database of the same cluster is a copy made with CREATE DATABASE
+ *	  ... TEMPLATE: its original may be serving the same leases.  Refused
+ *	  until a superuser records it with leaf_worker_lease_confirm();
+ *	- a later timeline of the same cluster is a promotion, held back
+ *	  unless leaf.alloc_failover = 'synchronous' says it had every commit;
+ *	- any other (another cluster, as after pg_upgrade or a cut-over, or an
+ *	  earlier timeline, a restore) is held back.
+ *
+ * Held back means: no worker ID goes to a holder, not even its own row,
+ * until the longest lease of an earlier holder has passed since the copy
+ * was first seen.  Nor within it after the server started, if it holds
+ * leases: a restore that keeps all three (a file-system snapshot put back
+ * in place) may have set rows back, and any restore starts the server.
+ */
+static LeafSfDbResult
+leaf_sf_db_copy_check(const LeafSfDbWhere *where, char *reason,
+					  size_t reasonlen)
+{
+	LeafSfDbKnown known;
 	int64		hold;
 	const char *failover = GetConfigOption("leaf.alloc_failover", true, false);
 
-	snprintf(sql, sizeof(sql),
-			 "SELECT t.timeline, (pg_catalog.date_part('epoch', t.seen_at) "
-			 "OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8, t.synchronous, "
-			 "EXISTS (SELECT FROM %s), "
-			 "(pg_catalog.date_part('epoch', pg_catalog.pg_postmaster_start_time()) "
-			 "OPERATOR(pg_catalog.*) 1000)::pg_catalog.int8 "
-			 "FROM (SELECT NULL) AS d LEFT JOIN (SELECT * FROM %s "
-			 "ORDER BY timeline DESC LIMIT 1) AS t ON true",
-			 leaf_sf_lease_table, leaf_sf_tl_table);
-	if (!leaf_sf_db_run(sql, 0, NULL, &res, reason, reasonlen))
+	if (!leaf_sf_db_known(where, &known, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
-	if (!PQgetisnull(res, 0, 0))
-	{
-		last = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
-		seen_ms = strtoi64(PQgetvalue(res, 0, 1), NULL, 10);
-		synchronous = PQgetvalue(res, 0, 2)[0] == 't';
-	}
-	else
-		synchronous = PQgetvalue(res, 0, 3)[0] != 't';
-	leases = PQgetvalue(res, 0, 3)[0] == 't';
-	started_ms = strtoi64(PQgetvalue(res, 0, 4), NULL, 10);
-	PQclear(res);
-
-	if (leases && db_ms <= started_ms + leaf_sf_earlier_holder_ms())
+	if (known.leases &&
+		where->db_ms <= where->started_ms + leaf_sf_earlier_holder_ms())
 	{
 		snprintf(reason, reasonlen,
 				 "the allocation database's server started " INT64_FORMAT " ms ago and holds leases, which a restore may have set back: no worker ID is taken for " INT64_FORMAT " ms more",
-				 db_ms - started_ms, started_ms + leaf_sf_earlier_holder_ms() - db_ms + 1);
+				 where->db_ms - where->started_ms,
+				 where->started_ms + leaf_sf_earlier_holder_ms() - where->db_ms + 1);
 		return LEAF_SF_DB_WAIT;
 	}
-
-	if (timeline > last)
-	{
-		/*
-		 * A timeline first seen: held back unless confirmed synchronous, or
-		 * unless nothing was ever leased here (the first one).
-		 */
-		if (last > 0 || !synchronous)
-			synchronous = failover != NULL && strcmp(failover, "synchronous") == 0;
-		snprintf(tl, sizeof(tl), INT64_FORMAT, timeline);
-		strlcpy(sync, synchronous ? "true" : "false", sizeof(sync));
-		params[0] = tl;
-		params[1] = sync;
-		snprintf(sql, sizeof(sql),
-				 "INSERT INTO %s (timeline, seen_at, synchronous) "
-				 "VALUES ($1::pg_catalog.int8, pg_catalog.clock_timestamp(), $2::pg_catalog.bool) "
-				 "ON CONFLICT (timeline) DO NOTHING",
-				 leaf_sf_tl_table);
-		if (!leaf_sf_db_run(sql, 2, params, NULL, reason, reasonlen))
-			return LEAF_SF_DB_RETRY;
-		seen_ms = db_ms;
-		if (last > 0)
-			ereport(LOG,
-					(errmsg("the allocation database is on timeline " INT64_FORMAT " now, was on " INT64_FORMAT,
-							timeline, last),
-					 synchronous ?
-					 errdetail("\"leaf.alloc_failover\" is \"synchronous\": the leases of the former timeline are taken to be kept.") :
-					 errdetail("Leases written on the former timeline may be lost: no worker ID is taken for %d ms.",
-							   (int) leaf_sf_earlier_holder_ms())));
-	}
-	if (synchronous)
-		return LEAF_SF_DB_OK;
-	hold = seen_ms + leaf_sf_earlier_holder_ms();
-	if (db_ms <= hold)
+	if (!known.recorded && (known.other_dir != 0 || OidIsValid(known.other_db)))
 	{
 		snprintf(reason, reasonlen,
-				 "the allocation database moved to timeline " INT64_FORMAT " (a promotion or a restore, not confirmed as synchronous by \"leaf.alloc_failover\"), and leases of the former timeline may be lost: no worker ID is taken for " INT64_FORMAT " ms more",
-				 timeline, hold - db_ms + 1);
+				 "the allocation database (database %u of system " INT64_FORMAT ", timeline " INT64_FORMAT ") is a copy of the one the leases were recorded in, %s, whose original may serve the same worker IDs; no worker ID is taken there until a superuser, once the original serves no more, runs SELECT leaf_worker_lease_confirm() in it (docs/copies.md)",
+				 where->dboid, where->sysid, where->timeline,
+				 known.other_dir != 0 ?
+				 "in another data directory: a clone started as a primary, or a file-system copy restored" :
+				 "as another database of the same cluster: CREATE DATABASE ... TEMPLATE");
+		return LEAF_SF_DB_FAIL;
+	}
+	if (!known.recorded)
+	{
+		/* the first copy needs no wait, nor does a synchronous promotion */
+		if (!known.any)
+			known.synchronous = !known.leases;
+		else
+			known.synchronous = known.last_timeline > 0 &&
+				where->timeline > known.last_timeline &&
+				failover != NULL && strcmp(failover, "synchronous") == 0;
+		if (!leaf_sf_db_record_copy(where, known.synchronous, reason, reasonlen))
+			return LEAF_SF_DB_RETRY;
+		known.seen_ms = where->db_ms;
+		if (known.any)
+			ereport(LOG,
+					(errmsg("the allocation database is on timeline " INT64_FORMAT " of system " INT64_FORMAT " now, which no lease was taken on before",
+							where->timeline, where->sysid),
+					 known.last_timeline > 0 ?
+					 errdetail("The leases were last recorded on timeline " INT64_FORMAT " of this system.", known.last_timeline) :
+					 errdetail("The leases were recorded in another cluster: pg_upgrade, a restore or a logical replica's cut-over."),
+					 known.synchronous ?
+					 errhint("\"leaf.alloc_failover\" is \"synchronous\": the leases of the former timeline are taken to be kept.") :
+					 errhint("Leases written before may be lost or set back: no worker ID is taken for " INT64_FORMAT " ms.",
+							 leaf_sf_earlier_holder_ms())));
+	}
+	if (known.synchronous)
+		return LEAF_SF_DB_OK;
+	hold = known.seen_ms + leaf_sf_earlier_holder_ms();
+	if (where->db_ms <= hold)
+	{
+		snprintf(reason, reasonlen,
+				 "the allocation database moved to timeline " INT64_FORMAT " of system " INT64_FORMAT " (a promotion, a restore or pg_upgrade, not confirmed as synchronous by \"leaf.alloc_failover\"), and leases written before may be lost: no worker ID is taken for " INT64_FORMAT " ms more",
+				 where->timeline, where->sysid, hold - where->db_ms + 1);
 		return LEAF_SF_DB_WAIT;
 	}
 	return LEAF_SF_DB_OK;
@@ -534,7 +707,8 @@ leaf_sf_db_fleet_check(int64 file_fleet, bool renewing, int64 *fleet_id,
 	int64		epoch;
 
 	snprintf(sql, sizeof(sql),
-			 "SELECT fleet_id, heartbeat_ms, max_clock_drift_ms, epoch_ms FROM %s",
+			 "SELECT fleet_id, heartbeat_ms, max_clock_drift_ms, epoch_ms, "
+			 "moved_to FROM %s",
 			 leaf_sf_fleet_table);
 	if (!leaf_sf_db_run(sql, 0, NULL, &res, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
@@ -559,6 +733,15 @@ leaf_sf_db_fleet_check(int64 file_fleet, bool renewing, int64 *fleet_id,
 		snprintf(reason, reasonlen,
 				 "the table of worker IDs in the allocation database (fleet " INT64_FORMAT ") is not the one this node held its worker ID in (fleet " INT64_FORMAT ", as \"%s\" says): another database, or one restored from a dump; the nodes of a fleet share one, and a node moves to another only as docs/snowflake.md says (\"Moving a fleet\")",
 				 id, file_fleet, LEAF_SF_STATE_FILE);
+		return LEAF_SF_DB_FAIL;
+	}
+	if (!PQgetisnull(res, 0, 4))
+	{
+		/* leaf_alloc_cutover() fenced this table: its subscriber holds it */
+		snprintf(reason, reasonlen,
+				 "the fleet's worker IDs moved from this allocation database to %s with leaf_alloc_cutover(): no worker ID is taken or renewed here; \"leaf.alloc_conninfo\" should name the new one",
+				 PQgetvalue(res, 0, 4));
+		PQclear(res);
 		return LEAF_SF_DB_FAIL;
 	}
 	if (PQgetisnull(res, 0, 1) || PQgetisnull(res, 0, 2) || PQgetisnull(res, 0, 3))
@@ -665,10 +848,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	const char *params[10];
 	int64		token;
 	PGresult   *res;
-	int64		t0;
-	int64		t1;
-	int64		db_ms;
-	int64		timeline;
+	LeafSfDbWhere where;
 	int64		mono0 = leaf_sf_mono_ms();
 	int			wid = -1;
 	int64		row_hwm = 0;
@@ -698,23 +878,15 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 		token &= PG_INT64_MAX;
 	} while (token == 0);
 
-	/* the clock, and the timeline */
-	t0 = leaf_sf_clock_ms();
-	if (!leaf_sf_db_run("SELECT " LEAF_SF_DB_NOW_SQL ", " LEAF_COPY_TIMELINE_SQL,
-						0, NULL, &res, reason, reasonlen))
-		return LEAF_SF_DB_RETRY;
-	t1 = leaf_sf_clock_ms();
-	db_ms = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
-	timeline = strtoi64(PQgetvalue(res, 0, 1), NULL, 10);
-	PQclear(res);
-	if (!leaf_sf_db_clock_ok(lease, t0, t1, db_ms, reason, reasonlen))
-		return LEAF_SF_DB_FAIL;
-	tl_result = leaf_sf_db_timeline_check(timeline, db_ms, tl_reason,
-										  sizeof(tl_reason));
-	if (tl_result == LEAF_SF_DB_RETRY)
+	/* which copy of the database this is, and the clock */
+	tl_result = leaf_sf_db_where(lease, &where, reason, reasonlen);
+	if (tl_result != LEAF_SF_DB_OK)
+		return tl_result;
+	tl_result = leaf_sf_db_copy_check(&where, tl_reason, sizeof(tl_reason));
+	if (tl_result == LEAF_SF_DB_RETRY || tl_result == LEAF_SF_DB_FAIL)
 	{
 		strlcpy(reason, tl_reason, reasonlen);
-		return LEAF_SF_DB_RETRY;
+		return tl_result;
 	}
 
 	/* one acquisition at a time (renewals, which take row locks, go on) */
@@ -887,7 +1059,7 @@ leaf_sf_db_acquire(const LeafSfNode *node, int want_wid, int64 floor_hint,
 	snprintf(p_wid, sizeof(p_wid), "%d", wid);
 	snprintf(p_hwm, sizeof(p_hwm), INT64_FORMAT, Max(Max(row_hwm, floor_hint), 1));
 	snprintf(p_lease, sizeof(p_lease), INT64_FORMAT, leaf_sf_margin_ms());
-	snprintf(p_tl, sizeof(p_tl), INT64_FORMAT, timeline);
+	snprintf(p_tl, sizeof(p_tl), INT64_FORMAT, where.timeline);
 	strlcpy(p_hand, want_wid >= 0 ? "true" : "false", sizeof(p_hand));
 	snprintf(p_token, sizeof(p_token), INT64_FORMAT, token);
 	params[0] = p_wid;
@@ -966,9 +1138,7 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 	const char *params[5];
 	PGresult   *res;
 	int64		mono0 = leaf_sf_mono_ms();
-	int64		t0;
-	int64		t1;
-	int64		db_ms;
+	LeafSfDbWhere where;
 	int64		fleet_id;
 	LeafSfDbResult r;
 
@@ -987,15 +1157,15 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 							   reasonlen);
 	if (r != LEAF_SF_DB_OK)
 		return r;
-	t0 = leaf_sf_clock_ms();
-	if (!leaf_sf_db_run("SELECT " LEAF_SF_DB_NOW_SQL, 0, NULL, &res,
-						reason, reasonlen))
-		return LEAF_SF_DB_RETRY;
-	t1 = leaf_sf_clock_ms();
-	db_ms = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
-	PQclear(res);
-	if (!leaf_sf_db_clock_ok(lease, t0, t1, db_ms, reason, reasonlen))
-		return LEAF_SF_DB_FAIL;
+	r = leaf_sf_db_where(lease, &where, reason, reasonlen);
+	if (r == LEAF_SF_DB_FAIL && where.replicated)
+	{
+		/* not ours to renew: the taking says why, in the node's status */
+		lease->held = false;
+		return LEAF_SF_DB_LOST;
+	}
+	if (r != LEAF_SF_DB_OK)
+		return r;
 
 	snprintf(p_wid, sizeof(p_wid), "%d", lease->worker_id);
 	snprintf(p_hwm, sizeof(p_hwm), INT64_FORMAT, hwm);
@@ -1015,8 +1185,9 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 			 "WHERE worker_id OPERATOR(pg_catalog.=) $1::pg_catalog.int4 "
 			 "AND holder_identity OPERATOR(pg_catalog.=) $2 "
 			 "AND holder_token OPERATOR(pg_catalog.=) $5::pg_catalog.int8 "
+			 "AND NOT EXISTS (SELECT FROM %s AS f WHERE f.moved_to IS NOT NULL) "
 			 "RETURNING hwm_ms",
-			 leaf_sf_lease_table);
+			 leaf_sf_lease_table, leaf_sf_fleet_table);
 	if (!leaf_sf_db_run(sql, 5, params, &res, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
 	if (PQntuples(res) != 1)
