@@ -155,22 +155,25 @@ is_host() {
 
 # The short list: one or two files of each area, the upgrades from the
 # older major (024, 036) first among them, as the one thing only a
-# matrix can test: many clients, a kill -9, a standby, logical
-# replication, a fleet's failover, snowflake IDs with ZooKeeper and with
-# the allocation database, clocks, layouts, bad input, public IDs.
+# matrix can test: many clients, a kill -9, a fleet's failover, snowflake
+# IDs with ZooKeeper and with the allocation database, clocks, layouts,
+# bad input, public IDs, and the copy matrix (300, 301: a standby, its
+# promotions, clones, PITR, dumps, a template, logical replication and
+# its cut-over, pg_upgrade, against the counters and the leases).
 short_tests='test/t/010_segment_concurrency.pl test/t/012_segment_kill9.pl
-	test/t/014_segment_standby.pl test/t/024_extension_upgrade.pl
-	test/t/036_pg_upgrade_majors.pl test/t/039_segment_logical_replication.pl
+	test/t/024_extension_upgrade.pl test/t/036_pg_upgrade_majors.pl
 	test/t/050_fleet_failover.pl test/t/100_snowflake_concurrency.pl
 	test/t/110_snowflake_bad_input.pl test/t/140_snowflake_clock.pl
 	test/t/190_public_id.pl test/t/192_snowflake_layouts.pl
-	test/t/200_snowflake_db_lease.pl'
+	test/t/200_snowflake_db_lease.pl test/t/300_copy_matrix_complete.pl
+	test/t/301_copy_matrix.pl'
 
 # default_tests MAJOR: the TAP files run by default for a major.  The
 # host's own gets the whole suite.  In the short matrix, the others get
 # the short list; in the full one, 17 gets the whole suite, and 18 and 19
 # the segment (01x-03x, including the upgrade tests 024 and 036),
-# snowflake and public ID (1xx) files and the chaos run.
+# snowflake and public ID (1xx) files, the copy matrix (30x) and the
+# chaos run.
 default_tests() {
 	if is_host "$1"; then
 		echo all
@@ -179,7 +182,7 @@ default_tests() {
 	else
 		case "$1" in
 			15 | 17) echo all ;;
-			*) echo 'test/t/0[1-4]*.pl test/t/1*.pl test/t/900_chaos_fleet.pl' ;;
+			*) echo 'test/t/0[1-4]*.pl test/t/1*.pl test/t/30*.pl test/t/900_chaos_fleet.pl' ;;
 		esac
 	fi
 }

@@ -711,3 +711,134 @@ sub start_pod
 }
 
 1;
+
+=pod
+
+=head1 THE COPY MATRIX
+
+=over
+
+=item copy_matrix($path)
+
+Reads the registry of copies, test/copy_matrix (its header says what its
+lines mean), and returns a hash reference:
+
+  states  => [ { kind, name, probe, line } ]     every piece of state
+  probes  => { name => description }, probe_order => [ names ]
+  ops     => { name => description }, op_order => [ names ]
+  cells   => [ { probe, op, where => [ places ], outcome => [ clauses ],
+                 text, line } ]
+  errors  => [ "line N: what is wrong" ]         lines it could not read
+
+Each clause of an outcome is a hash: who ('copy', 'original', or 'first':
+the last step of the operation itself), what ('serves', 'refused',
+'not_ready', 'hold', 'never', 'not_run', 'own_worker_id', 'not_copied'),
+state (the SQLSTATE of 'refused'), re (the pattern of 'not_ready', 'hold'
+and 'never', a qr//) and text.
+
+=cut
+
+# the probes that test/t/301_copy_matrix.pl runs, and the clauses it checks
+our %copy_matrix_runtime = (segment => 1, lease => 1);
+our %copy_matrix_runtime_clause = (
+	'copy serves' => 1, 'copy refused' => 1, 'copy not_ready' => 1,
+	'copy hold' => 1, 'copy never' => 1, 'original serves' => 1, 'original refused' => 1,
+	'original not_ready' => 1, 'first refused' => 1);
+
+sub copy_matrix
+{
+	my ($path) = @_;
+	my %m = (states => [], probes => {}, probe_order => [], ops => {},
+		op_order => [], cells => [], errors => []);
+	open my $fh, '<', $path or die "could not open $path: $!";
+	my $n = 0;
+	while (my $l = <$fh>)
+	{
+		$n++;
+		chomp $l;
+		next if $l =~ /^\s*(#|$)/;
+		my $err = sub { push @{ $m{errors} }, "line $n: $_[0]: $l"; };
+		if ($l =~ /^state\s+(table|file|zk)\s+(\S+)\s+(\w+)\s*$/)
+		{
+			push @{ $m{states} },
+			  { kind => $1, name => $2, probe => $3, line => $n };
+		}
+		elsif ($l =~ /^(probe|op)\s+(\w+)\s+(\S.*)$/)
+		{
+			my ($what, $name, $desc) = ($1, $2, $3);
+			my $h = $what eq 'probe' ? 'probes' : 'ops';
+			$err->("$what $name is declared twice"), next if $m{$h}{$name};
+			$m{$h}{$name} = $desc;
+			push @{ $m{ $what eq 'probe' ? 'probe_order' : 'op_order' } }, $name;
+		}
+		elsif ($l =~ /^cell\s+(\w+)\s+(\w+)\s+(\S+)\s+(\S.*)$/)
+		{
+			my ($probe, $op, $where, $text) = ($1, $2, $3, $4);
+			my ($clauses, $why) = copy_matrix_outcome($text);
+			$err->($why), next unless $clauses;
+			push @{ $m{cells} }, {
+				probe => $probe, op => $op, where => [ split /,/, $where ],
+				outcome => $clauses, text => $text, line => $n };
+		}
+		else
+		{
+			$err->('not a line of the registry');
+		}
+	}
+	close $fh;
+	return \%m;
+}
+
+=pod
+
+=item copy_matrix_outcome($text)
+
+The clauses of an outcome of the registry (see copy_matrix), or (undef,
+why) if it cannot be read.
+
+=cut
+
+sub copy_matrix_outcome
+{
+	my ($text) = @_;
+	my @c;
+	my $lit = qr{/((?:[^/\\]|\\.)*)/};
+	pos($text) = 0;
+	while (pos($text) < length($text))
+	{
+		if ($text =~ m{\G\s*(?:(original|first)\s+)?
+				(serves|not_copied|not_run|own_worker_id
+				 |refused\s+([0-9A-Z]{5})
+				 |not_ready\s+$lit
+				 |hold\s+$lit
+				 |never\s+$lit)
+				\s*(?:;|\z)}gcx)
+		{
+			my ($who, $all, $state, $re) = ($1 // 'copy', $2, $3, $4 // $5 // $6);
+			my ($what) = $all =~ /^(\w+)/;
+			my $compiled;
+			if (defined $re)
+			{
+				$compiled = eval { qr/$re/ };
+				return (undef, "pattern /$re/ does not compile: $@") unless $compiled;
+			}
+			push @c, { who => $who, what => $what, state => $state,
+				re => $compiled, text => ($who eq 'copy' ? '' : "$who ") . $all };
+		}
+		else
+		{
+			return (undef, 'cannot read the outcome from "'
+				  . substr($text, pos($text) // 0) . '"');
+		}
+	}
+	return (undef, 'no outcome') unless @c;
+	return (\@c);
+}
+
+=pod
+
+=back
+
+=cut
+
+1;

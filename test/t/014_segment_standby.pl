@@ -4,6 +4,7 @@
 # Segment mode on a hot standby: allocation writes leaf_alloc, so a call on
 # the standby fails with SQLSTATE 25006 and says it needs a primary, while
 # the primary keeps handing out IDs.
+# copy-matrix: segment standby
 
 use strict;
 use warnings;

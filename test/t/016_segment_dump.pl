@@ -5,6 +5,7 @@
 # pg_dump and restore, and a restored tag goes on above every ID handed
 # out before the dump, once a superuser has confirmed that the restored
 # database is not a copy beside a running original.
+# copy-matrix: segment dump_same_cluster
 
 use strict;
 use warnings;

@@ -25,6 +25,9 @@
 # (Pausing replay on the standby with pg_wal_replay_pause() is not enough
 # to lose WAL: what the standby received is replayed before it is
 # promoted.  Stopping it is.)
+# copy-matrix: segment promote_async
+# copy-matrix: segment promote_sync
+# copy-matrix: segment pitr
 
 use strict;
 use warnings;

@@ -4,6 +4,8 @@
 # original keeps serving, is refused (LF006) until a superuser confirms it,
 # with its counters raised first; the original goes on.  0 IDs are shared
 # between them.
+# copy-matrix: segment dump_same_cluster
+# copy-matrix: segment template
 use strict;
 use warnings;
 

@@ -31,6 +31,9 @@
 # (in binary-upgrade mode), leaf's snowflake worker does not start: it
 # would write the old state file and register in ZooKeeper under the
 # address of pg_upgrade's temporary port.
+# copy-matrix: segment pg_upgrade_promote
+# copy-matrix: sf_file pg_upgrade_promote
+# copy-matrix: zk pg_upgrade_promote
 use strict;
 use warnings;
 

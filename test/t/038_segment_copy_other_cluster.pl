@@ -8,6 +8,7 @@
 # with leaf_adopt, while the original goes on serving.  Once a superuser
 # has raised the copy's counters and confirmed, the copy serves, and no ID
 # is handed out by both.
+# copy-matrix: segment dump_new_cluster
 
 use strict;
 use warnings;

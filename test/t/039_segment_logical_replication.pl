@@ -15,6 +15,8 @@
 # the cut-over creates it above the publisher's counter.  The cut-over is
 # refused while the subscription is enabled (55000) and to a non-superuser
 # (42501).
+# copy-matrix: segment logical_sub
+# copy-matrix: segment logical_cutover
 
 use strict;
 use warnings;

@@ -9,6 +9,8 @@
 # serves, and no ID is handed out by both.  The original restarted in its
 # own data directory is not taken for a clone, and neither is a standby
 # promoted with leaf.alloc_failover = 'synchronous' (a new timeline).
+# copy-matrix: segment clone_primary
+# copy-matrix: segment promote_sync
 
 use strict;
 use warnings;

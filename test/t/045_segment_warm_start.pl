@@ -11,6 +11,9 @@
 # (LF006) as for its callers: the warm start loads nothing there.  A
 # standby runs no warm start; promoted, it runs one whose loads the
 # timeline check refuses (LF007), as for its callers.
+# copy-matrix: warm standby
+# copy-matrix: warm promote_async
+# copy-matrix: warm clone_primary
 
 use strict;
 use warnings;

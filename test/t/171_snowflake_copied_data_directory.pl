@@ -2,6 +2,9 @@
 # restored backup, a standby) must not serve with the original's worker
 # ID.  A restored copy refuses with the reason; a standby refuses with
 # 25006; a copy given another worker ID serves.
+# copy-matrix: sf_file standby
+# copy-matrix: sf_file promote_async
+# copy-matrix: sf_file clone_primary
 use strict;
 use warnings;
 

@@ -4,6 +4,7 @@
 # former primary, so no worker ID goes to a new holder until a lease and
 # leaf.max_clock_drift_ms have passed since the new timeline was first
 # seen; a holder goes on renewing its row on the new timeline.
+# copy-matrix: lease promote_async
 use strict;
 use warnings;
 

@@ -14,6 +14,7 @@
 #     (each within leaf.max_clock_drift_ms = 5 s of the database, so both
 #     accepted): the new holder waits a lease and twice the drift, which
 #     covers the earlier holder's timestamps.
+# copy-matrix: sf_file clone_primary
 use strict;
 use warnings;
 
