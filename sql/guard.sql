@@ -238,6 +238,22 @@ SELECT format('DROP DATABASE %I', datname) FROM pg_database
 \gexec
 \set ECHO all
 
+--
+-- 4. No body of a function of leaf names the schema leaf was created in:
+-- the owner of that schema may rename it and make objects of leaf's
+-- names under the old one, which a superuser's call would then use.  A
+-- body finds leaf's schema through pg_extension, or takes the trigger's
+-- TG_TABLE_SCHEMA; a view or a default is bound to its objects.
+--
+\c leaf_guard_names
+SELECT p.oid::regprocedure AS names_its_schema
+  FROM pg_proc p
+  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+  JOIN pg_extension e ON e.oid = d.refobjid
+ WHERE d.deptype = 'e' AND e.extname = 'leaf'
+   AND p.prosrc ~* ('\m' || e.extnamespace::regnamespace::text || '\s*\.')
+ ORDER BY 1;
+
 \c postgres
 DROP DATABASE leaf_guard_names;
 DROP DATABASE leaf_guard_new;

@@ -151,20 +151,30 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+	nsp text;
 	here record;
 BEGIN
-	SELECT * INTO STRICT here FROM @extschema@.leaf_copy_identity;
+	-- the schema the extension is in now, not the name it had at CREATE
+	-- EXTENSION: the owner of a renamed schema may have put objects of
+	-- its own under that name
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_catalog.pg_extension e
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	EXECUTE pg_catalog.format('SELECT * FROM %I.leaf_copy_identity', nsp)
+		INTO STRICT here;
 	IF here.in_recovery THEN
 		RAISE EXCEPTION 'cannot confirm a copy in recovery'
 			USING ERRCODE = '25006',
 				  HINT = 'Confirm it once it is promoted.';
 	END IF;
-	INSERT INTO @extschema@.leaf_worker_lease_timeline AS t
-		(system_identifier, timeline, data_directory, database_oid, seen_at,
-		 synchronous)
-	VALUES (here.system_identifier, here.timeline, here.data_directory,
-			here.database_oid, pg_catalog.clock_timestamp(), false)
-	ON CONFLICT DO NOTHING;
+	EXECUTE pg_catalog.format('INSERT INTO %I.leaf_worker_lease_timeline '
+							  '(system_identifier, timeline, data_directory, database_oid, '
+							  'seen_at, synchronous) '
+							  'VALUES ($1, $2, $3, $4, pg_catalog.clock_timestamp(), false) '
+							  'ON CONFLICT DO NOTHING', nsp)
+		USING here.system_identifier, here.timeline, here.data_directory,
+			  here.database_oid;
 END
 $$;
 

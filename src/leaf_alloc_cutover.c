@@ -198,14 +198,20 @@ leaf_cutover_not_moved(PGconn *conn, const char *nsp, const char *pubsys,
 
 /*
  * What this database holds of a publisher's worker-ID leases: whether the
- * subscription holds one of the tables of worker IDs, and the fleet_id
- * of its table (NULL if none), which a copy shares with the publisher's.
+ * subscription holds one of the tables of worker IDs, the fleet_id of its
+ * table (NULL if none), which a copy shares with the publisher's, and the
+ * tokens of its leases, which a copied row shares with the publisher's
+ * (each holder draws its own at random): a subscription dropped, or a
+ * publication of the leases without the fleet, leaves those.
  */
 typedef struct LeafCutoverLeases
 {
 	bool		tables;			/* this database has tables of worker IDs */
 	bool		subscribed;
 	char	   *fleet;
+	char	   *tokens;			/* the holder_token of each row of its
+								 * leaf_worker_lease, as an int8[]
+								 * literal, NULL if none */
 } LeafCutoverLeases;
 
 /* Read here for subscription subname (SPI connected). */
@@ -229,6 +235,11 @@ leaf_cutover_local_leases(const char *subname, const char *nsp,
 		elog(ERROR, "could not read leaf_worker_lease_fleet");
 	if (SPI_processed == 1)
 		here->fleet = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (SPI_execute(psprintf("SELECT pg_catalog.array_agg(holder_token)::pg_catalog.text "
+							 "FROM %s.leaf_worker_lease", nsp),
+					true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read leaf_worker_lease");
+	here->tokens = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	values[0] = ObjectIdGetDatum(MyDatabaseId);
 	values[1] = CStringGetTextDatum(subname);
 	if (SPI_execute_with_args(psprintf("SELECT FROM pg_catalog.pg_subscription s "
@@ -275,13 +286,19 @@ leaf_cutover_fence_leases(PGconn *conn, const char *nsp, const char *moved,
 	PQclear(res);
 	if (!copied)
 		return;					/* the publisher is older than 1.5 */
+	params[0] = here->tokens ? here->tokens : "{}";
 	res = leaf_cutover_exec(conn,
-							psprintf("SELECT fleet_id FROM %s.leaf_worker_lease_fleet", nsp),
-							0, NULL, PGRES_TUPLES_OK);
-	/* a copy of the publisher's leases: by the subscription, or its fleet */
+							psprintf("SELECT (SELECT f.fleet_id FROM %s.leaf_worker_lease_fleet AS f), "
+									 "EXISTS (SELECT FROM %s.leaf_worker_lease AS l "
+									 "WHERE l.holder_token OPERATOR(pg_catalog.=) "
+									 "ANY ($1::pg_catalog.int8[]))",
+									 nsp, nsp),
+							1, params, PGRES_TUPLES_OK);
+	/* a copy of the publisher's leases: by the subscription, fleet or rows */
 	copied = here->subscribed ||
-		(here->fleet != NULL && PQntuples(res) == 1 &&
-		 strcmp(here->fleet, PQgetvalue(res, 0, 0)) == 0);
+		(here->fleet != NULL && !PQgetisnull(res, 0, 0) &&
+		 strcmp(here->fleet, PQgetvalue(res, 0, 0)) == 0) ||
+		PQgetvalue(res, 0, 1)[0] == 't';
 	PQclear(res);
 	if (!copied)
 		return;

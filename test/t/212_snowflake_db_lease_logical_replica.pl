@@ -35,6 +35,13 @@
 #  8. A subscription of leaf_alloc alone, into another database: it holds
 #     none of the leases, so its cut-over neither waits for c nor fences
 #     the publisher's table of worker IDs, and c goes on serving.
+#  9. A subscription of leaf_worker_lease alone into that database,
+#     dropped before the cut-over: the rows it copied are the publisher's
+#     (their tokens are), so the cut-over waits for c, then fences the
+#     publisher.
+# 10. leaf_worker_lease_confirm() after the schema of leaf was renamed and
+#     objects of leaf's names made under its old name: it records the copy
+#     in leaf's table, through leaf's view, and runs nothing of another.
 use strict;
 use warnings;
 
@@ -391,6 +398,58 @@ is($pub->safe_psql('postgres', 'SELECT moved_to IS NULL FROM leaf_worker_lease_f
 	't', '8: ... nor fences the publisher\'s table of worker IDs');
 Time::HiRes::sleep(1.5);
 ok((status($c))[0], '8: c goes on serving');
+
+# ---------------------------------------------------------------------
+# 9. a subscription of leaf_worker_lease alone, dropped
+# ---------------------------------------------------------------------
+$pub->safe_psql('postgres', 'CREATE PUBLICATION leaf_pub_lease FOR TABLE leaf_worker_lease');
+$sub->safe_psql('counters',
+	"CREATE SUBSCRIPTION leaf_sub_lease CONNECTION '" . $pub->connstr
+	  . " dbname=postgres' PUBLICATION leaf_pub_lease");
+ok( $sub->poll_query_until('counters', q[
+	SELECT count(*) > 0 FROM leaf_worker_lease WHERE holder_address = 'c.example:5432']),
+	'9: the subscription of leaf_worker_lease copied the row of c');
+$sub->safe_psql('counters', q[
+ALTER SUBSCRIPTION leaf_sub_lease DISABLE;
+ALTER SUBSCRIPTION leaf_sub_lease SET (slot_name = NONE);
+DROP SUBSCRIPTION leaf_sub_lease;
+]);
+$pub->safe_psql('postgres', q[SELECT pg_drop_replication_slot('leaf_sub_lease')]);
+my $cutover_lease = "SELECT * FROM leaf_alloc_cutover('leaf_sub_lease', publisher => '"
+  . $pub->connstr . " dbname=postgres')";
+($state, $err) = LeafTest::sqlstate($sub, 'counters', $cutover_lease);
+is($state, '55000', '9: the cut-over is refused while c holds its copied worker ID');
+like($err, qr/worker ID/, '9: ... and says so') or diag $err;
+$c->stop;
+delete $running{c};
+($state, $err) = LeafTest::sqlstate($sub, 'counters', $cutover_lease);
+is($state, undef, '9: once c stopped, the cut-over succeeds') or diag $err;
+isnt($pub->safe_psql('postgres', 'SELECT moved_to FROM leaf_worker_lease_fleet'),
+	'', '9: ... and fences the publisher\'s table of worker IDs');
+
+# ---------------------------------------------------------------------
+# 10. leaf_worker_lease_confirm() in a renamed schema
+# ---------------------------------------------------------------------
+$sub->safe_psql('counters', q[
+ALTER SCHEMA public RENAME TO leafs;
+CREATE SCHEMA public;
+CREATE TABLE public.decoy_ran (x int);
+CREATE FUNCTION public.decoy() RETURNS bigint LANGUAGE sql
+	AS 'INSERT INTO public.decoy_ran VALUES (1) RETURNING 1::bigint';
+CREATE VIEW public.leaf_copy_identity AS
+	SELECT public.decoy() AS system_identifier, 1::bigint AS data_directory,
+		   1::bigint AS timeline, 1::oid AS database_oid, false AS in_recovery;
+CREATE TABLE public.leaf_worker_lease_timeline (LIKE leafs.leaf_worker_lease_timeline);
+]);
+($state, $err) = LeafTest::sqlstate($sub, 'counters', 'SELECT leafs.leaf_worker_lease_confirm()');
+is($state, undef, '10: leaf_worker_lease_confirm() in the renamed schema') or diag $err;
+is($sub->safe_psql('counters', q[
+	SELECT (SELECT count(*) FROM public.decoy_ran) || '/'
+		|| (SELECT count(*) FROM public.leaf_worker_lease_timeline) || '/'
+		|| (SELECT count(*) FROM leafs.leaf_worker_lease_timeline t, leafs.leaf_copy_identity i
+			 WHERE (t.system_identifier, t.timeline, t.data_directory, t.database_oid)
+				 = (i.system_identifier, i.timeline, i.data_directory, i.database_oid))]),
+	'0/0/1', '10: ... recorded this copy in leaf\'s table, and ran nothing under the old name');
 
 $_->stop for grep { $running{ $_->name } } $b, $c;
 $sub->stop;
