@@ -30,7 +30,9 @@
 # cluster promoted (timeline 2 again, of another cluster); a logical
 # subscriber of all its tables, the same with the subscription disabled,
 # and after leaf_alloc_cutover().  The copies share the original, its
-# nodes and one snowflake node pointed at each copy in turn.
+# nodes and one snowflake node pointed at each copy in turn.  The
+# promotions, the copied data directory and pg_upgrade are a second part,
+# test/t/302_copy_matrix_promotions.pl, which runs this file.
 use strict;
 use warnings;
 
@@ -45,8 +47,16 @@ my $m = LeafTest::copy_matrix('test/copy_matrix');
 BAIL_OUT('test/copy_matrix does not read: ' . join('; ', @{ $m->{errors} }))
   if @{ $m->{errors} };
 my %cell;
+# Two parts, each a file of its own so that they run side by side: this
+# one runs the copies beside the original; test/t/302_copy_matrix_promotions.pl
+# sets $copy_matrix_part to run the promotions, the copied data directory
+# and pg_upgrade, after which the original is another server.
+our $copy_matrix_part;
+my $part = $copy_matrix_part // 'copies';
+my %part_of = map { $_ => 'promotions' } qw(promote_sync promote_async cp_datadir pg_upgrade_promote);
 for my $c (@{ $m->{cells} })
 {
+	next unless ($part_of{ $c->{op} } // 'copies') eq $part;
 	$cell{"$c->{probe} $c->{op}"} = $c if grep { $_ eq 'matrix' } @{ $c->{where} };
 }
 my %ran;
@@ -418,243 +428,264 @@ $A->safe_psql('postgres', q[SELECT pg_create_restore_point('copy_matrix')]);
 is(scalar(seg_record('alloc', LeafTest::take_ids($A, 't', 25))), 0,
 	'the original serves after the restore point');
 
-# ---------------------------------------------------------------- standby
+my ($B_async, $F, $O);
 
-my $B_async = from_backup('standby_async', $A, 'base', has_streaming => 1);
-$B_async->start;
-$A->wait_for_catchup($B_async);
-segment_cell('standby', $B_async, 'postgres', $A, 'postgres');
-point($N, $B_async, 'postgres', fresh => 1);
-lease_cell('standby', $N, [ $S1, $S2 ]);
-$N->stop;
-
-# ---------------------------------------------------------------- clone
-
-my $C = from_backup('clone', $A, 'base');
-$C->start;
-segment_cell('clone_primary', $C, 'postgres', $A, 'postgres');
-point($N, $C, 'postgres', fresh => 1);
-lease_cell('clone_primary', $N, [ $S1, $S2 ]);
-$N->stop;
-$C->stop;
-
-# ---------------------------------------------------------------- PITR
-
-# the restore point is in a file of the archive
-my $seg = $A->safe_psql('postgres', 'SELECT pg_walfile_name(pg_switch_wal())');
-ok($A->poll_query_until('postgres',
-		"SELECT last_archived_wal >= '$seg' FROM pg_stat_archiver"),
-	'pitr: the WAL of the restore point is archived');
-my $R = from_backup('pitr', $A, 'base', has_restoring => 1, standby => 0);
-$R->append_conf('postgresql.conf',
-	"recovery_target_name = 'copy_matrix'\nrecovery_target_action = 'promote'\n");
-$R->start;
-my $r_started = Time::HiRes::time();
-ok($R->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
-	'pitr: the restore reached its restore point and was promoted');
-isnt($R->safe_psql('postgres', 'SELECT timeline_id FROM pg_control_checkpoint()'),
-	$A->safe_psql('postgres', 'SELECT timeline_id FROM pg_control_checkpoint()'),
-	'pitr: the restore is on a timeline of its own');
-segment_cell('pitr', $R, 'postgres', $A, 'postgres');
-past_start_hold($r_started);
-point($N, $R, 'postgres', fresh => 1);
-lease_cell('pitr', $N, [ $S1, $S2 ]);
-$N->stop;
-$R->stop;
-
-# ---------------------------------------------------------------- dumps
-
-my $dump = $A->basedir . '/alloc.dump';
-$A->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $A->connstr('postgres') ],
-	'dump: pg_dump of the original');
-$A->safe_psql('postgres', 'CREATE DATABASE dcopy');
-$A->command_ok([ 'pg_restore', '--exit-on-error', '-d', $A->connstr('dcopy'), $dump ],
-	'dump_same_cluster: restored into another database of the cluster');
-segment_cell('dump_same_cluster', $A, 'dcopy', $A, 'postgres');
-# the original's node, pointed at the copy: its state file names the
-# original's table of worker IDs
-point($S1, $A, 'dcopy');
-lease_cell('dump_same_cluster', $S1, [$S2]);
-
-my $F = LeafTest::new_node('fresh', { extension => 0 });
-$F->safe_psql('postgres', 'CREATE DATABASE app');
-$F->command_ok([ 'pg_restore', '--exit-on-error', '-d', $F->connstr('app'), $dump ],
-	'dump_new_cluster: restored into a fresh cluster');
-segment_cell('dump_new_cluster', $F, 'app', $A, 'postgres');
-point($S1, $F, 'app');
-lease_cell('dump_new_cluster', $S1, [$S2]);
-
-# ---------------------------------------------------------------- template
-
-# no session may be in the template: the nodes stop (cleanly, ending
-# their leases); leaf stops its allocator for the copy itself
-$S1->stop;
-$S2->stop;
-my ($tstate, $terr) = LeafTest::sqlstate($A, 'template1', 'CREATE DATABASE tcopy TEMPLATE postgres');
-is($tstate, undef, 'template: CREATE DATABASE tcopy TEMPLATE postgres') or diag $terr;
-point($S2, $A, 'postgres');
-segment_cell('template', $A, 'tcopy', $A, 'postgres');
-point($S1, $A, 'tcopy');
-lease_cell('template', $S1, [$S2]);
-point($S1, $A, 'postgres');
-ok(LeafTest::sf_wait_ready($S1, 30), 'template: s1 serves at the original again');
-
-# ---------------------------------------------------------------- promotions
-
-# a synchronous standby; the original stops, the standby is promoted
-$A->backup('sync');
-my $B_sync = from_backup('standby_sync', $A, 'sync', has_streaming => 1);
-$B_sync->append_conf('postgresql.conf', "leaf.alloc_failover = 'synchronous'\n");
-$B_sync->start;
-my $sync_started = Time::HiRes::time();
-LeafTest::make_synchronous($A, $B_sync);
-is(scalar(seg_record('alloc', LeafTest::take_ids($A, 't', 25))), 0,
-	'the original serves with a synchronous standby');
-sf_check_ready('before the promotions', $S1, $S2);
-$A->wait_for_catchup($B_async);
-$A->stop('immediate');
-$B_sync->promote;
-ok($B_sync->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
-	'promote_sync: the synchronous standby is promoted');
-segment_cell('promote_sync', $B_sync, 'postgres');
-past_start_hold($sync_started);
-point($N, $B_sync, 'postgres', fresh => 1, failover => 'synchronous');
-lease_cell('promote_sync', $N, []);
-$N->stop;
-$B_sync->stop;
-
-# the asynchronous standby is promoted: from now on it is the original
-$B_async->promote;
-ok($B_async->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
-	'promote_async: the asynchronous standby is promoted');
-segment_cell('promote_async', $B_async, 'postgres');
-point($N, $B_async, 'postgres', fresh => 1);
-lease_cell('promote_async', $N, []);
-$N->stop;
-
-my $O = $B_async;
-# the documented repair: counters above anything handed out before
-# (here: by the synchronous standby), then the confirmation
-$O->safe_psql('postgres', 'UPDATE leaf_alloc SET max_id = max_id + 1000000');
-like($O->safe_psql('postgres', 'SELECT leaf_alloc_source_confirm()'),
-	qr/^the local leaf_alloc/, 'the promoted standby is confirmed, and is the original from now on');
-my @ids = LeafTest::take_ids($O, 't', 25);
-is(scalar(seg_record('original', @ids)), 0, 'the new original serves IDs not handed out before');
-# its nodes follow it (a reload: they renew their rows there)
-for my $sf ($S1, $S2)
+if ($part eq 'copies')
 {
-	my $conf = $sf->data_dir . '/copy_matrix.conf';
-	unlink $conf;
-	append_to_file($conf, "leaf.alloc_conninfo = 'host=" . $O->host . ' port=' . $O->port
-		  . " dbname=postgres connect_timeout=2'\n");
-	$sf->reload;
-	$sf->{cm_target} = $O->name . '/postgres';
+	# ---------------------------------------------------------------- standby
+
+	$B_async = from_backup('standby_async', $A, 'base', has_streaming => 1);
+	$B_async->start;
+	$A->wait_for_catchup($B_async);
+	segment_cell('standby', $B_async, 'postgres', $A, 'postgres');
+	point($N, $B_async, 'postgres', fresh => 1);
+	lease_cell('standby', $N, [ $S1, $S2 ]);
+	$N->stop;
+
+	# ---------------------------------------------------------------- clone
+
+	my $C = from_backup('clone', $A, 'base');
+	$C->start;
+	segment_cell('clone_primary', $C, 'postgres', $A, 'postgres');
+	point($N, $C, 'postgres', fresh => 1);
+	lease_cell('clone_primary', $N, [ $S1, $S2 ]);
+	$N->stop;
+	$C->stop;
+
+	# ---------------------------------------------------------------- PITR
+
+	# the restore point is in a file of the archive
+	my $seg = $A->safe_psql('postgres', 'SELECT pg_walfile_name(pg_switch_wal())');
+	ok($A->poll_query_until('postgres',
+			"SELECT last_archived_wal >= '$seg' FROM pg_stat_archiver"),
+		'pitr: the WAL of the restore point is archived');
+	my $R = from_backup('pitr', $A, 'base', has_restoring => 1, standby => 0);
+	$R->append_conf('postgresql.conf',
+		"recovery_target_name = 'copy_matrix'\nrecovery_target_action = 'promote'\n");
+	$R->start;
+	my $r_started = Time::HiRes::time();
+	ok($R->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
+		'pitr: the restore reached its restore point and was promoted');
+	isnt($R->safe_psql('postgres', 'SELECT timeline_id FROM pg_control_checkpoint()'),
+		$A->safe_psql('postgres', 'SELECT timeline_id FROM pg_control_checkpoint()'),
+		'pitr: the restore is on a timeline of its own');
+	segment_cell('pitr', $R, 'postgres', $A, 'postgres');
+	past_start_hold($r_started);
+	point($N, $R, 'postgres', fresh => 1);
+	lease_cell('pitr', $N, [ $S1, $S2 ]);
+	$N->stop;
+	$R->stop;
+
+	# ---------------------------------------------------------------- dumps
+
+	my $dump = $A->basedir . '/alloc.dump';
+	$A->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $A->connstr('postgres') ],
+		'dump: pg_dump of the original');
+	$A->safe_psql('postgres', 'CREATE DATABASE dcopy');
+	$A->command_ok([ 'pg_restore', '--exit-on-error', '-d', $A->connstr('dcopy'), $dump ],
+		'dump_same_cluster: restored into another database of the cluster');
+	segment_cell('dump_same_cluster', $A, 'dcopy', $A, 'postgres');
+	# the original's node, pointed at the copy: its state file names the
+	# original's table of worker IDs
+	point($S1, $A, 'dcopy');
+	lease_cell('dump_same_cluster', $S1, [$S2]);
+
+	$F = LeafTest::new_node('fresh', { extension => 0 });
+	$F->safe_psql('postgres', 'CREATE DATABASE app');
+	$F->command_ok([ 'pg_restore', '--exit-on-error', '-d', $F->connstr('app'), $dump ],
+		'dump_new_cluster: restored into a fresh cluster');
+	segment_cell('dump_new_cluster', $F, 'app', $A, 'postgres');
+	point($S1, $F, 'app');
+	lease_cell('dump_new_cluster', $S1, [$S2]);
+
+	# ---------------------------------------------------------------- template
+
+	# no session may be in the template: the nodes stop (cleanly, ending
+	# their leases); leaf stops its allocator for the copy itself
+	$S1->stop;
+	$S2->stop;
+	my ($tstate, $terr) = LeafTest::sqlstate($A, 'template1', 'CREATE DATABASE tcopy TEMPLATE postgres');
+	is($tstate, undef, 'template: CREATE DATABASE tcopy TEMPLATE postgres') or diag $terr;
+	point($S2, $A, 'postgres');
+	segment_cell('template', $A, 'tcopy', $A, 'postgres');
+	point($S1, $A, 'tcopy');
+	lease_cell('template', $S1, [$S2]);
+	point($S1, $A, 'postgres');
+	ok(LeafTest::sf_wait_ready($S1, 30), 'template: s1 serves at the original again');
+
 }
-ok(LeafTest::sf_wait_ready($S1, 30) && LeafTest::sf_wait_ready($S2, 30),
-	'the nodes of the original serve at the promoted standby');
-sf_check_ready('the new original', $S1, $S2);
 
-# ---------------------------------------------------------------- cp -a
-
-# one stop of the original: a copy started beside it, and one that
-# pg_upgrade takes as the old cluster (copy mode leaves the old cluster
-# as it was; this one is it, as it was at the stop)
-$O->stop;
-my $P = cp_copy('cp_copy', $O);
-my $Q = cp_copy('upgrade_old', $O);
-$O->start;
-$P->start;
-segment_cell('cp_datadir', $P, 'postgres', $O, 'postgres');
-point($N, $P, 'postgres', fresh => 1);
-lease_cell('cp_datadir', $N, [ $S1, $S2 ]);
-$N->stop;
-$P->stop;
-
-# ---------------------------------------------------------------- pg_upgrade
-
-my $U = LeafTest::new_node('upgraded', { init => [ allows_streaming => 1 ], start => 0 }, @alloc_conf);
+if ($part eq 'promotions')
 {
-	my $dir = PostgreSQL::Test::Utils::tempdir_short();
-	my $cwd = getcwd();
-	chdir $dir or die "chdir $dir: $!";
-	command_ok(
-		[ 'pg_upgrade', '--no-sync',
-			'-b', $Q->config_data('--bindir'), '-B', $U->config_data('--bindir'),
-			'-d', $Q->data_dir, '-D', $U->data_dir,
-			'-p', PostgreSQL::Test::Cluster::get_free_port(),
-			'-P', PostgreSQL::Test::Cluster::get_free_port(),
-			'-s', $dir ],
-		'pg_upgrade_promote: pg_upgrade of the original');
-	chdir $cwd or die "chdir $cwd: $!";
+	# the asynchronous standby, which the other part also uses unpromoted
+	$B_async = from_backup('standby_async', $A, 'base', has_streaming => 1);
+	$B_async->start;
+	$A->wait_for_catchup($B_async);
+
+	# ---------------------------------------------------------------- promotions
+
+	# a synchronous standby; the original stops, the standby is promoted
+	$A->backup('sync');
+	my $B_sync = from_backup('standby_sync', $A, 'sync', has_streaming => 1);
+	$B_sync->append_conf('postgresql.conf', "leaf.alloc_failover = 'synchronous'\n");
+	$B_sync->start;
+	my $sync_started = Time::HiRes::time();
+	LeafTest::make_synchronous($A, $B_sync);
+	is(scalar(seg_record('alloc', LeafTest::take_ids($A, 't', 25))), 0,
+		'the original serves with a synchronous standby');
+	sf_check_ready('before the promotions', $S1, $S2);
+	$A->wait_for_catchup($B_async);
+	$A->stop('immediate');
+	$B_sync->promote;
+	ok($B_sync->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
+		'promote_sync: the synchronous standby is promoted');
+	segment_cell('promote_sync', $B_sync, 'postgres');
+	past_start_hold($sync_started);
+	point($N, $B_sync, 'postgres', fresh => 1, failover => 'synchronous');
+	lease_cell('promote_sync', $N, []);
+	$N->stop;
+	$B_sync->stop;
+
+	# the asynchronous standby is promoted: from now on it is the original
+	$B_async->promote;
+	ok($B_async->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
+		'promote_async: the asynchronous standby is promoted');
+	segment_cell('promote_async', $B_async, 'postgres');
+	point($N, $B_async, 'postgres', fresh => 1);
+	lease_cell('promote_async', $N, []);
+	$N->stop;
+
+	$O = $B_async;
+	# the documented repair: counters above anything handed out before
+	# (here: by the synchronous standby), then the confirmation
+	$O->safe_psql('postgres', 'UPDATE leaf_alloc SET max_id = max_id + 1000000');
+	like($O->safe_psql('postgres', 'SELECT leaf_alloc_source_confirm()'),
+		qr/^the local leaf_alloc/, 'the promoted standby is confirmed, and is the original from now on');
+	my @ids = LeafTest::take_ids($O, 't', 25);
+	is(scalar(seg_record('original', @ids)), 0, 'the new original serves IDs not handed out before');
+	# its nodes follow it (a reload: they renew their rows there)
+	for my $sf ($S1, $S2)
+	{
+		my $conf = $sf->data_dir . '/copy_matrix.conf';
+		unlink $conf;
+		append_to_file($conf, "leaf.alloc_conninfo = 'host=" . $O->host . ' port=' . $O->port
+			  . " dbname=postgres connect_timeout=2'\n");
+		$sf->reload;
+		$sf->{cm_target} = $O->name . '/postgres';
+	}
+	ok(LeafTest::sf_wait_ready($S1, 30) && LeafTest::sf_wait_ready($S2, 30),
+		'the nodes of the original serve at the promoted standby');
+	sf_check_ready('the new original', $S1, $S2);
+
+	# ---------------------------------------------------------------- cp -a
+
+	# one stop of the original: a copy started beside it, and one that
+	# pg_upgrade takes as the old cluster (copy mode leaves the old cluster
+	# as it was; this one is it, as it was at the stop)
+	$O->stop;
+	my $P = cp_copy('cp_copy', $O);
+	my $Q = cp_copy('upgrade_old', $O);
+	$O->start;
+	$P->start;
+	segment_cell('cp_datadir', $P, 'postgres', $O, 'postgres');
+	point($N, $P, 'postgres', fresh => 1);
+	lease_cell('cp_datadir', $N, [ $S1, $S2 ]);
+	$N->stop;
+	$P->stop;
+
+	# ---------------------------------------------------------------- pg_upgrade
+
+	my $U = LeafTest::new_node('upgraded', { init => [ allows_streaming => 1 ], start => 0 }, @alloc_conf);
+	{
+		my $dir = PostgreSQL::Test::Utils::tempdir_short();
+		my $cwd = getcwd();
+		chdir $dir or die "chdir $dir: $!";
+		command_ok(
+			[ 'pg_upgrade', '--no-sync',
+				'-b', $Q->config_data('--bindir'), '-B', $U->config_data('--bindir'),
+				'-d', $Q->data_dir, '-D', $U->data_dir,
+				'-p', PostgreSQL::Test::Cluster::get_free_port(),
+				'-P', PostgreSQL::Test::Cluster::get_free_port(),
+				'-s', $dir ],
+			'pg_upgrade_promote: pg_upgrade of the original');
+		chdir $cwd or die "chdir $cwd: $!";
+	}
+	$U->start;
+	$U->backup('up');
+	my $U2 = from_backup('upgraded_standby', $U, 'up', has_streaming => 1);
+	$U2->start;
+	my $u2_started = Time::HiRes::time();
+	$U->wait_for_catchup($U2);
+	$U->stop;
+	$U2->promote;
+	ok($U2->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
+		'pg_upgrade_promote: the standby of the upgraded cluster is promoted');
+	isnt($U2->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()'),
+		$O->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()'),
+		'pg_upgrade_promote: it is another cluster');
+	segment_cell('pg_upgrade_promote', $U2, 'postgres', $O, 'postgres');
+	past_start_hold($u2_started);
+	point($N, $U2, 'postgres', fresh => 1);
+	lease_cell('pg_upgrade_promote', $N, [ $S1, $S2 ]);
+	$N->stop;
+	$U2->stop;
+
 }
-$U->start;
-$U->backup('up');
-my $U2 = from_backup('upgraded_standby', $U, 'up', has_streaming => 1);
-$U2->start;
-my $u2_started = Time::HiRes::time();
-$U->wait_for_catchup($U2);
-$U->stop;
-$U2->promote;
-ok($U2->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
-	'pg_upgrade_promote: the standby of the upgraded cluster is promoted');
-isnt($U2->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()'),
-	$O->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()'),
-	'pg_upgrade_promote: it is another cluster');
-segment_cell('pg_upgrade_promote', $U2, 'postgres', $O, 'postgres');
-past_start_hold($u2_started);
-point($N, $U2, 'postgres', fresh => 1);
-lease_cell('pg_upgrade_promote', $N, [ $S1, $S2 ]);
-$N->stop;
-$U2->stop;
 
-# ---------------------------------------------------------------- logical
-
-$O->safe_psql('postgres', 'CREATE PUBLICATION copy_matrix FOR ALL TABLES');
-$F->safe_psql('postgres', 'CREATE DATABASE sub');
-$F->safe_psql('sub', 'CREATE EXTENSION leaf');
-$F->safe_psql('sub', "CREATE SUBSCRIPTION copy_matrix CONNECTION '"
-	  . $O->connstr . " dbname=postgres' PUBLICATION copy_matrix");
-ok($F->poll_query_until('sub', q[SELECT count(*) > 0 AND bool_and(srsubstate = 'r') FROM pg_subscription_rel]),
-	'logical_sub: the subscriber has every table');
-$O->wait_for_catchup('copy_matrix');
-is($F->safe_psql('sub', 'SELECT count(*) FROM leaf_worker_lease'),
-	$O->safe_psql('postgres', 'SELECT count(*) FROM leaf_worker_lease'),
-	'logical_sub: the leases are replicated');
-segment_cell('logical_sub', $F, 'sub', $O, 'postgres');
-point($N, $F, 'sub', fresh => 1);
-lease_cell('logical_sub', $N, [ $S1, $S2 ]);
-$N->stop;
-
-$F->safe_psql('sub', 'ALTER SUBSCRIPTION copy_matrix DISABLE');
-ok($F->poll_query_until('sub', q[SELECT count(*) = 0 FROM pg_stat_subscription
-	WHERE subname = 'copy_matrix' AND pid IS NOT NULL]),
-	'logical_sub_disabled: the subscription is disabled, its apply gone');
-segment_cell('logical_sub_disabled', $F, 'sub', $O, 'postgres');
-point($N, $F, 'sub', fresh => 1);
-lease_cell('logical_sub_disabled', $N, [ $S1, $S2 ]);
-
-# the cut-over; the subscriber's node keeps running through it
-my $cutover = q[SELECT count(*) FROM leaf_alloc_cutover('copy_matrix')];
-my ($first) = clauses('lease', 'logical_cutover', 'first');
-my $done = 0;
-if ($first)
+if ($part eq 'copies')
 {
-	my ($st, $err) = LeafTest::sqlstate($F, 'sub', $cutover);
-	is($st, $first->{state},
-		"logical_cutover: the cut-over is refused ($first->{state}) while the original's nodes hold leases"
-		  . " (got: " . ($st // 'done') . ')')
-	  or diag $err;
-	$done = !defined $st;
+	$O = $A;
+
+	# ---------------------------------------------------------------- logical
+
+	$O->safe_psql('postgres', 'CREATE PUBLICATION copy_matrix FOR ALL TABLES');
+	$F->safe_psql('postgres', 'CREATE DATABASE sub');
+	$F->safe_psql('sub', 'CREATE EXTENSION leaf');
+	$F->safe_psql('sub', "CREATE SUBSCRIPTION copy_matrix CONNECTION '"
+		  . $O->connstr . " dbname=postgres' PUBLICATION copy_matrix");
+	ok($F->poll_query_until('sub', q[SELECT count(*) > 0 AND bool_and(srsubstate = 'r') FROM pg_subscription_rel]),
+		'logical_sub: the subscriber has every table');
+	$O->wait_for_catchup('copy_matrix');
+	is($F->safe_psql('sub', 'SELECT count(*) FROM leaf_worker_lease'),
+		$O->safe_psql('postgres', 'SELECT count(*) FROM leaf_worker_lease'),
+		'logical_sub: the leases are replicated');
+	segment_cell('logical_sub', $F, 'sub', $O, 'postgres');
+	point($N, $F, 'sub', fresh => 1);
+	lease_cell('logical_sub', $N, [ $S1, $S2 ]);
+	$N->stop;
+
+	$F->safe_psql('sub', 'ALTER SUBSCRIPTION copy_matrix DISABLE');
+	ok($F->poll_query_until('sub', q[SELECT count(*) = 0 FROM pg_stat_subscription
+		WHERE subname = 'copy_matrix' AND pid IS NOT NULL]),
+		'logical_sub_disabled: the subscription is disabled, its apply gone');
+	segment_cell('logical_sub_disabled', $F, 'sub', $O, 'postgres');
+	point($N, $F, 'sub', fresh => 1);
+	lease_cell('logical_sub_disabled', $N, [ $S1, $S2 ]);
+
+	# the cut-over; the subscriber's node keeps running through it
+	my $cutover = q[SELECT count(*) FROM leaf_alloc_cutover('copy_matrix')];
+	my ($first) = clauses('lease', 'logical_cutover', 'first');
+	my $done = 0;
+	if ($first)
+	{
+		my ($st, $err) = LeafTest::sqlstate($F, 'sub', $cutover);
+		is($st, $first->{state},
+			"logical_cutover: the cut-over is refused ($first->{state}) while the original's nodes hold leases"
+			  . " (got: " . ($st // 'done') . ')')
+		  or diag $err;
+		$done = !defined $st;
+	}
+	$S1->stop;
+	$S2->stop;
+	if (!$done)
+	{
+		my ($st, $err) = LeafTest::sqlstate($F, 'sub', $cutover);
+		is($st, undef, 'logical_cutover: done once the nodes stopped cleanly') or diag $err;
+	}
+	segment_cell('logical_cutover', $F, 'sub', $O, 'postgres');
+	lease_cell('logical_cutover', $N, [], sub { return point($S1, $O, 'postgres') });
+
 }
-$S1->stop;
-$S2->stop;
-if (!$done)
-{
-	my ($st, $err) = LeafTest::sqlstate($F, 'sub', $cutover);
-	is($st, undef, 'logical_cutover: done once the nodes stopped cleanly') or diag $err;
-}
-segment_cell('logical_cutover', $F, 'sub', $O, 'postgres');
-lease_cell('logical_cutover', $N, [], sub { return point($S1, $O, 'postgres') });
 
 # ---------------------------------------------------------------- the end
 
@@ -663,5 +694,6 @@ for my $k (sort keys %cell)
 	ok($ran{$k}, "cell $k ran");
 }
 note 'the run took ' . elapsed();
-$_->stop for grep { running($_) } ($N, $S1, $S2, $O, $F);
+my %stopped;
+$_->stop for grep { defined $_ && !$stopped{ $_->name }++ && running($_) } ($N, $S1, $S2, $O, $F, $A);
 done_testing();
