@@ -42,14 +42,21 @@
  *	- every request measures this node's clock against the database's
  *	  clock_timestamp(): a difference of leaf.max_clock_drift_ms or more,
  *	  counting half the round trip as unknown, is refused;
- *	- the database's timeline is recorded in each row and in
- *	  leaf_worker_lease_timeline: once it is on a new timeline (a
- *	  promotion or a restore, which may have lost rows written on the
- *	  former primary), no worker ID goes to a new holder until the
- *	  longest lease of the old timeline has passed, unless
- *	  leaf.alloc_failover = 'synchronous' says the promoted server had
- *	  every commit.  Holders go on renewing their rows, which raises
- *	  their marks there again; a holder whose row was lost stops.
+ *	- every request asks the database which copy it is (the view
+ *	  leaf_copy_identity, leaf_copy.c), and leaf_worker_lease_timeline
+ *	  records each copy the leases were used in (cluster, timeline, data
+ *	  directory, database): in a copy not recorded (a promotion, a
+ *	  restore, pg_upgrade, a cut-over, which may have lost rows or set
+ *	  them back) no worker ID goes to a holder until the longest lease of
+ *	  the former copy has passed, unless leaf.alloc_failover =
+ *	  'synchronous' says a promoted server had every commit; a copy
+ *	  beside its original (a clone, a template) is refused until
+ *	  leaf_worker_lease_confirm().  Holders go on renewing their rows,
+ *	  which raises their marks there again; a holder whose row was lost
+ *	  stops;
+ *	- no worker ID is taken or renewed where logical replication writes
+ *	  leaf's tables, or has since the last cut-over, nor in a table of
+ *	  worker IDs that leaf_alloc_cutover() moved to a subscriber.
  *
  * Every statement names built-ins by pg_catalog and leaf's tables by the
  * extension's schema, found when the connection is made, and the
@@ -470,7 +477,7 @@ leaf_sf_db_where(LeafSfDbLease *lease, LeafSfDbWhere *where, char *reason,
 
 /*
  * Record a copy of the allocation database first seen (another cluster,
- * timeline or data directory), in a statement of its own (committed
+ * timeline, data directory or database), in a statement of its own (committed
  * whatever the acquisition does), so that the wait counts from the first
  * time any node saw it.
  */
