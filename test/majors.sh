@@ -156,17 +156,19 @@ is_host() {
 # The short list: one or two files of each area, the upgrades from the
 # older major (024, 036) first among them, as the one thing only a
 # matrix can test: many clients, a kill -9, a fleet's failover, snowflake
-# IDs with ZooKeeper and with the allocation database, clocks, layouts,
-# bad input, public IDs, and the copy matrix (300-302: a standby, its
-# promotions, clones, PITR, dumps, a template, logical replication and
-# its cut-over, pg_upgrade, against the counters and the leases).
+# IDs with ZooKeeper, clocks, layouts, bad input, public IDs, and the copy
+# matrix (300-302: a standby, its promotions, clones, PITR, dumps, a
+# template, logical replication and its cut-over, pg_upgrade, against the
+# counters and the leases, which takes, holds and refuses worker IDs of
+# the allocation database on each major; the rest of the database
+# source, 200, is the worker's own logic and runs on the host).
 short_tests='test/t/010_segment_concurrency.pl test/t/012_segment_kill9.pl
 	test/t/024_extension_upgrade.pl test/t/036_pg_upgrade_majors.pl
 	test/t/050_fleet_failover.pl test/t/100_snowflake_concurrency.pl
 	test/t/110_snowflake_bad_input.pl test/t/140_snowflake_clock.pl
 	test/t/190_public_id.pl test/t/192_snowflake_layouts.pl
-	test/t/200_snowflake_db_lease.pl test/t/300_copy_matrix_complete.pl
-	test/t/301_copy_matrix.pl test/t/302_copy_matrix_promotions.pl'
+	test/t/300_copy_matrix_complete.pl test/t/301_copy_matrix.pl
+	test/t/302_copy_matrix_promotions.pl'
 
 # default_tests MAJOR: the TAP files run by default for a major.  The
 # host's own gets the whole suite.  In the short matrix, the others get
