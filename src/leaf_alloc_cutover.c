@@ -216,18 +216,17 @@ typedef struct LeafCutoverLeases
 
 /* Read here for subscription subname (SPI connected). */
 static void
-leaf_cutover_local_leases(const char *subname, const char *nsp,
+leaf_cutover_local_leases(const char *subname, Oid nspoid, const char *nsp,
 						  LeafCutoverLeases *here)
 {
-	Oid			argtypes[2] = {OIDOID, TEXTOID};
-	Datum		values[2];
+	Oid			argtypes[5] = {OIDOID, TEXTOID, OIDOID, OIDOID, OIDOID};
+	Datum		values[5];
 
 	memset(here, 0, sizeof(*here));
-	if (SPI_execute(psprintf("SELECT pg_catalog.to_regclass(%s) IS NOT NULL",
-							 quote_literal_cstr(psprintf("%s.leaf_worker_lease_fleet", nsp))),
-					true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read pg_class");
-	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "t") != 0)
+	values[2] = ObjectIdGetDatum(get_relname_relid("leaf_worker_lease", nspoid));
+	values[3] = ObjectIdGetDatum(get_relname_relid("leaf_worker_lease_fleet", nspoid));
+	values[4] = ObjectIdGetDatum(get_relname_relid("leaf_worker_lease_timeline", nspoid));
+	if (!OidIsValid(DatumGetObjectId(values[3])))
 		return;					/* before 1.5 */
 	here->tables = true;
 	if (SPI_execute(psprintf("SELECT fleet_id FROM %s.leaf_worker_lease_fleet", nsp),
@@ -242,17 +241,13 @@ leaf_cutover_local_leases(const char *subname, const char *nsp,
 	here->tokens = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	values[0] = ObjectIdGetDatum(MyDatabaseId);
 	values[1] = CStringGetTextDatum(subname);
-	if (SPI_execute_with_args(psprintf("SELECT FROM pg_catalog.pg_subscription s "
-									   "JOIN pg_catalog.pg_subscription_rel r "
-									   "ON r.srsubid OPERATOR(pg_catalog.=) s.oid "
-									   "WHERE s.subdbid OPERATOR(pg_catalog.=) $1 "
-									   "AND s.subname OPERATOR(pg_catalog.=) $2::pg_catalog.name "
-									   "AND r.srrelid IN (%s::pg_catalog.regclass, "
-									   "%s::pg_catalog.regclass, %s::pg_catalog.regclass)",
-									   quote_literal_cstr(psprintf("%s.leaf_worker_lease", nsp)),
-									   quote_literal_cstr(psprintf("%s.leaf_worker_lease_fleet", nsp)),
-									   quote_literal_cstr(psprintf("%s.leaf_worker_lease_timeline", nsp))),
-							  2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+	if (SPI_execute_with_args("SELECT FROM pg_catalog.pg_subscription s "
+							  "JOIN pg_catalog.pg_subscription_rel r "
+							  "ON r.srsubid OPERATOR(pg_catalog.=) s.oid "
+							  "WHERE s.subdbid OPERATOR(pg_catalog.=) $1 "
+							  "AND s.subname OPERATOR(pg_catalog.=) $2::pg_catalog.name "
+							  "AND r.srrelid OPERATOR(pg_catalog.=) ANY (ARRAY[$3, $4, $5])",
+							  5, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read pg_subscription_rel");
 	here->subscribed = SPI_processed > 0;
 }
@@ -723,7 +718,7 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 	memset(&pub, 0, sizeof(pub));
 	if (no_publisher)
 		conninfo = NULL;
-	leaf_cutover_local_leases(subname, nsp, &here);
+	leaf_cutover_local_leases(subname, nspoid, nsp, &here);
 	if (conninfo != NULL)
 		leaf_cutover_fence(conninfo, &here, &pub);
 	else

@@ -118,6 +118,27 @@ sub held_back
 	return ($ready, $reason);
 }
 
+# Waits until subscription $name in $db of $node has synchronised its
+# tables; returns whether it did
+sub synchronised
+{
+	my ($node, $db, $name) = @_;
+	return $node->poll_query_until($db, qq[
+	SELECT count(*) > 0 AND bool_and(r.srsubstate IN ('r', 's'))
+	  FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
+	 WHERE s.subname = '$name']);
+}
+
+# Disables subscription $name in $db of $node and waits until its apply
+# worker is gone; returns whether it is
+sub disabled
+{
+	my ($node, $db, $name) = @_;
+	$node->safe_psql($db, "ALTER SUBSCRIPTION $name DISABLE");
+	return $node->poll_query_until($db, qq[
+	SELECT count(*) = 0 FROM pg_stat_subscription WHERE subname = '$name' AND pid IS NOT NULL]);
+}
+
 my ($a, $b, $c);
 
 # 4. no two serving nodes hold one worker ID
@@ -219,11 +240,7 @@ $pub->safe_psql('postgres', 'CREATE PUBLICATION leaf_pub FOR ALL TABLES');
 $sub->safe_psql('postgres',
 	"CREATE SUBSCRIPTION leaf_sub CONNECTION '" . $pub->connstr
 	  . " dbname=postgres' PUBLICATION leaf_pub");
-ok( $sub->poll_query_until('postgres', q[
-	SELECT count(*) > 0 AND bool_and(r.srsubstate IN ('r', 's'))
-	  FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
-	 WHERE s.subname = 'leaf_sub']),
-	'the subscription has synchronised its tables');
+ok(synchronised($sub, 'postgres', 'leaf_sub'), 'the subscription has synchronised its tables');
 ok( $sub->poll_query_until('postgres', q[
 	SELECT count(*) = 1 FROM leaf_worker_lease
 	 WHERE worker_id = 0 AND holder_address = 'a.example:5432']),
@@ -252,10 +269,7 @@ take_ids('2');
 # ---------------------------------------------------------------------
 # 3. the subscription disabled
 # ---------------------------------------------------------------------
-$sub->safe_psql('postgres', 'ALTER SUBSCRIPTION leaf_sub DISABLE');
-ok( $sub->poll_query_until('postgres', q[
-	SELECT count(*) = 0 FROM pg_stat_subscription WHERE subname = 'leaf_sub' AND pid IS NOT NULL]),
-	'3: the subscription is disabled, its apply worker gone');
+ok(disabled($sub, 'postgres', 'leaf_sub'), '3: the subscription is disabled, its apply worker gone');
 isnt($sub->safe_psql('postgres', 'SELECT count(*) FROM leaf_alloc_replicated'), '0',
 	'3: leaf_alloc_replicated records the logical replication');
 # a few heartbeats for b to act on it
@@ -325,10 +339,7 @@ $pub->safe_psql('postgres',
 $b->stop;
 delete $running{b};
 $sub->wait_for_catchup('leaf_back');
-$pub->safe_psql('postgres', 'ALTER SUBSCRIPTION leaf_back DISABLE');
-ok( $pub->poll_query_until('postgres', q[
-	SELECT count(*) = 0 FROM pg_stat_subscription WHERE subname = 'leaf_back' AND pid IS NOT NULL]),
-	'6: the reverse subscription is disabled');
+ok(disabled($pub, 'postgres', 'leaf_back'), '6: the reverse subscription is disabled');
 LeafTest::wait_until(
 	sub {
 		($state, $err) = LeafTest::sqlstate($pub, 'postgres',
@@ -381,15 +392,8 @@ $pub->safe_psql('postgres', 'CREATE PUBLICATION leaf_pub_alloc FOR TABLE leaf_al
 $sub->safe_psql('counters',
 	"CREATE SUBSCRIPTION leaf_sub_alloc CONNECTION '" . $pub->connstr
 	  . " dbname=postgres' PUBLICATION leaf_pub_alloc");
-ok( $sub->poll_query_until('counters', q[
-	SELECT count(*) > 0 AND bool_and(r.srsubstate IN ('r', 's'))
-	  FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
-	 WHERE s.subname = 'leaf_sub_alloc']),
-	'8: the subscription of leaf_alloc has synchronised');
-$sub->safe_psql('counters', 'ALTER SUBSCRIPTION leaf_sub_alloc DISABLE');
-ok( $sub->poll_query_until('counters', q[
-	SELECT count(*) = 0 FROM pg_stat_subscription WHERE subname = 'leaf_sub_alloc' AND pid IS NOT NULL]),
-	'8: ... and is disabled');
+ok(synchronised($sub, 'counters', 'leaf_sub_alloc'), '8: the subscription of leaf_alloc has synchronised');
+ok(disabled($sub, 'counters', 'leaf_sub_alloc'), '8: ... and is disabled');
 ok((status($c))[0], '8: c holds a worker ID on the publisher');
 ($state, $err) = LeafTest::sqlstate($sub, 'counters',
 	q[SELECT * FROM leaf_alloc_cutover('leaf_sub_alloc')]);
