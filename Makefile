@@ -11,7 +11,7 @@
 #
 EXTENSION = leaf
 MODULE_big = leaf
-OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c))
+OBJS = $(patsubst %.c,%.o,$(wildcard src/*.c src/*/*.c))
 PGFILEDESC = "leaf - distributed ID generator"
 
 # Versions, as pg_stat_statements ships them: the install script of
@@ -58,11 +58,11 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 # segments from another server) and OpenSSL's libcrypto (AES for public
 # IDs).  THREADED, which the client's sync API needs, is set below for
 # the files that include <zookeeper/zookeeper.h> only.
-PG_CPPFLAGS = -I$(shell $(PG_CONFIG) --includedir)
+PG_CPPFLAGS = -I$(srcdir)/src -I$(shell $(PG_CONFIG) --includedir)
 SHLIB_LINK = -lzookeeper_mt -lpq -lcrypto
 
 # LEAF_TEST_HOOKS=1: the build the test suite needs, with the leaf.test_*
-# settings that shift clocks and stall calls (src/leaf_snowflake.c).  The
+# settings that shift clocks and stall calls (src/snowflake/leaf_snowflake.c).  The
 # default build has none of them.  Objects built one way are not rebuilt
 # the other way: make clean in between.
 ifeq ($(LEAF_TEST_HOOKS),1)
@@ -81,7 +81,7 @@ PROVE_FLAGS += -I $(srcdir)/test/lib --timer $(if $(LEAF_TEST_JOBS),-j$(LEAF_TES
 # The files that include <zookeeper/zookeeper.h> (through leaf_zk_client.h)
 # are compiled with THREADED, for the client's sync API; no other file
 # is.  After PGXS, which sets CPPFLAGS from PG_CPPFLAGS.
-LEAF_ZK_OBJS = src/leaf_sf_worker.o src/leaf_zk_assign.o src/leaf_zk_client.o
+LEAF_ZK_OBJS = $(addprefix src/snowflake/,leaf_sf_worker.o leaf_zk_assign.o leaf_zk_client.o)
 $(LEAF_ZK_OBJS) $(LEAF_ZK_OBJS:.o=.bc): override CPPFLAGS += -DTHREADED
 
 # The fault-injection run on its own, as long as asked (after make install):
@@ -104,10 +104,10 @@ chaos: test-build-check
 
 # The FF1 known-answer test, before pg_regress and TAP: NIST's sample
 # vectors through a general FF1 that exists only in test/ff1_vectors.c,
-# and the 63-bit FF1 that leaf.so runs (src/leaf_ff1.c, which needs no
+# and the 63-bit FF1 that leaf.so runs (src/public_id/leaf_ff1.c, which needs no
 # PostgreSQL header) against it.  Built and run by installcheck only.
-test/ff1_vectors: test/ff1_vectors.c src/leaf_ff1.c src/leaf_ff1.h
-	$(CC) $(CFLAGS) -I$(srcdir)/src -o $@ $(srcdir)/test/ff1_vectors.c $(srcdir)/src/leaf_ff1.c -lcrypto
+test/ff1_vectors: test/ff1_vectors.c src/public_id/leaf_ff1.c src/public_id/leaf_ff1.h
+	$(CC) $(CFLAGS) -I$(srcdir)/src -o $@ $(srcdir)/test/ff1_vectors.c $(srcdir)/src/public_id/leaf_ff1.c -lcrypto
 
 # Its TAP output goes to test/ff1_vectors.out, and into make's output with
 # a prefix, so that it is not taken for pg_regress's.

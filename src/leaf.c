@@ -22,7 +22,7 @@
 #include "utils/guc_tables.h"
 
 #include "leaf.h"
-#include "leaf_compat.h"
+#include "common/leaf_compat.h"
 
 PG_MODULE_MAGIC;
 

@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "leaf_ff1.h"
+#include "public_id/leaf_ff1.h"
 
 /* Most numerals, and the largest radix, the general FF1 takes. */
 #define FF1_MAXLEN			256

@@ -15,7 +15,7 @@ LC_ALL=C
 export LC_ALL
 {
 	sed -e 's/--.*$//' "$src"/*.sql
-	cat "$src"/*.c | grep -o '"\([^"\\]\|\\.\)*"'
+	cat "$src"/*.c "$src"/*/*.c | grep -o '"\([^"\\]\|\\.\)*"'
 } | awk '
 {
 	line = $0

@@ -6,12 +6,12 @@
 #    (pg_depend, deptype 'e', relkind 'r' or 'p') and as the scripts in
 #    src/ create them;
 #  - every file leaf writes in a data directory: the string constants of
-#    src/*.c and src/*.h that name a file (a LEAF_*_FILE, LEAF_*_TMP or
+#    src/**/*.c and *.h that name a file (a LEAF_*_FILE, LEAF_*_TMP or
 #    LEAF_*_PATH define, or any LEAF_* define whose value looks like a
 #    file name), the string literals passed to the calls that open,
 #    rename or remove a file, and the constants those calls name;
 #  - every ZooKeeper folder leaf writes under leaf.zk_root (the names
-#    src/leaf_zk_client.c gives them).
+#    src/snowflake/leaf_zk_client.c gives them).
 # The registry names no state that is gone, every state's probe is
 # declared, every probe has a cell for every operation, cells run by
 # test/t/301_copy_matrix.pl are of the probes and clauses it runs, and
@@ -73,7 +73,7 @@ for my $t (sort keys %tables)
 
 # ---------------------------------------------------------------- files
 
-my @sources = (glob('src/*.c'), glob('src/*.h'));
+my @sources = (glob('src/*.c'), glob('src/*.h'), glob('src/*/*.c'), glob('src/*/*.h'));
 ok(@sources, 'the C sources are found in src/');
 my (%define, %files);
 for my $f (@sources)
@@ -137,9 +137,9 @@ for my $name (sort keys %files)
 # ---------------------------------------------------------------- ZooKeeper
 
 my %zk;
-my $zk_src = slurp_file('src/leaf_zk_client.c');
+my $zk_src = slurp_file('src/snowflake/leaf_zk_client.c');
 $zk{$1} = 1 while $zk_src =~ /\[\s*LEAF_ZK_\w+\s*\]\s*=\s*"([^"]+)"/g;
-cmp_ok(scalar(keys %zk), '>=', 1, 'the ZooKeeper folders are found in src/leaf_zk_client.c');
+cmp_ok(scalar(keys %zk), '>=', 1, 'the ZooKeeper folders are found in src/snowflake/leaf_zk_client.c');
 for my $name (sort keys %zk)
 {
 	ok($listed{"zk $name"}, "ZooKeeper folder $name has a state line in $registry")

@@ -1,0 +1,135 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_alloc.h
+ *	  The allocator's contract: a load to do (LeafLoadJob), its outcome
+ *	  (LeafLoadResult) and a source of segments (LeafAllocSource), between
+ *	  the worker (leaf_alloc_worker.c) and the two sources
+ *	  (leaf_alloc_local.c, leaf_alloc_remote.c); what the sources share
+ *	  (leaf_alloc.c); the check of leaf_alloc's shape
+ *	  (leaf_alloc_shape.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LEAF_ALLOC_H
+#define LEAF_ALLOC_H
+
+#include "common/leaf_compat.h"
+#include "utils/hsearch.h"
+#include "utils/timestamp.h"
+
+/* Longest biz_tag, in bytes, as in leaf_alloc.biz_tag varchar(128). */
+#define LEAF_TAG_MAXLEN			128
+
+/* Length of the error text of a load, which waiting callers get. */
+#define LEAF_ERRMSG_LEN			512
+
+/* Length of the host:port of the server a segment came from. */
+#define LEAF_SERVER_LEN			64
+
+/* Length of the description of where segments come from. */
+#define LEAF_SOURCE_LEN			128
+
+/* A load to do, copied out of its slot. */
+typedef struct LeafLoadJob
+{
+	int			slotno;
+	uint64		generation;
+	Oid			extoid;
+	char		tag[LEAF_TAG_MAXLEN + 1];
+	int64		want;
+	int64		step;
+	int32		min_step;
+	int64		db_max_id;
+	TimestampTz last_load;
+	int			nloads;
+	TimestampTz collected;		/* when the worker picked the load up */
+	uint64		collected_no;	/* the slot's loads_collected for it */
+} LeafLoadJob;
+
+typedef enum LeafLoadStatus
+{
+	LEAF_LOAD_OK,
+	LEAF_LOAD_FAILED,			/* see sqlstate/msg; retry later */
+	LEAF_LOAD_FINAL,			/* see sqlstate/msg; callers fail at once */
+	LEAF_LOAD_TAG_GONE,			/* tag deleted: free the slot */
+	LEAF_LOAD_EXT_GONE			/* extension dropped or re-created */
+} LeafLoadStatus;
+
+typedef struct LeafLoadResult
+{
+	LeafLoadStatus status;
+	int64		start;			/* first ID of the new segment */
+	int64		size;			/* its number of IDs */
+	int64		step;			/* dynamic step to remember */
+	int32		min_step;		/* leaf_alloc.step */
+	int64		db_max_id;		/* leaf_alloc.max_id after the update */
+	uint32		timeline;		/* allocation database's timeline */
+	char		server[LEAF_SERVER_LEN];	/* host:port, or "local" */
+	int			sqlstate;
+	char		msg[LEAF_ERRMSG_LEN];
+} LeafLoadResult;
+
+/*
+ * A source of segments: this database's own leaf_alloc
+ * (leaf_alloc_local.c) or another server's (leaf_alloc_remote.c).  The
+ * worker uses the one that leaf_remote_enabled() names at the time.
+ */
+typedef struct LeafAllocSource
+{
+	/*
+	 * Load one segment for job, each in a transaction of its own (on the
+	 * source).  Whatever happens, the outcome is in *res, and no
+	 * transaction is left open here.
+	 */
+	void		(*load) (const LeafLoadJob *job, LeafLoadResult *res);
+
+	/*
+	 * Put every tag of the source's leaf_alloc into tags (keys of
+	 * LEAF_TAG_MAXLEN + 1 bytes), in the worker's transaction, with SPI
+	 * connected; nsp is leaf's schema in this database.  Returns false,
+	 * with the reason in errbuf, if the list could not be read.
+	 */
+	bool		(*tags) (Oid nsp, HTAB *tags, char *errbuf, size_t errlen);
+
+	/* Describe where segments come from, for leaf_segments. */
+	void		(*describe) (char *buf, size_t len);
+
+	/* over a connection: reading the tags may open it, or lose it */
+	bool		remote;
+} LeafAllocSource;
+
+extern const LeafAllocSource leaf_local_source;
+extern const LeafAllocSource leaf_remote_source;
+
+/* ---------- leaf_alloc.c: what the sources share ---------- */
+
+extern int	leaf_tag_refresh_ms;
+extern Oid	leaf_extension_namespace(Oid *extoid);
+extern void leaf_alloc_request_stop(void);
+extern bool leaf_alloc_stopping(void);
+extern bool leaf_plan_segment(const LeafLoadJob *job, int64 max_id,
+							  int32 row_step, LeafLoadResult *res);
+extern bool leaf_in_transaction(void (*fn) (void *arg), void *arg,
+								const char *activity, int *sqlstate,
+								char *errbuf, size_t errlen);
+
+/* ---------- leaf_alloc_worker.c ---------- */
+
+pg_noreturn extern PGDLLEXPORT void leaf_alloc_worker_main(Datum main_arg);
+
+/* ---------- leaf_alloc_remote.c: segments from another server ---------- */
+
+extern bool leaf_remote_enabled(void);
+extern void leaf_remote_disconnect(void);
+extern bool leaf_remote_woken(void);
+
+/* ---------- leaf_alloc_shape.c ---------- */
+
+extern bool leaf_alloc_column_ok(const char *name, bool found, Oid typid,
+								 bool notnull, char *errbuf, size_t errlen);
+extern const char *leaf_alloc_column_values(void);
+extern bool leaf_alloc_persistence_ok(char relpersistence, char *errbuf,
+									  size_t errlen);
+extern bool leaf_alloc_shape_ok(Oid nsp, char *errbuf, size_t errlen);
+
+#endif							/* LEAF_ALLOC_H */

@@ -1,0 +1,1067 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_alloc_remote.c
+ *	  Fleet mode: allocator workers draw segments from the leaf_alloc of
+ *	  another server, named by leaf.alloc_conninfo.
+ *
+ * Every shard's allocator connects (libpq, one connection per worker,
+ * kept open) to the allocation database and moves the tag's max_id up
+ * there with one autocommit UPDATE ... RETURNING.  The row lock orders
+ * the shards, so each segment goes to exactly one of them, and it ends
+ * with that statement on the server: a shard that stops in the middle of
+ * a load never holds the row for the others.  A segment is used only
+ * after its commit reported success; a commit whose outcome is unknown
+ * (connection lost) leaves a gap, never a repeat.
+ *
+ * With several hosts and target_session_attrs=read-write in the
+ * connection string, a failed connection is simply opened again and
+ * libpq finds the new primary.  Synchronous replication is what makes
+ * that safe: see README.  The load itself sets synchronous_commit = on
+ * for its transaction, whatever the allocation server's settings.
+ *
+ * Every libpq call is non-blocking and waits on the worker's latch and
+ * the socket, under a deadline of leaf.alloc_timeout per load: a hung
+ * server, a lost network or a synchronous standby that never answers
+ * costs a gap in the IDs and a retry, never a stuck worker.  A commit that
+ * comes back with a warning (a cancelled wait for synchronous
+ * replication) is not trusted either.
+ *
+ * Each database records which allocation database it draws from, and
+ * refuses another one until a superuser confirms the change
+ * (leaf_alloc_source.c).
+ *
+ * Only this file talks libpq.  Passwords never reach the log: messages
+ * are scrubbed of the password of leaf.alloc_conninfo, and of whatever
+ * libpq quotes from a connection string it cannot parse.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "lib/stringinfo.h"
+#include "libpq-fe.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/postmaster.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "leaf.h"
+#include "segment/leaf_alloc.h"
+#include "segment/leaf_alloc_source.h"
+#include "common/leaf_errcodes.h"
+
+/* leaf.alloc_conninfo and leaf.alloc_timeout (in ms) */
+static char *leaf_alloc_conninfo = NULL;
+static int	leaf_alloc_timeout_ms = 10 * 1000;
+#ifdef LEAF_TEST_HOOKS
+static int	leaf_test_tags_pause_ms = 0;
+#endif
+
+/*
+ * The session settings of the connection to the allocation server.  A
+ * load is one short statement on one row of leaf_alloc, which the
+ * session never leaves a transaction open after.
+ *
+ * LEAF_REMOTE_STATEMENT_TIMEOUT: a statement the worker stopped waiting
+ * for (after leaf.alloc_timeout, 10 s by default) must not go on holding
+ * its row against the loads of the other shards; the server ends it
+ * after as long.
+ * LEAF_REMOTE_LOCK_TIMEOUT: another shard's load holds the row of a tag
+ * for a moment; a row held longer (a stalled shard, an open transaction
+ * of an administrator) fails the load with a lock timeout, its reason,
+ * well before leaf.alloc_timeout, and the load is retried.
+ * LEAF_REMOTE_IDLE_IN_XACT_TIMEOUT: a worker that stalled or vanished
+ * inside a transaction releases its row locks after as long as a
+ * statement may run.
+ */
+#define LEAF_REMOTE_STATEMENT_TIMEOUT	"10s"
+#define LEAF_REMOTE_LOCK_TIMEOUT		"2s"
+#define LEAF_REMOTE_IDLE_IN_XACT_TIMEOUT "10s"
+
+/*
+ * The connection's own defaults, which leaf.alloc_conninfo may override.
+ *
+ * LEAF_REMOTE_CONNECT_TIMEOUT (s): libpq ignores connect_timeout for a
+ * connection made with PQconnectPoll, as this one is; leaf_remote_poll
+ * bounds the connection by leaf.alloc_timeout instead.  The value, half
+ * of that setting's default, is what a blocking connection with the same
+ * string would wait.
+ * LEAF_REMOTE_KEEPALIVES_*: a connection idle between loads whose server
+ * vanished without closing it (power loss, a partition) is found dead
+ * after about 10 + 3 * 3 = 19 s, and the next load connects again at
+ * once, instead of waiting on the dead socket until leaf.alloc_timeout.
+ * LEAF_REMOTE_TCP_USER_TIMEOUT (ms): a request sent to such a server
+ * fails when it has not been acknowledged after leaf.alloc_timeout's
+ * default (10 s), instead of after the kernel's retransmission timeout,
+ * many minutes (see docs/fleet.md).
+ */
+#define LEAF_REMOTE_CONNECT_TIMEOUT		"5"
+#define LEAF_REMOTE_KEEPALIVES_IDLE		"10"
+#define LEAF_REMOTE_KEEPALIVES_INTERVAL	"3"
+#define LEAF_REMOTE_KEEPALIVES_COUNT	"3"
+#define LEAF_REMOTE_TCP_USER_TIMEOUT	"10000"
+
+static PGconn *leaf_conn = NULL;
+static char *leaf_conn_info = NULL; /* conninfo leaf_conn was opened with */
+static char leaf_qual_table[2 * NAMEDATALEN + 16];	/* "schema".leaf_alloc */
+static TimestampTz leaf_deadline;	/* of the load under way */
+static bool leaf_got_warning;	/* the server sent a WARNING */
+
+static LeafCopyIdent leaf_remote_ident;	/* of leaf_conn */
+
+static void leaf_remote_abort(PGresult *res);
+
+/* Define the settings of fleet mode. */
+void
+leaf_alloc_remote_init_settings(void)
+{
+	DefineCustomStringVariable("leaf.alloc_conninfo",
+							   "Sets the connection string of the database whose leaf_alloc serves segments.",
+							   "Empty means the leaf_alloc of the caller's own database.",
+							   &leaf_alloc_conninfo,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.alloc_timeout",
+							"Sets how long an allocator worker waits for the allocation database in one load.",
+							"Past it, the connection is closed, the load is retried and its segment, "
+							"if it was committed after all, is never used.",
+							&leaf_alloc_timeout_ms,
+							10 * 1000, 100, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+#ifdef LEAF_TEST_HOOKS
+	DefineCustomIntVariable("leaf.test_tags_pause_ms",
+							"Makes the allocation database sleep this long before each read of its list of tags (for tests only).",
+							NULL,
+							&leaf_test_tags_pause_ms,
+							0, 0, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+#endif
+}
+
+/*
+ * Are segments drawn from another server (leaf.alloc_conninfo is set)?
+ * The one place that decides between the local and the remote source.
+ */
+bool
+leaf_remote_enabled(void)
+{
+	return leaf_alloc_conninfo != NULL && leaf_alloc_conninfo[0] != '\0';
+}
+
+/* Remember warnings: one during COMMIT means "maybe not replicated". */
+static void
+leaf_notice_receiver(void *arg, const PGresult *res)
+{
+	const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+
+	if (sev != NULL && strcmp(sev, "WARNING") == 0)
+		leaf_got_warning = true;
+}
+
+/*
+ * Replace every occurrence of secret in buf by "********".
+ */
+static void
+leaf_replace_all(char *buf, size_t len, const char *secret)
+{
+	StringInfoData out;
+	const char *p = buf;
+	const char *hit;
+	size_t		n = strlen(secret);
+
+	if (n == 0 || strstr(buf, secret) == NULL)
+		return;
+	initStringInfo(&out);
+	while ((hit = strstr(p, secret)) != NULL)
+	{
+		appendBinaryStringInfo(&out, p, hit - p);
+		appendStringInfoString(&out, "********");
+		p = hit + n;
+	}
+	appendStringInfoString(&out, p);
+	strlcpy(buf, out.data, len);
+	pfree(out.data);
+}
+
+/*
+ * Mask every double-quoted piece of buf that is not a connection keyword
+ * or a single punctuation character such as "=": what libpq quotes from a
+ * connection string it could not parse may be a piece of the password.
+ */
+static void
+leaf_mask_quoted(char *buf, size_t len)
+{
+	StringInfoData out;
+	PQconninfoOption *defs = PQconndefaults();
+	const char *p = buf;
+	const char *open;
+	const char *close;
+
+	initStringInfo(&out);
+	while ((open = strchr(p, '"')) != NULL &&
+		   (close = strchr(open + 1, '"')) != NULL)
+	{
+		int			n = close - open - 1;
+		bool		keep = (n == 1 && !isalnum((unsigned char) open[1]));
+		PQconninfoOption *o;
+
+		for (o = defs; !keep && o != NULL && o->keyword != NULL; o++)
+			keep = (strlen(o->keyword) == n &&
+					strncmp(o->keyword, open + 1, n) == 0);
+		appendBinaryStringInfo(&out, p, open - p + 1);
+		if (keep)
+			appendBinaryStringInfo(&out, open + 1, n);
+		else
+			appendStringInfoString(&out, "********");
+		appendStringInfoChar(&out, '"');
+		p = close + 1;
+	}
+	appendStringInfoString(&out, p);
+	strlcpy(buf, out.data, len);
+	pfree(out.data);
+	if (defs != NULL)
+		PQconninfoFree(defs);
+}
+
+/*
+ * Make sure that a message about the allocation database, which is
+ * stored for leaf_segments and waiting callers and written to the log,
+ * does not contain the password of leaf.alloc_conninfo, not even a piece
+ * of it quoted by libpq.
+ */
+static void
+leaf_remote_scrub(char *buf, size_t len)
+{
+	PQconninfoOption *opts;
+	char	   *err = NULL;
+
+	if (buf[0] == '\0' || leaf_alloc_conninfo == NULL ||
+		leaf_alloc_conninfo[0] == '\0')
+		return;
+	opts = PQconninfoParse(leaf_alloc_conninfo, &err);
+	if (opts != NULL)
+	{
+		PQconninfoOption *o;
+
+		for (o = opts; o->keyword != NULL; o++)
+			if (strcmp(o->keyword, "password") == 0 && o->val != NULL)
+				leaf_replace_all(buf, len, o->val);
+		PQconninfoFree(opts);
+	}
+	else
+	{
+		if (err != NULL)
+			PQfreemem(err);
+		leaf_mask_quoted(buf, len);
+	}
+}
+
+/*
+ * The latch was set while a remote call waited on the socket: a caller's
+ * request for a load, which the worker must not sleep through once the
+ * call returns (see leaf_remote_woken).
+ */
+static bool leaf_remote_latch_seen = false;
+
+/*
+ * Was the worker's latch set, and reset, while it waited for the
+ * allocation database since the last call?  Then a request may be
+ * waiting, and the main loop goes round again instead of sleeping.
+ */
+bool
+leaf_remote_woken(void)
+{
+	bool		seen = leaf_remote_latch_seen;
+
+	leaf_remote_latch_seen = false;
+	return seen;
+}
+
+/*
+ * Wait until the connection's socket is ready for the given events, the
+ * deadline passes (false) or an interrupt arrives (it is handled).
+ */
+static bool
+leaf_remote_wait(int events)
+{
+	long		remaining;
+	int			rc;
+
+	remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+												leaf_deadline);
+	if (remaining <= 0)
+		return false;
+	rc = WaitLatchOrSocket(MyLatch,
+						   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH | events,
+						   PQsocket(leaf_conn), remaining, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+	{
+		ResetLatch(MyLatch);
+		leaf_remote_latch_seen = true;
+		CHECK_FOR_INTERRUPTS();
+		/* a database command asked the worker to exit: give up, as on timeout */
+		if (leaf_alloc_stopping())
+			return false;
+	}
+	return true;
+}
+
+void
+leaf_remote_disconnect(void)
+{
+	if (leaf_conn != NULL)
+		PQfinish(leaf_conn);
+	leaf_conn = NULL;
+	if (leaf_conn_info != NULL)
+		pfree(leaf_conn_info);
+	leaf_conn_info = NULL;
+}
+
+/* Copy libpq's last error, one line, into buf. */
+static void
+leaf_remote_error(const char *what, PGresult *res, char *buf, size_t len)
+{
+	const char *msg;
+	char	   *nl;
+
+	msg = res ? PQresultErrorMessage(res) : NULL;
+	if (msg == NULL || msg[0] == '\0')
+		msg = leaf_conn ? PQerrorMessage(leaf_conn) : "no connection";
+	snprintf(buf, len, "%s: %s", what, msg);
+	/* keep the first line: libpq adds detail lines and a newline */
+	nl = strchr(buf, '\n');
+	if (nl != NULL)
+		*nl = '\0';
+}
+
+/*
+ * Run one statement and return its last result, or NULL (with the reason
+ * in errbuf, and the connection closed) if the deadline passed or the
+ * connection broke.
+ */
+static PGresult *
+leaf_remote_exec(const char *sql, int nparams, const char *const *params,
+				 char *errbuf, size_t errlen)
+{
+	PGresult   *last = NULL;
+	int			rc;
+
+	if (!PQsendQueryParams(leaf_conn, sql, nparams, NULL, params,
+						   NULL, NULL, 0))
+		goto broken;
+	while ((rc = PQflush(leaf_conn)) != 0)
+	{
+		if (rc < 0 || !leaf_remote_wait(WL_SOCKET_WRITEABLE | WL_SOCKET_READABLE))
+			goto broken;
+		if (!PQconsumeInput(leaf_conn))
+			goto broken;
+	}
+	for (;;)
+	{
+		PGresult   *r;
+
+		while (PQisBusy(leaf_conn))
+		{
+			if (!leaf_remote_wait(WL_SOCKET_READABLE) ||
+				!PQconsumeInput(leaf_conn))
+				goto broken;
+		}
+		r = PQgetResult(leaf_conn);
+		if (r == NULL)
+			break;
+		PQclear(last);
+		last = r;
+	}
+	return last;
+
+broken:
+	PQclear(last);
+	if (GetCurrentTimestamp() >= leaf_deadline)
+		snprintf(errbuf, errlen,
+				 "allocation database did not answer within \"leaf.alloc_timeout\" (%d ms)",
+				 leaf_alloc_timeout_ms);
+	else
+		leaf_remote_error("allocation database", NULL, errbuf, errlen);
+	leaf_remote_disconnect();
+	return NULL;
+}
+
+static bool
+leaf_remote_command(const char *sql, char *errbuf, size_t errlen)
+{
+	PGresult   *res = leaf_remote_exec(sql, 0, NULL, errbuf, errlen);
+	bool		ok;
+
+	if (res == NULL)
+		return false;
+	ok = (PQresultStatus(res) == PGRES_COMMAND_OK ||
+		  PQresultStatus(res) == PGRES_TUPLES_OK);
+	if (!ok)
+		leaf_remote_error("allocation database", res, errbuf, errlen);
+	PQclear(res);
+	return ok;
+}
+
+/*
+ * The application_name of this shard's session on the allocation server,
+ * so that pg_stat_activity there says which shard it is: "leaf shard "
+ * and cluster_name, else leaf.node_address, else the host name and port.
+ */
+static void
+leaf_shard_appname(char *buf, size_t len)
+{
+	char		host[256];
+
+	if (cluster_name != NULL && cluster_name[0] != '\0')
+		snprintf(buf, len, "leaf shard %s", cluster_name);
+	else if (leaf_sf_node_address != NULL && leaf_sf_node_address[0] != '\0')
+		snprintf(buf, len, "leaf shard %s", leaf_sf_node_address);
+	else
+	{
+		if (gethostname(host, sizeof(host)) != 0)
+			strlcpy(host, "localhost", sizeof(host));
+		host[sizeof(host) - 1] = '\0';
+		snprintf(buf, len, "leaf shard %s:%d", host, PostPortNumber);
+	}
+}
+
+/*
+ * Is the remote leaf_alloc still of the shape the allocator reads (see
+ * leaf_alloc_shape.c)?  Asked once a connection; on a mismatch the
+ * connection is closed, so the next load asks again.
+ */
+static bool leaf_remote_shape_bad = false;	/* the last check failed */
+
+static bool
+leaf_remote_shape_ok(char *errbuf, size_t errlen)
+{
+	char		sql[sizeof(leaf_qual_table) + 512];
+	PGresult   *res;
+	bool		ok = true;
+	int			i;
+
+	snprintf(sql, sizeof(sql),
+			 "SELECT v.n, a.atttypid, a.attnotnull, c.relpersistence "
+			 "FROM (VALUES %s) AS v(n) "
+			 "CROSS JOIN pg_catalog.pg_class c "
+			 "LEFT JOIN pg_catalog.pg_attribute a "
+			 "ON a.attrelid OPERATOR(pg_catalog.=) c.oid "
+			 "AND a.attname OPERATOR(pg_catalog.=) v.n::pg_catalog.name "
+			 "AND NOT a.attisdropped "
+			 "WHERE c.oid OPERATOR(pg_catalog.=) '%s'::pg_catalog.regclass",
+			 leaf_alloc_column_values(), leaf_qual_table);
+	res = leaf_remote_exec(sql, 0, NULL, errbuf, errlen);
+	if (res == NULL)
+		return false;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) == 0)
+	{
+		leaf_remote_error("allocation database", res, errbuf, errlen);
+		ok = false;
+	}
+	for (i = 0; ok && i < PQntuples(res); i++)
+	{
+		char		persistence = PQgetvalue(res, i, 3)[0];
+		bool		found = !PQgetisnull(res, i, 1);
+
+		if (!leaf_alloc_persistence_ok(persistence, errbuf, errlen) ||
+			!leaf_alloc_column_ok(PQgetvalue(res, i, 0), found,
+								  found ? (Oid) strtoul(PQgetvalue(res, i, 1), NULL, 10) : InvalidOid,
+								  found && PQgetvalue(res, i, 2)[0] == 't',
+								  errbuf, errlen))
+		{
+			/* a failed query is retried like a connection; this is not */
+			leaf_remote_shape_bad = true;
+			ok = false;
+		}
+	}
+	PQclear(res);
+	if (!ok)
+		leaf_remote_disconnect();
+	return ok;
+}
+
+/*
+ * Wait until the connection that PQconnectStartParams began is made, or
+ * fails.  Returns false, with the reason in errbuf and the connection
+ * closed, if the deadline passed first.
+ */
+static bool
+leaf_remote_poll(char *errbuf, size_t errlen)
+{
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+
+	while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED)
+	{
+		if (!leaf_remote_wait(st == PGRES_POLLING_READING ?
+							  WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE))
+		{
+			snprintf(errbuf, errlen,
+					 "could not connect to the allocation database within \"leaf.alloc_timeout\" (%d ms)",
+					 leaf_alloc_timeout_ms);
+			leaf_remote_disconnect();
+			return false;
+		}
+		st = PQconnectPoll(leaf_conn);
+	}
+	return true;
+}
+
+/*
+ * Open a new connection to leaf.alloc_conninfo, non-blocking, in place of
+ * any old one.  Returns false, with the reason in errbuf, if that failed.
+ */
+static bool
+leaf_remote_open(char *errbuf, size_t errlen)
+{
+	char		appname[NAMEDATALEN];
+
+	/* defaults that the connection string may override */
+	const char *keywords[] = {"connect_timeout", "application_name",
+		"keepalives_idle", "keepalives_interval", "keepalives_count",
+	"tcp_user_timeout", "dbname", NULL};
+	const char *values[] = {LEAF_REMOTE_CONNECT_TIMEOUT, appname,
+		LEAF_REMOTE_KEEPALIVES_IDLE, LEAF_REMOTE_KEEPALIVES_INTERVAL,
+		LEAF_REMOTE_KEEPALIVES_COUNT, LEAF_REMOTE_TCP_USER_TIMEOUT,
+	leaf_alloc_conninfo, NULL};
+
+	leaf_shard_appname(appname, sizeof(appname));
+
+	leaf_remote_disconnect();
+	leaf_conn = PQconnectStartParams(keywords, values, 1);
+	if (leaf_conn == NULL)
+	{
+		snprintf(errbuf, errlen, "could not connect to the allocation database: out of memory");
+		return false;
+	}
+	if (PQstatus(leaf_conn) != CONNECTION_BAD)
+	{
+		if (!leaf_remote_poll(errbuf, errlen))
+			return false;
+	}
+	if (PQstatus(leaf_conn) != CONNECTION_OK)
+	{
+		leaf_remote_error("could not connect to the allocation database",
+						  NULL, errbuf, errlen);
+		leaf_remote_disconnect();
+		return false;
+	}
+	if (PQsetnonblocking(leaf_conn, 1) != 0)
+	{
+		leaf_remote_error("allocation database", NULL, errbuf, errlen);
+		leaf_remote_disconnect();
+		return false;
+	}
+	PQsetNoticeReceiver(leaf_conn, leaf_notice_receiver, NULL);
+	leaf_conn_info = MemoryContextStrdup(TopMemoryContext, leaf_alloc_conninfo);
+	return true;
+}
+
+/*
+ * Set up the new connection's session.  A load is a single statement,
+ * which sets synchronous_commit itself; the session is set to "on" as
+ * well, whatever the server says.  The session never stays in a
+ * transaction between statements.  Returns false, with the reason in
+ * errbuf and the connection closed, if that failed.
+ */
+static bool
+leaf_remote_session(char *errbuf, size_t errlen)
+{
+	if (!leaf_remote_command("SET synchronous_commit = on", errbuf, errlen) ||
+		!leaf_remote_command("SET statement_timeout = '"
+							 LEAF_REMOTE_STATEMENT_TIMEOUT "'", errbuf, errlen) ||
+		!leaf_remote_command("SET lock_timeout = '"
+							 LEAF_REMOTE_LOCK_TIMEOUT "'", errbuf, errlen) ||
+		!leaf_remote_command("SET idle_in_transaction_session_timeout = '"
+							 LEAF_REMOTE_IDLE_IN_XACT_TIMEOUT "'",
+							 errbuf, errlen))
+	{
+		leaf_remote_disconnect();
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Find out, on the new connection, where leaf_alloc is, and which
+ * allocation database this is: the server's system identifier (kept by
+ * streaming replicas, so a failover is not a change), the database and
+ * the extension.  Returns false, with the reason in errbuf and the
+ * connection closed, if that failed.
+ */
+static bool
+leaf_remote_identify(char *errbuf, size_t errlen)
+{
+	PGresult   *res;
+
+	res = leaf_remote_exec("SELECT pg_catalog.quote_ident(n.nspname), "
+						   "c.system_identifier, d.oid, e.oid, "
+						   "CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL "
+						   "ELSE " LEAF_COPY_TIMELINE_HEX_SQL " END "
+						   "FROM pg_catalog.pg_extension e "
+						   "JOIN pg_catalog.pg_namespace n "
+						   "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
+						   "JOIN pg_catalog.pg_database d "
+						   "ON d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database() "
+						   "CROSS JOIN pg_catalog.pg_control_system() c "
+						   "WHERE e.extname OPERATOR(pg_catalog.=) 'leaf'",
+						   0, NULL, errbuf, errlen);
+	if (res == NULL)
+		return false;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		leaf_remote_error("allocation database", res, errbuf, errlen);
+		PQclear(res);
+		leaf_remote_disconnect();
+		return false;
+	}
+	if (PQntuples(res) != 1)
+	{
+		snprintf(errbuf, errlen,
+				 "extension \"leaf\" is not installed in the allocation database");
+		PQclear(res);
+		leaf_remote_disconnect();
+		return false;
+	}
+	snprintf(leaf_qual_table, sizeof(leaf_qual_table), "%s.leaf_alloc",
+			 PQgetvalue(res, 0, 0));
+	memset(&leaf_remote_ident, 0, sizeof(leaf_remote_ident));
+	leaf_remote_ident.remote = true;
+	leaf_remote_ident.sysid = strtoi64(PQgetvalue(res, 0, 1), NULL, 10);
+	leaf_remote_ident.dboid = (Oid) strtoul(PQgetvalue(res, 0, 2), NULL, 10);
+	leaf_remote_ident.extoid = (Oid) strtoul(PQgetvalue(res, 0, 3), NULL, 10);
+	/* the timeline part of the name of the WAL file being written */
+	if (!PQgetisnull(res, 0, 4))
+		leaf_remote_ident.timeline = (uint32) strtoul(PQgetvalue(res, 0, 4), NULL, 16);
+	snprintf(leaf_remote_ident.address, sizeof(leaf_remote_ident.address),
+			 "%s:%s/%s", PQhost(leaf_conn), PQport(leaf_conn), PQdb(leaf_conn));
+	PQclear(res);
+	return true;
+}
+
+/*
+ * Make sure there is a working connection; returns false with the reason
+ * in errbuf.
+ */
+static bool
+leaf_remote_connect(char *errbuf, size_t errlen)
+{
+	if (leaf_conn != NULL && PQstatus(leaf_conn) == CONNECTION_OK &&
+		leaf_conn_info != NULL && strcmp(leaf_conn_info, leaf_alloc_conninfo) == 0)
+		return true;
+
+	if (!leaf_remote_open(errbuf, errlen))
+		return false;
+	if (!leaf_remote_session(errbuf, errlen))
+		return false;
+	if (!leaf_remote_identify(errbuf, errlen))
+		return false;
+	return leaf_remote_shape_ok(errbuf, errlen);
+}
+
+/*
+ * End a failed remote transaction.  A connection that is broken, or that
+ * reached a server which is not (or no longer) a primary, is closed so
+ * that the next attempt looks for the primary again.  So is one that no
+ * longer finds leaf_alloc where it was when the connection was opened
+ * (the extension was dropped, or created again in another schema): the
+ * next connection looks up the schema, and the allocation database's
+ * identity, again.
+ */
+static void
+leaf_remote_abort(PGresult *res)
+{
+	const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+
+	if (leaf_conn == NULL)
+		return;
+	if (PQstatus(leaf_conn) != CONNECTION_OK ||
+		(sqlstate != NULL && (strcmp(sqlstate, "25006") == 0 ||
+							  strncmp(sqlstate, "57P", 3) == 0 ||
+							  strncmp(sqlstate, "08", 2) == 0 ||
+							  strcmp(sqlstate, "42P01") == 0 ||
+							  strcmp(sqlstate, "3F000") == 0)))
+	{
+		leaf_remote_disconnect();
+		return;
+	}
+	if (PQtransactionStatus(leaf_conn) != PQTRANS_IDLE)
+	{
+		char		err[LEAF_ERRMSG_LEN];
+		PGresult   *r = leaf_remote_exec("ROLLBACK", 0, NULL, err, sizeof(err));
+
+		PQclear(r);
+	}
+}
+
+/*
+ * Take a segment planned in *plan for a row whose step is row_step, with
+ * one autocommit UPDATE ... RETURNING.  Returns 1 when the segment is
+ * ours (in *res), 0 when no row matched (the row has gone or changed),
+ * -1 on failure (reason in *res).
+ *
+ * The row lock that the UPDATE takes is released when the statement
+ * commits on the allocation database, whatever becomes of this shard
+ * afterwards.  A shard that stops, or is cut off, in the middle of a load
+ * therefore holds up the other shards for one statement at most; all it
+ * can lose is the segment it never receives, a gap.
+ *
+ * The statement sets synchronous_commit = on for its own transaction, so
+ * its commit waits for the WAL flush (and for the synchronous standbys)
+ * whatever the server's configuration, a reload, a role or database
+ * setting, or a pooler that hands us another session.
+ */
+static int
+leaf_remote_take(const LeafLoadJob *job, int32 row_step,
+				 const LeafLoadResult *plan, LeafLoadResult *res)
+{
+	char		sql[sizeof(leaf_qual_table) + 640];
+	const char *params[4];
+	char		stepbuf[16];
+	char		prevbuf[32];
+	char		sizebuf[32];
+	PGresult   *r;
+	int64		new_max;
+
+	snprintf(sql, sizeof(sql),
+			 "UPDATE %s AS a "
+			 "SET max_id = (a.max_id OPERATOR(pg_catalog.+) $4::pg_catalog.int8) "
+			 "WHERE a.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar "
+			 "AND a.step OPERATOR(pg_catalog.=) $2::pg_catalog.int4 "
+			 "AND a.max_id OPERATOR(pg_catalog.>=) $3::pg_catalog.int8 "
+			 "AND a.max_id OPERATOR(pg_catalog.<=) "
+			 "(9223372036854775807::pg_catalog.int8 OPERATOR(pg_catalog.-) $4::pg_catalog.int8) "
+			 "AND pg_catalog.set_config('synchronous_commit', 'on', true) IS NOT NULL "
+			 "RETURNING a.max_id",
+			 leaf_qual_table);
+	snprintf(stepbuf, sizeof(stepbuf), "%d", row_step);
+	snprintf(prevbuf, sizeof(prevbuf), INT64_FORMAT, job->db_max_id);
+	snprintf(sizebuf, sizeof(sizebuf), INT64_FORMAT, plan->size);
+	params[0] = job->tag;
+	params[1] = stepbuf;
+	params[2] = prevbuf;
+	params[3] = sizebuf;
+
+	/*
+	 * The segment may be used only once the statement's commit is known
+	 * to have succeeded, with no warning: a warning means, for one, that
+	 * the wait for the synchronous standby was cancelled, so the
+	 * allocation might not survive a failover.
+	 */
+	leaf_got_warning = false;
+	r = leaf_remote_exec(sql, 4, params, res->msg, sizeof(res->msg));
+	if (r == NULL)
+		return -1;				/* outcome unknown: a gap, never a repeat */
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+	{
+		leaf_remote_error("allocation database", r, res->msg, sizeof(res->msg));
+		leaf_remote_abort(r);
+		PQclear(r);
+		return -1;
+	}
+	if (PQntuples(r) == 0)
+	{
+		PQclear(r);
+		return 0;
+	}
+	new_max = strtoi64(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	if (leaf_got_warning)
+	{
+		snprintf(res->msg, sizeof(res->msg),
+				 "allocation database warned during the commit of a load (was the wait for a synchronous standby cancelled?); the segment was not used");
+		return -1;
+	}
+	res->status = LEAF_LOAD_OK;
+	res->start = new_max - plan->size;
+	res->size = plan->size;
+	res->step = plan->step;
+	res->min_step = row_step;
+	res->db_max_id = new_max;
+	/* a primary's timeline stays the same while it runs */
+	res->timeline = leaf_remote_ident.timeline;
+	snprintf(res->server, sizeof(res->server), "%s:%s",
+			 PQhost(leaf_conn), PQport(leaf_conn));
+	return 1;
+}
+
+/*
+ * Connect for a load, or put the failure into *res: a connection failure,
+ * or a final one if the remote leaf_alloc is not of the shape the
+ * allocator reads.
+ */
+static bool
+leaf_remote_load_connect(LeafLoadResult *res)
+{
+	leaf_remote_shape_bad = false;
+	if (!leaf_remote_connect(res->msg, sizeof(res->msg)))
+	{
+		if (leaf_remote_shape_bad)
+		{
+			res->status = LEAF_LOAD_FINAL;
+			res->sqlstate = ERRCODE_LEAF_ALLOC_SHAPE;
+		}
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Usually the row's step is the one seen at the last load: plan with it,
+ * and the load is one statement.  Returns true if that settled the load
+ * (the segment, or the failure, is in *res); false if the row is to be
+ * read first (first load, or the row is not as last seen).
+ */
+static bool
+leaf_remote_take_as_seen(const LeafLoadJob *job, LeafLoadResult *res)
+{
+	LeafLoadResult plan;
+
+	memset(&plan, 0, sizeof(plan));
+	if (job->min_step > 0 &&
+		leaf_plan_segment(job, job->db_max_id == PG_INT64_MIN ? 0 : job->db_max_id,
+						  job->min_step, &plan))
+	{
+		switch (leaf_remote_take(job, job->min_step, &plan, res))
+		{
+			case 1:
+				return true;
+			case -1:
+				return true;
+			default:
+				break;
+		}
+	}
+	return false;
+}
+
+/*
+ * Read the row of job's tag (no lock): its max_id and step.  Returns
+ * false, with the failure in *res, if it could not be read or is gone.
+ */
+static bool
+leaf_remote_read_row(const LeafLoadJob *job, LeafLoadResult *res,
+					 int64 *max_id, int32 *row_step)
+{
+	char		sql[sizeof(leaf_qual_table) + 160];
+	const char *params[1];
+	PGresult   *r;
+
+	snprintf(sql, sizeof(sql),
+			 "SELECT a.max_id, a.step FROM %s AS a "
+			 "WHERE a.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar",
+			 leaf_qual_table);
+	params[0] = job->tag;
+	r = leaf_remote_exec(sql, 1, params, res->msg, sizeof(res->msg));
+	if (r == NULL)
+		return false;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+	{
+		leaf_remote_error("allocation database", r, res->msg, sizeof(res->msg));
+		leaf_remote_abort(r);
+		PQclear(r);
+		return false;
+	}
+	if (PQntuples(r) == 0)
+	{
+		PQclear(r);
+		res->status = LEAF_LOAD_TAG_GONE;
+		return false;
+	}
+	*max_id = strtoi64(PQgetvalue(r, 0, 0), NULL, 10);
+	*row_step = (int32) strtol(PQgetvalue(r, 0, 1), NULL, 10);
+	PQclear(r);
+	return true;
+}
+
+static void
+leaf_remote_load_once(const LeafLoadJob *job, LeafLoadResult *res)
+{
+	LeafLoadResult plan;
+	int64		max_id;
+	int32		row_step;
+
+	leaf_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												leaf_alloc_timeout_ms);
+	res->status = LEAF_LOAD_FAILED;
+	res->sqlstate = ERRCODE_CONNECTION_FAILURE;
+	if (!leaf_remote_load_connect(res))
+		return;
+
+	/*
+	 * A server in recovery has no timeline of its own yet; if it were
+	 * promoted while this connection stays open, loads would go on without
+	 * the check of its new timeline.  (target_session_attrs=read-write
+	 * never picks one.)
+	 */
+	res->sqlstate = ERRCODE_LEAF_ALLOC_FAILED;
+	if (leaf_remote_ident.timeline == 0)
+	{
+		snprintf(res->msg, sizeof(res->msg),
+				 "allocation database %s is in recovery",
+				 leaf_remote_ident.address);
+		leaf_remote_disconnect();
+		return;
+	}
+
+	/* is this still the allocation database that we drew from? */
+	if (!leaf_source_check(&leaf_remote_ident, job, res))
+		return;
+
+	if (leaf_remote_take_as_seen(job, res))
+		return;
+
+	/* first load, or the row is not as last seen: read it (no lock) */
+	if (!leaf_remote_read_row(job, res, &max_id, &row_step))
+		return;
+
+	/* a final failure: bad step, max_id moved backwards, range used up */
+	memset(&plan, 0, sizeof(plan));
+	if (!leaf_plan_segment(job, max_id, row_step, &plan))
+	{
+		res->status = plan.status;
+		res->sqlstate = plan.sqlstate;
+		strlcpy(res->msg, plan.msg, sizeof(res->msg));
+		return;
+	}
+	if (leaf_remote_take(job, row_step, &plan, res) == 0)
+	{
+		/* changed again in between: the next attempt reads it anew */
+		res->status = LEAF_LOAD_FAILED;
+		res->sqlstate = ERRCODE_LEAF_ALLOC_FAILED;
+		snprintf(res->msg, sizeof(res->msg),
+				 "the row of biz_tag \"%s\" changed during the load", job->tag);
+	}
+}
+
+/*
+ * Load one segment from the allocation database.  A failure that cost
+ * the connection is reported as ERRCODE_CONNECTION_FAILURE, so that the
+ * worker does not try the other tags of the same pass (and wait again).
+ */
+static void
+leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res)
+{
+	pgstat_report_activity(STATE_RUNNING, "leaf: loading a remote segment");
+	/* not in a transaction: a cancel would be FATAL (leaf_worker_interrupts) */
+	HOLD_CANCEL_INTERRUPTS();
+	leaf_remote_load_once(job, res);
+	if (res->status == LEAF_LOAD_FAILED && leaf_conn == NULL)
+		res->sqlstate = ERRCODE_CONNECTION_FAILURE;
+	leaf_remote_scrub(res->msg, sizeof(res->msg));
+	RESUME_CANCEL_INTERRUPTS();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * Put every tag of the remote leaf_alloc into tags.  Returns false, with
+ * the reason in errbuf, when the list could not be read.
+ */
+static bool
+leaf_remote_tags_read(HTAB *tags, char *errbuf, size_t errlen)
+{
+	char		sql[sizeof(leaf_qual_table) + 64];
+	PGresult   *r;
+	int			i;
+
+	leaf_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												leaf_alloc_timeout_ms);
+	if (!leaf_remote_connect(errbuf, errlen))
+		return false;
+
+	/*
+	 * The tags of an allocation database that is not (yet) confirmed do
+	 * not decide which slots to free.
+	 */
+	if (!leaf_source_recorded_ok(&leaf_remote_ident, errbuf, errlen))
+		return false;
+
+#ifdef LEAF_TEST_HOOKS
+	/* a slow answer, waited for as any other (callers' requests come in) */
+	if (leaf_test_tags_pause_ms > 0)
+	{
+		char		secs[32];
+		const char *param = secs;
+
+		snprintf(secs, sizeof(secs), "%.3f", leaf_test_tags_pause_ms / 1000.0);
+		ereport(LOG, (errmsg("leaf allocator reads the list of tags after a pause of %d ms",
+							 leaf_test_tags_pause_ms)));
+		r = leaf_remote_exec("SELECT pg_catalog.pg_sleep($1::pg_catalog.float8)",
+							 1, &param, errbuf, errlen);
+		if (r == NULL)
+			return false;
+		PQclear(r);
+		ereport(LOG, (errmsg("leaf allocator's pause before the list of tags ended")));
+	}
+#endif
+	snprintf(sql, sizeof(sql), "SELECT biz_tag FROM %s", leaf_qual_table);
+	r = leaf_remote_exec(sql, 0, NULL, errbuf, errlen);
+	if (r == NULL)
+		return false;
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+	{
+		leaf_remote_error("allocation database", r, errbuf, errlen);
+		leaf_remote_abort(r);
+		PQclear(r);
+		return false;
+	}
+	for (i = 0; i < PQntuples(r); i++)
+	{
+		const char *t = PQgetvalue(r, i, 0);
+
+		if (strlen(t) <= LEAF_TAG_MAXLEN)
+			(void) hash_search(tags, t, HASH_ENTER, NULL);
+	}
+	PQclear(r);
+	return true;
+}
+
+/*
+ * The list of tags, with any error scrubbed of secrets.  (nsp, leaf's
+ * schema in this database, is for the local source.)
+ */
+static bool
+leaf_remote_tags(Oid nsp, HTAB *tags, char *errbuf, size_t errlen)
+{
+	bool		ok = leaf_remote_tags_read(tags, errbuf, errlen);
+
+	if (!ok)
+		leaf_remote_scrub(errbuf, errlen);
+	return ok;
+}
+
+/*
+ * Describe where segments come from: host:port/dbname of the current
+ * connection (never the password), or the fact that there is none; and
+ * whether a change of source waits for confirmation.
+ */
+static void
+leaf_remote_describe(char *buf, size_t len)
+{
+	if (leaf_conn != NULL && PQstatus(leaf_conn) == CONNECTION_OK)
+		snprintf(buf, len, "remote %s%s", leaf_remote_ident.address,
+				 leaf_source_refusal());
+	else
+		snprintf(buf, len, "remote (not connected)");
+}
+
+const LeafAllocSource leaf_remote_source = {
+	.load = leaf_remote_load,
+	.tags = leaf_remote_tags,
+	.describe = leaf_remote_describe,
+	.remote = true,
+};

@@ -1,0 +1,35 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_alloc_source.h
+ *	  The check of which allocation database segments come from
+ *	  (leaf_alloc_source.c), for the two sources and for the backends that
+ *	  report its refusals.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LEAF_ALLOC_SOURCE_H
+#define LEAF_ALLOC_SOURCE_H
+
+#include "segment/leaf_alloc.h"
+#include "common/leaf_copy.h"
+
+/* the sources, before a load and before tags decide which slots to free */
+extern bool leaf_source_check(const LeafCopyIdent *cur,
+							  const LeafLoadJob *job, LeafLoadResult *res);
+/*
+ * The start of the description leaf_alloc_cutover() writes into the
+ * publisher it fences: its loads, and a confirmation there, are refused.
+ */
+#define LEAF_SOURCE_MOVED "moved: "
+
+extern bool leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res);
+extern bool leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res);
+extern bool leaf_source_recorded_ok(const LeafCopyIdent *cur, char *errbuf,
+									size_t errlen);
+extern const char *leaf_source_refusal(void);
+
+/* backends waiting for a segment that a check refused */
+pg_noreturn extern void leaf_report_source_changed(const char *tag, const char *detail);
+pg_noreturn extern void leaf_report_promoted(const char *tag, const char *detail);
+
+#endif							/* LEAF_ALLOC_SOURCE_H */

@@ -1,0 +1,144 @@
+/*-------------------------------------------------------------------------
+ *
+ * leaf_segment_shmem.h
+ *	  The shared memory of segment mode, private to its files: the tag
+ *	  slots, whose segments callers take IDs from (leaf_segment.c, which
+ *	  owns them) and the allocator fills (leaf_alloc_worker.c), through
+ *	  the functions at the end of this file.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef LEAF_SEGMENT_SHMEM_H
+#define LEAF_SEGMENT_SHMEM_H
+
+#include "segment/leaf_alloc.h"
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/lwlock.h"
+#include "storage/spin.h"
+#include "utils/hsearch.h"
+#include "utils/timestamp.h"
+
+/* Where a segment buffer stands. */
+typedef struct LeafSegment
+{
+	int64		start;			/* first ID of the segment */
+	int64		next;			/* next ID to hand out */
+	int64		max;			/* one past the last ID */
+	int64		preload_at;		/* request the other buffer from this ID on */
+} LeafSegment;
+
+/*
+ * One biz_tag of one database.  Slots live in a fixed array, so that a
+ * backend may keep a pointer to one across calls and check that it still
+ * names the same tag: a freed slot keeps its spinlock, and "generation"
+ * changes each time it is reused.
+ *
+ * Fields marked (key) are set when the slot is taken, under the exclusive
+ * LeafSegShared->lock, and do not change while generation stays the same.
+ * generation is written only holding both the exclusive lock and the
+ * slot's mutex, so it may be read holding either.  Everything else is
+ * protected by the slot's mutex, but cv, which needs no lock.
+ *
+ * Callers that found both buffers empty sleep on the slot's cv.  It is
+ * broadcast when a load of the slot ends, whatever its outcome
+ * (leaf_publish_load), and when the slot is freed (leaf_free_slot), so
+ * that callers of the old tag look it up again; a waiter is not woken
+ * by the loads of other tags.  A freed slot keeps its cv: a caller still
+ * asleep on it when it is reused wakes with the new tag's loads, sees
+ * the generation change and looks its tag up again.
+ */
+typedef struct LeafTagSlot
+{
+	slock_t		mutex;			/* protects everything below but (key) and
+								 * cv */
+	ConditionVariable cv;		/* no lock: callers waiting for a load of
+								 * the slot, or for it to be freed */
+	uint64		generation;		/* lock and mutex: 0 when free; unique per
+								 * use of the slot */
+
+	Oid			dboid;			/* (key) database of the tag */
+	Oid			extoid;			/* (key) leaf extension in that database */
+	char		tag[LEAF_TAG_MAXLEN + 1];	/* (key) the biz_tag */
+
+	LeafSegment seg[2];			/* the double buffer */
+	int			cur;			/* index of the buffer in use */
+	bool		next_ready;		/* seg[1 - cur] holds a loaded segment */
+	bool		loading;		/* a load of seg[1 - cur] was requested */
+	int64		want;			/* size asked for by a bulk caller, or 0 */
+	TimestampTz retry_at;		/* after a failed load, not before this */
+
+	int64		step;			/* step of the last load (dynamic) */
+	int32		min_step;		/* leaf_alloc.step seen at the last load */
+	int64		db_max_id;		/* leaf_alloc.max_id after the last load */
+	TimestampTz last_load;		/* when the last segment was loaded, or 0 */
+	int			nloads;			/* loads since the slot was taken */
+	int64		ids_at_load;	/* ids_issued when the last segment was
+								 * loaded */
+	double		refill_ms;		/* how long a load takes, from the worker
+								 * picking it up: the longest seen, decaying
+								 * by a tenth at each load */
+
+	/* statistics for leaf_segments */
+	int64		ids_issued;		/* IDs handed out since the slot was taken */
+	int64		refills;		/* segments loaded */
+	int64		waits;			/* callers that found both buffers empty */
+	int64		max_wait_us;	/* longest such wait */
+	TimestampTz last_success;	/* last load that worked */
+	TimestampTz last_failure;	/* last load that failed */
+	uint32		refill_timeline;	/* allocation database's timeline at the
+									 * last load, or 0 */
+	char		refill_server[LEAF_SERVER_LEN]; /* host:port or "local" */
+
+	/* the last load failure, for callers waiting on it */
+	uint64		loads_collected;	/* loads the worker has picked up */
+	uint64		fail_load;		/* loads_collected of the load that failed
+								 * last: a caller counts only the failures
+								 * of loads picked up after it came */
+	uint64		fail_count;		/* bumped on each failed load */
+	bool		fail_current;	/* the last load failed (none worked since) */
+	bool		fail_final;		/* retrying cannot mend it: fail callers */
+	int			fail_sqlstate;	/* its SQLSTATE */
+	char		fail_msg[LEAF_ERRMSG_LEN];	/* its message */
+} LeafTagSlot;
+
+typedef struct LeafSegShared
+{
+	LWLock	   *lock;			/* protects the tag hash, taking/freeing tag
+								 * slots */
+	slock_t		mutex;			/* protects next_generation */
+	uint64		next_generation;	/* source of LeafTagSlot.generation */
+	pg_atomic_uint32 nslots_used;	/* atomic: slots[] beyond this index have
+									 * never been used; only grows, under
+									 * the exclusive lock */
+	LeafTagSlot *slots;			/* leaf_max_tags entries */
+} LeafSegShared;
+
+/*
+ * leaf_segment.c, for the allocator worker of database dboid: the loads
+ * its callers wait for, publishing their outcome, freeing slots.
+ */
+extern bool leaf_loads_wanted(Oid dboid);
+extern int	leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
+							   int maxjobs, long *next_retry);
+extern void leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
+							  int preload_percent, int retry_ms);
+extern void leaf_free_slot(int slotno, uint64 generation);
+extern void leaf_free_stale_slots(Oid dboid, HTAB *tags);
+
+/*
+ * leaf_segment.c, for the warm start (leaf_warm_start.c): the tags that
+ * have a slot, and the first call of a tag in the current database.
+ */
+typedef struct LeafTagInUse
+{
+	Oid			dboid;
+	char		tag[LEAF_TAG_MAXLEN + 1];
+	uint64		generation;		/* of the slot */
+	int64		ids_issued;		/* IDs handed out since it was taken */
+} LeafTagInUse;
+
+extern LeafTagInUse *leaf_segment_tags_in_use(int *ntags);
+extern void leaf_segment_warm(const char *tag);
+
+#endif							/* LEAF_SEGMENT_SHMEM_H */
