@@ -23,8 +23,8 @@
  *	- LeafAllocSlots->mutex, a spinlock, protects the other fields.
  *	  pid, latch and started are written only holding both the exclusive
  *	  lock and the mutex, and so may be read holding either;
- *	  stop_requested, stop_command and source are written under the
- *	  shared lock and the mutex, and read under the mutex.  (The worker's signal handler reads
+ *	  stop_requested, stop_command, source and warmed are written under
+ *	  the shared lock and the mutex, and read under the mutex.  (The worker's signal handler reads
  *	  its own stop_requested with no lock: it was set before the kill()
  *	  that raised the signal.)
  * Latches are copied under the mutex and set after it is released.
@@ -84,6 +84,8 @@ typedef struct LeafWorkerSlot
 	char		stop_command[LEAF_COMMAND_LEN]; /* mutex: that command */
 	char		source[LEAF_SOURCE_LEN];	/* mutex: where segments come
 											 * from, as the worker says */
+	bool		warmed;			/* mutex: the worker has asked for the
+								 * tags the warm start lists for it */
 } LeafWorkerSlot;
 
 typedef struct LeafAllocSlots
@@ -278,6 +280,7 @@ leaf_launch_alloc_worker(Oid dboid)
 	w->started = now;
 	w->stop_requested = false;
 	w->stop_command[0] = '\0';
+	w->warmed = false;
 	SpinLockRelease(&leaf_slots->mutex);
 	LWLockRelease(leaf_slots->lock);
 
@@ -474,6 +477,7 @@ leaf_alloc_slot_attach(Oid dboid)
 	w->latch = MyLatch;
 	w->stop_requested = false;
 	w->stop_command[0] = '\0';
+	w->warmed = false;
 	leaf_my_slot = w;			/* before a DDL command can see our pid */
 	SpinLockRelease(&leaf_slots->mutex);
 	LWLockRelease(leaf_slots->lock);
@@ -526,6 +530,54 @@ leaf_alloc_slot_report_source(const char *source)
 		SpinLockRelease(&leaf_slots->mutex);
 	}
 	LWLockRelease(leaf_slots->lock);
+}
+
+/*
+ * Say that this worker has asked for the tags the warm start file lists
+ * for its database (leaf_warm_start_database), whatever came of them.
+ */
+void
+leaf_alloc_slot_warmed(void)
+{
+	LeafWorkerSlot *w;
+
+	LWLockAcquire(leaf_slots->lock, LW_SHARED);
+	w = leaf_slot_find(leaf_my_dboid);
+	if (w != NULL)
+	{
+		SpinLockAcquire(&leaf_slots->mutex);
+		if (w->pid == MyProcPid)
+			w->warmed = true;
+		SpinLockRelease(&leaf_slots->mutex);
+	}
+	LWLockRelease(leaf_slots->lock);
+}
+
+/*
+ * Is the allocator of a database starting, or running and not yet done
+ * with the tags the warm start file lists for it?  A launch taken for
+ * lost is not: no worker will ask for them.
+ */
+bool
+leaf_alloc_slot_warming(Oid dboid)
+{
+	LeafWorkerSlot *w;
+	bool		warming = false;
+
+	LWLockAcquire(leaf_slots->lock, LW_SHARED);
+	w = leaf_slot_find(dboid);
+	if (w != NULL)
+	{
+		LeafSlotView view;
+
+		leaf_slot_copy(w, &view);
+		SpinLockAcquire(&leaf_slots->mutex);
+		warming = !w->warmed;
+		SpinLockRelease(&leaf_slots->mutex);
+		warming = warming && !leaf_launch_lost(&view);
+	}
+	LWLockRelease(leaf_slots->lock);
+	return warming;
 }
 
 /*

@@ -18,11 +18,15 @@ extern void leaf_wake_worker(Oid dboid);
 extern void leaf_stop_alloc_worker(Oid dboid, const char *command);
 extern void leaf_alloc_slot_source(Oid dboid, char *buf, size_t len);
 
+/* the warm start's leader: is a database's allocator still warming? */
+extern bool leaf_alloc_slot_warming(Oid dboid);
+
 /* the allocator worker: its own slot */
 extern bool leaf_alloc_slot_attach(Oid dboid);
 extern bool leaf_alloc_slot_stop_requested(void);
 extern void leaf_alloc_slot_stop_command(char *buf, size_t len);
 extern void leaf_alloc_slot_report_source(const char *source);
 extern bool leaf_alloc_slot_give_up(bool (*busy) (void));
+extern void leaf_alloc_slot_warmed(void);
 
 #endif							/* LEAF_ALLOC_SLOTS_H */

@@ -15,6 +15,8 @@
  * its wait was cancelled, is never published), and now and then frees
  * the slots of tags that were deleted from leaf_alloc.  When the
  * extension is dropped, the worker frees the database's slots and exits.
+ * When it starts, it first asks for the first segments of the tags that
+ * the warm start's file lists for its database (leaf_warm_start.c).
  *
  * A failed load is recorded in the tag's slot.  Failures that retrying
  * cannot mend (tag deleted, bigint range used up, max_id moved back) end
@@ -51,6 +53,7 @@
 #include "common/leaf_errcodes.h"
 #include "segment/leaf_segment.h"
 #include "segment/leaf_segment_shmem.h"
+#include "segment/leaf_warm_start.h"
 
 /* How long to wait before retrying a load that failed. */
 #define LEAF_RETRY_MS			500
@@ -550,6 +553,18 @@ leaf_worker_idle(long timeout)
 	return timeout;
 }
 
+/*
+ * The warm start: the first segments of the tags the file lists for this
+ * database are asked for before any caller does.  Each database's
+ * allocator does its own, so a lock in one database holds up no other.
+ */
+static void
+leaf_worker_warm_start(void)
+{
+	leaf_warm_start_database(leaf_worker_dboid, leaf_worker_dbname);
+	leaf_alloc_slot_warmed();
+}
+
 void
 leaf_alloc_worker_main(Datum main_arg)
 {
@@ -584,6 +599,8 @@ leaf_alloc_worker_main(Datum main_arg)
 			(errmsg("leaf allocator started for database \"%s\"",
 					leaf_worker_dbname)));
 	leaf_report_source();
+
+	leaf_worker_warm_start();
 
 	/* what pg_stat_activity shows while the allocator waits for work */
 	wait_event = WaitEventExtensionNew("LeafAllocatorMain");

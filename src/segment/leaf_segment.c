@@ -939,16 +939,22 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 /*
  * The warm start (leaf_warm_start.c): ask for the first segment of a tag
  * of the current database as its first caller would, so that every check
- * of that path and of the load applies.  Does nothing if the tag has a
- * slot already; errors as a first call would (an unknown tag, no room).
+ * of that path and of the load applies.  Returns false, doing nothing, if
+ * the tag has a slot already; errors as a first call would (an unknown
+ * tag, no room).
  */
-void
+bool
 leaf_segment_warm(const char *tag)
 {
+	LeafTagKey	key;
 	uint64		generation;
 
 	leaf_segment_check_ready();
+	(void) leaf_tag_key(&key, tag);
+	if (leaf_find_slot(&key, &generation) != NULL)
+		return false;
 	(void) leaf_lookup_slot(tag, &generation);
+	return true;
 }
 
 /*

@@ -127,8 +127,9 @@ extern void leaf_free_slot(int slotno, uint64 generation);
 extern void leaf_free_stale_slots(Oid dboid, HTAB *tags);
 
 /*
- * leaf_segment.c, for the warm start (leaf_warm_start.c): the tags that
- * have a slot, and the first call of a tag in the current database.
+ * leaf_segment.c, for the warm start (leaf_warm_start.c, in the leader
+ * and in the allocator): the tags that have a slot, and the first call of
+ * a tag in the current database.
  */
 typedef struct LeafTagInUse
 {
@@ -139,6 +140,6 @@ typedef struct LeafTagInUse
 } LeafTagInUse;
 
 extern LeafTagInUse *leaf_segment_tags_in_use(int *ntags);
-extern void leaf_segment_warm(const char *tag);
+extern bool leaf_segment_warm(const char *tag);
 
 #endif							/* LEAF_SEGMENT_SHMEM_H */

@@ -7,38 +7,46 @@
  *
  * After a restart, a crash or a promotion, every tag starts with empty
  * buffers, and the first caller of each waits for its first load.  With
- * leaf.warm_start on, a static background worker (the "leader", started
- * once the server accepts writes) does what autoprewarm does for buffers:
+ * leaf.warm_start on, this does what autoprewarm does for buffers:
  *
- *	- at start it reads LEAF_WARM_FILE and, one database at a time, starts
- *	  a worker connected to that database (leaf_warm_start_db_main), which
- *	  asks for the first segment of each tag listed for it that was used
- *	  within leaf.warm_start_max_age, through the path a caller's first
- *	  call takes (leaf_segment_warm): the tag's slot is made and the
- *	  database's allocator is woken, or started, to load it.  So every
- *	  check of a caller's load applies unchanged: a copy of the database
- *	  (LF006), a new timeline (LF007), a logical replica (LF012), fleet
- *	  mode; what a caller could not load is not loaded, and the refusal
- *	  waits in the tag's slot for the first caller, as it would have.
- *	- then, every second, it looks at the tags that have a slot, and
+ *	- each allocator (leaf_alloc_worker.c), when it starts, reads
+ *	  LEAF_WARM_FILE and asks for the first segment of each tag listed
+ *	  for its database that was used within leaf.warm_start_max_age and
+ *	  has no slot yet (leaf_warm_start_database), through the path a
+ *	  caller's first call takes (leaf_segment_warm): the tag's slot is
+ *	  made, and the allocator loads it next.  So every check of a caller's
+ *	  load applies unchanged: a copy of the database (LF006), a new
+ *	  timeline (LF007), a logical replica (LF012), fleet mode; what a
+ *	  caller could not load is not loaded, and the refusal waits in the
+ *	  tag's slot for the first caller, as it would have.  Databases warm
+ *	  side by side, each in its own allocator: a lock on leaf_alloc in one
+ *	  holds up that database only.
+ *	- a static background worker (the "leader", started once the server
+ *	  accepts writes) reads the file at start and starts the allocators of
+ *	  its databases, the most recently used first, without waiting for
+ *	  them; then, every second, it looks at the tags that have a slot, and
  *	  writes the file again when one came or went, and every
  *	  leaf.warm_start_interval when one was used (IDs handed out) since;
- *	  and once more when it is stopped (a clean shutdown).
+ *	  and once more when it is stopped (a clean shutdown).  A tag of the
+ *	  file stays listed while the allocator of its database is starting
+ *	  or has not asked for it yet, so that the file it reads still holds
+ *	  it.
  *
  * The file lists, for each tag with a slot, its database's OID, the last
  * time IDs of it were seen handed out (or, for a tag preloaded and not
  * used since, the time the file said) and the tag, in hex.  It ends with
  * the number of entries and a CRC-32C of what came before, and is written
- * to a temporary file first, then renamed durably.  A file that is
- * missing, damaged or truncated is ignored with a LOG line; a database
- * that no longer exists, or no longer has the extension, and a tag that
- * is no longer in leaf_alloc are skipped, each with a LOG line.  Nothing
- * of this is an error for callers.
+ * to a temporary file first, then renamed durably.  A file that is missing, damaged or truncated
+ * is ignored with a LOG line; a database that no longer exists, or no
+ * longer has the extension, and a tag that is no longer in leaf_alloc
+ * are skipped, each with a LOG line.  Nothing of this is an error for
+ * callers.
  *
  * The leader is not started in recovery (a standby loads nothing), nor in
- * binary upgrade mode.  After a promotion it starts, and reads whatever
- * file the data directory holds (the primary's, if the base backup
- * copied one); the timeline check of each load decides, as for callers.
+ * binary upgrade mode, and an allocator does no warm start then either.
+ * After a promotion the leader starts, and the allocators read whatever
+ * file the data directory holds (the primary's, if the base backup copied
+ * one); the timeline check of each load decides, as for callers.
  *
  *-------------------------------------------------------------------------
  */
@@ -78,9 +86,9 @@
 #include "segment/leaf_alloc_slots.h"
 #include "common/leaf_compat.h"
 #include "segment/leaf_segment_shmem.h"
+#include "segment/leaf_warm_start.h"
 
 PGDLLEXPORT void leaf_warm_start_main(Datum main_arg);
-PGDLLEXPORT void leaf_warm_start_db_main(Datum main_arg);
 
 /* The file in the data directory, and its temporary file. */
 #define LEAF_WARM_FILE			"leaf_warm_start.tags"
@@ -91,16 +99,6 @@ PGDLLEXPORT void leaf_warm_start_db_main(Datum main_arg);
 
 /* How often the leader looks at the tags that have a slot, in ms. */
 #define LEAF_WARM_CHECK_MS		1000
-
-/*
- * Longest wait for the worker of one database, in ms: a database whose
- * connection waits on a lock (an ALTER DATABASE left open, a long CREATE
- * DATABASE ... TEMPLATE) must not hold up the others, nor the file.
- */
-#define LEAF_WARM_DB_TIMEOUT_MS	30000
-
-/* How often the leader looks whether that worker has exited, in ms. */
-#define LEAF_WARM_DB_POLL_MS	100
 
 /* Restart of a leader that failed, in s. */
 #define LEAF_WARM_RESTART_S		10
@@ -130,6 +128,8 @@ typedef struct LeafWarmEntry
 	bool		listed;			/* to be listed in the file */
 	bool		in_file;		/* listed in the file as last written (or
 								 * read) */
+	bool		pending;		/* read from the file; the allocator of its
+								 * database has not asked for it yet */
 } LeafWarmEntry;
 
 /* Define the settings of the warm start. */
@@ -241,123 +241,160 @@ leaf_warm_unhex(const char *hex, char *tag)
 	return true;
 }
 
-/*
- * Read the file into a new hash of LeafWarmEntry (in the current memory
- * context): every entry, or none if the file is missing or damaged (with
- * a LOG line that says why).
- */
+/* A new, empty hash of LeafWarmEntry, in the current memory context. */
 static HTAB *
-leaf_warm_read(void)
+leaf_warm_new_hash(void)
 {
 	HASHCTL		ctl;
-	HTAB	   *entries;
-	FILE	   *f;
-	char		line[LEAF_WARM_LINE_LEN + 2];
-	pg_crc32c	crc;
-	int			lineno = 0;
-	int			n = 0;
-	bool		ended = false;
-	const char *damage = NULL;
 
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(LeafWarmKey);
 	ctl.entrysize = sizeof(LeafWarmEntry);
 	ctl.hcxt = CurrentMemoryContext;
-	entries = hash_create("leaf warm start tags", 64, &ctl,
-						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	return hash_create("leaf warm start tags", 64, &ctl,
+					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
 
-	f = AllocateFile(LEAF_WARM_FILE, "r");
-	if (f == NULL)
+/*
+ * Enter the entry of one line of the file (without its end) into entries.
+ * Returns NULL, or what is wrong with the line.
+ */
+static const char *
+leaf_warm_read_entry(HTAB *entries, const char *line)
+{
+	unsigned int dboid;
+	long long	used;
+	char		hex[LEAF_WARM_LINE_LEN + 2];
+	char		rest;
+	LeafWarmKey key;
+	LeafWarmEntry *e;
+	bool		found;
+
+	memset(&key, 0, sizeof(key));
+	if (sscanf(line, "%u %lld %s %c", &dboid, &used, hex, &rest) != 3 ||
+		dboid == InvalidOid || !leaf_warm_unhex(hex, key.tag))
+		return "an entry cannot be read";
+	key.dboid = dboid;
+	e = hash_search(entries, &key, HASH_ENTER, &found);
+	if (!found)
 	{
-		if (errno != ENOENT)
-			ereport(LOG,
-					(errcode_for_file_access(),
-					 errmsg("leaf warm start could not open file \"%s\": %m",
-							LEAF_WARM_FILE)));
-		return entries;
+		e->last_used = (pg_time_t) used;
+		e->generation = 0;
+		e->ids_issued = 0;
+		e->seen = false;
+		e->listed = false;
+		e->in_file = true;
+		e->pending = false;
 	}
+	return NULL;
+}
+
+/*
+ * The last line of the file, against the n entries read and the CRC of
+ * the lines before it.  Returns NULL, or what is wrong.
+ */
+static const char *
+leaf_warm_read_end(const char *line, int n, pg_crc32c crc)
+{
+	int			count;
+	unsigned int sum;
+	char		rest;
+
+	if (sscanf(line, "end %d %x %c", &count, &sum, &rest) != 2)
+		return "its last line cannot be read";
+	if (count != n)
+		return "it holds another number of entries than its last line says";
+	if (sum != (unsigned int) crc)
+		return "its checksum does not match";
+	return NULL;
+}
+
+/*
+ * Read the lines of f into entries.  Returns NULL, or what is wrong with
+ * the file, and the number of the line read last in *lineno.
+ */
+static const char *
+leaf_warm_read_lines(FILE *f, HTAB *entries, int *lineno)
+{
+	char		line[LEAF_WARM_LINE_LEN + 2];
+	pg_crc32c	crc;
+	int			n = 0;
+	bool		ended = false;
 
 	INIT_CRC32C(crc);
-	while (damage == NULL && fgets(line, sizeof(line), f) != NULL)
+	while (fgets(line, sizeof(line), f) != NULL)
 	{
 		size_t		len = strlen(line);
-		unsigned int dboid;
-		long long	used;
-		char		hex[LEAF_WARM_LINE_LEN + 2];
-		char		rest;
-		LeafWarmKey key;
-		LeafWarmEntry *e;
-		bool		found;
+		const char *damage = NULL;
 
-		lineno++;
+		(*lineno)++;
 		if (len == 0 || line[len - 1] != '\n')
-		{
-			damage = "a line is too long or has no end";
-			break;
-		}
+			return "a line is too long or has no end";
 		if (ended)
-		{
-			damage = "there is more after the last line";
-			break;
-		}
-		if (lineno == 1)
+			return "there is more after the last line";
+		if (*lineno == 1)
 		{
 			if (strcmp(line, LEAF_WARM_HEADER "\n") != 0)
-				damage = "the first line is not \"" LEAF_WARM_HEADER "\"";
+				return "the first line is not \"" LEAF_WARM_HEADER "\"";
 			COMP_CRC32C(crc, line, len);
 			continue;
 		}
 		if (strncmp(line, "end ", 4) == 0)
 		{
-			int			count;
-			unsigned int sum;
-
 			FIN_CRC32C(crc);
-			if (sscanf(line, "end %d %x %c", &count, &sum, &rest) != 2)
-				damage = "its last line cannot be read";
-			else if (count != n)
-				damage = "it holds another number of entries than its last line says";
-			else if (sum != (unsigned int) crc)
-				damage = "its checksum does not match";
+			damage = leaf_warm_read_end(line, n, crc);
 			ended = true;
-			continue;
 		}
-		COMP_CRC32C(crc, line, len);
-		memset(&key, 0, sizeof(key));
-		if (sscanf(line, "%u %lld %s %c", &dboid, &used, hex, &rest) != 3 ||
-			dboid == InvalidOid || !leaf_warm_unhex(hex, key.tag))
+		else
 		{
-			damage = "an entry cannot be read";
-			break;
+			COMP_CRC32C(crc, line, len);
+			damage = leaf_warm_read_entry(entries, line);
+			n++;
 		}
-		key.dboid = dboid;
-		e = hash_search(entries, &key, HASH_ENTER, &found);
-		if (!found)
-		{
-			e->last_used = (pg_time_t) used;
-			e->generation = 0;
-			e->ids_issued = 0;
-			e->seen = false;
-			e->listed = false;
-			e->in_file = true;
-		}
-		n++;
+		if (damage != NULL)
+			return damage;
 	}
-	if (damage == NULL && ferror(f))
-		damage = "it could not be read";
-	if (damage == NULL && !ended)
-		damage = "it ends before its last line";
+	if (ferror(f))
+		return "it could not be read";
+	if (!ended)
+		return "it ends before its last line";
+	return NULL;
+}
+
+/*
+ * Read the file into a new hash of LeafWarmEntry (in the current memory
+ * context): every entry, or none if the file is missing or damaged (with
+ * a line at elevel that says why).
+ */
+static HTAB *
+leaf_warm_read(int elevel)
+{
+	HTAB	   *entries = leaf_warm_new_hash();
+	FILE	   *f;
+	int			lineno = 0;
+	const char *damage;
+
+	f = AllocateFile(LEAF_WARM_FILE, "r");
+	if (f == NULL)
+	{
+		if (errno != ENOENT)
+			ereport(elevel,
+					(errcode_for_file_access(),
+					 errmsg("leaf warm start could not open file \"%s\": %m",
+							LEAF_WARM_FILE)));
+		return entries;
+	}
+	damage = leaf_warm_read_lines(f, entries, &lineno);
 	FreeFile(f);
 
 	if (damage != NULL)
 	{
-		ereport(LOG,
+		ereport(elevel,
 				(errmsg("leaf warm start ignores file \"%s\": %s (line %d)",
 						LEAF_WARM_FILE, damage, lineno),
 				 errdetail("No biz_tag is loaded before its first call; the file is written again while the server runs.")));
 		hash_destroy(entries);
-		entries = hash_create("leaf warm start tags", 64, &ctl,
-							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		entries = leaf_warm_new_hash();
 	}
 	return entries;
 }
@@ -477,6 +514,7 @@ leaf_warm_databases(void)
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
 	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);
 	return dbs;
 }
 
@@ -489,63 +527,38 @@ leaf_warm_recent(const LeafWarmEntry *e, pg_time_t now)
 }
 
 /*
- * Start the worker that asks for the first segments of database dboid,
- * and wait until it has exited, LEAF_WARM_DB_TIMEOUT_MS at most.
+ * Start the allocator of database dboid (or wake the one it has), which
+ * asks for the first segments of its tags when it starts; the leader does
+ * not wait for it.  Returns false, with a LOG line, if it could not.
  */
-static void
-leaf_warm_database(Oid dboid)
+static bool
+leaf_warm_launch(Oid dboid)
 {
-	BackgroundWorker worker;
-	BackgroundWorkerHandle *handle;
-	pid_t		pid;
-	TimestampTz start;
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool ok = true;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "leaf");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "leaf_warm_start_db_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN,
-			 "leaf warm start for database with OID %u", dboid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "leaf warm start");
-	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
-	worker.bgw_notify_pid = MyProcPid;
-
-	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+	PG_TRY();
 	{
+		leaf_wake_worker(dboid);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
 		ereport(LOG,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("leaf warm start could not start a worker for the database with OID %u",
-						dboid),
-				 errhint("Consider increasing configuration parameter \"max_worker_processes\"."),
-				 errdetail("Its biz_tags are loaded at their first call.")));
-		return;
+				(errcode(edata->sqlerrcode),
+				 errmsg("leaf warm start could not start the allocator of the database with OID %u: %s",
+						dboid, edata->message),
+				 errdetail("Its biz_tags are loaded at their first call."),
+				 edata->hint != NULL ? errhint("%s", edata->hint) : 0));
+		FreeErrorData(edata);
+		ok = false;
 	}
-	if (WaitForBackgroundWorkerStartup(handle, &pid) != BGWH_STARTED)
-		return;
-	start = GetCurrentTimestamp();
-	while (GetBackgroundWorkerPid(handle, &pid) != BGWH_STOPPED)
-	{
-		if (ShutdownRequestPending ||
-			TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
-									   LEAF_WARM_DB_TIMEOUT_MS))
-		{
-			if (!ShutdownRequestPending)
-				ereport(LOG,
-						(errmsg("leaf warm start stopped its worker for the database with OID %u after %d ms",
-								dboid, LEAF_WARM_DB_TIMEOUT_MS),
-						 errdetail("The biz_tags not asked for yet are loaded at their first call.")));
-			TerminateBackgroundWorker(handle);
-			return;
-		}
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 LEAF_WARM_DB_POLL_MS, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
+	PG_END_TRY();
+	return ok;
 }
 
 /* A database of the file, and the last use of its most recent tag. */
@@ -566,24 +579,17 @@ leaf_warm_db_cmp(const void *a, const void *b)
 }
 
 /*
- * The warm start proper: the databases of the file that have a tag used
- * within leaf.warm_start_max_age and still exist, one after the other,
- * the most recently used first.  Each gets its allocator started, which
- * stays until leaf.alloc_idle_timeout, so at most half of
- * leaf.max_databases are warmed: the other allocators stay free for the
- * databases whose callers come first.
+ * The databases of the file that have a tag used within
+ * leaf.warm_start_max_age, into a new array of *ndbs, the most recently
+ * used first.
  */
-static void
-leaf_warm_start_databases(HTAB *entries)
+static LeafWarmDbUse *
+leaf_warm_recent_databases(HTAB *entries, pg_time_t now, int *ndbs)
 {
-	List	   *exist = leaf_warm_databases();
 	HASH_SEQ_STATUS seq;
 	LeafWarmEntry *e;
-	pg_time_t	now = timestamptz_to_time_t(GetCurrentTimestamp());
 	LeafWarmDbUse *dbs;
-	int			ndbs = 0;
-	int			warmed = 0;
-	int			budget = Max(leaf_alloc_slots_max() / 2, 1);
+	int			n = 0;
 	int			i;
 
 	dbs = palloc(sizeof(LeafWarmDbUse) * Max(hash_get_num_entries(entries), 1));
@@ -592,20 +598,56 @@ leaf_warm_start_databases(HTAB *entries)
 	{
 		if (!leaf_warm_recent(e, now))
 			continue;
-		for (i = 0; i < ndbs; i++)
+		for (i = 0; i < n; i++)
 			if (dbs[i].dboid == e->key.dboid)
 				break;
-		if (i == ndbs)
+		if (i == n)
 		{
-			dbs[ndbs].dboid = e->key.dboid;
-			dbs[ndbs].last_used = e->last_used;
-			ndbs++;
+			dbs[n].dboid = e->key.dboid;
+			dbs[n].last_used = e->last_used;
+			n++;
 		}
 		else
 			dbs[i].last_used = Max(dbs[i].last_used, e->last_used);
 	}
-	qsort(dbs, ndbs, sizeof(LeafWarmDbUse), leaf_warm_db_cmp);
+	qsort(dbs, n, sizeof(LeafWarmDbUse), leaf_warm_db_cmp);
+	*ndbs = n;
+	return dbs;
+}
 
+/* Mark the recent entries of database dboid as waiting for its allocator. */
+static void
+leaf_warm_mark_pending(HTAB *entries, Oid dboid, pg_time_t now)
+{
+	HASH_SEQ_STATUS seq;
+	LeafWarmEntry *e;
+
+	hash_seq_init(&seq, entries);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		if (e->key.dboid == dboid && leaf_warm_recent(e, now))
+			e->pending = true;
+}
+
+/*
+ * The warm start proper: the allocators of the databases of the file that
+ * have a tag used within leaf.warm_start_max_age and still exist are
+ * started, the most recently used first, and each warms its own database
+ * (leaf_warm_start_database).  Each stays until leaf.alloc_idle_timeout,
+ * so at most half of leaf.max_databases are started: the other
+ * allocators stay free for the databases whose callers come first.
+ */
+static void
+leaf_warm_start_databases(HTAB *entries)
+{
+	List	   *exist = leaf_warm_databases();
+	pg_time_t	now = timestamptz_to_time_t(GetCurrentTimestamp());
+	LeafWarmDbUse *dbs;
+	int			ndbs;
+	int			warmed = 0;
+	int			budget = Max(leaf_alloc_slots_max() / 2, 1);
+	int			i;
+
+	dbs = leaf_warm_recent_databases(entries, now, &ndbs);
 	for (i = 0; i < ndbs; i++)
 	{
 		Oid			dboid = dbs[i].dboid;
@@ -622,39 +664,32 @@ leaf_warm_start_databases(HTAB *entries)
 					(errmsg("leaf warm start skips the database with OID %u: it warmed as many databases as half of \"leaf.max_databases\" (%d)",
 							dboid, budget),
 					 errdetail("Its biz_tags are loaded at their first call.")));
-		else
+		else if (leaf_warm_launch(dboid))
 		{
-			leaf_warm_database(dboid);
+			leaf_warm_mark_pending(entries, dboid, now);
 			warmed++;
 		}
 	}
 	pfree(dbs);
+	list_free(exist);
 }
 
 /*
- * Bring the entries up to date with the tags that have a slot now.
- * Returns true if the file would list other tags than it does; sets
- * *used if IDs of a tag were handed out since the last look.
+ * Take the tags that have a slot now into the entries (marking them
+ * seen).  Sets *used if IDs of a tag were handed out since the last look.
  */
-static bool
-leaf_warm_update(HTAB *entries, bool *used)
+static void
+leaf_warm_see_slots(HTAB *entries, pg_time_t now, bool *used)
 {
 	LeafTagInUse *tags;
 	int			ntags;
 	int			i;
-	bool		changed = false;
-	pg_time_t	now = timestamptz_to_time_t(GetCurrentTimestamp());
-	HASH_SEQ_STATUS seq;
-	LeafWarmEntry *e;
-
-	hash_seq_init(&seq, entries);
-	while ((e = hash_seq_search(&seq)) != NULL)
-		e->seen = false;
 
 	tags = leaf_segment_tags_in_use(&ntags);
 	for (i = 0; i < ntags; i++)
 	{
 		LeafWarmKey key;
+		LeafWarmEntry *e;
 		bool		found;
 
 		memset(&key, 0, sizeof(key));
@@ -685,21 +720,45 @@ leaf_warm_update(HTAB *entries, bool *used)
 		e->generation = tags[i].generation;
 		e->ids_issued = tags[i].ids_issued;
 		e->seen = true;
+		e->pending = false;
 	}
 	pfree(tags);
+}
+
+/*
+ * Bring the entries up to date with the tags that have a slot now.
+ * Returns true if the file would list other tags than it does; sets
+ * *used if IDs of a tag were handed out since the last look.
+ */
+static bool
+leaf_warm_update(HTAB *entries, bool *used)
+{
+	bool		changed = false;
+	pg_time_t	now = timestamptz_to_time_t(GetCurrentTimestamp());
+	HASH_SEQ_STATUS seq;
+	LeafWarmEntry *e;
+
+	hash_seq_init(&seq, entries);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		e->seen = false;
+	leaf_warm_see_slots(entries, now, used);
 
 	/*
 	 * The file lists the tags that have a slot and were used within
-	 * leaf.warm_start_max_age.  Tags without a slot are forgotten; those
-	 * with one are kept with their last use, even when it is too old.
+	 * leaf.warm_start_max_age, and those of the file that the allocator
+	 * of their database has yet to ask for.  Other tags without a slot
+	 * are forgotten; those with one are kept with their last use, even
+	 * when it is too old.
 	 */
 	hash_seq_init(&seq, entries);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		e->listed = e->seen && leaf_warm_recent(e, now);
+		if (e->pending && !leaf_alloc_slot_warming(e->key.dboid))
+			e->pending = false;
+		e->listed = (e->seen || e->pending) && leaf_warm_recent(e, now);
 		if (e->listed != e->in_file)
 			changed = true;
-		if (!e->seen)
+		if (!e->seen && !e->pending)
 			(void) hash_search(entries, &e->key, HASH_REMOVE, NULL);
 	}
 	return changed;
@@ -723,7 +782,7 @@ leaf_warm_start_main(Datum main_arg)
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("leaf warm start");
 
-	entries = leaf_warm_read();
+	entries = leaf_warm_read(LOG);
 	if (hash_get_num_entries(entries) > 0)
 	{
 		ereport(LOG,
@@ -773,118 +832,148 @@ leaf_warm_start_main(Datum main_arg)
 	}
 }
 
-/* ---------- the worker of one database ---------- */
+/* ---------- in the allocator of one database ---------- */
 
-/* The tags of this database to ask for, and what became of them. */
-typedef struct LeafWarmDb
+/* The tags of database dboid that the file lists as used recently. */
+static List *
+leaf_warm_tags_of(Oid dboid)
 {
-	List	   *tags;			/* char *, in the order of the file */
-	bool		ext_missing;	/* the extension is not installed */
-} LeafWarmDb;
+	HTAB	   *entries;
+	HASH_SEQ_STATUS seq;
+	LeafWarmEntry *e;
+	List	   *tags = NIL;
+	pg_time_t	now = timestamptz_to_time_t(GetCurrentTimestamp());
+
+	/* a damaged file is the leader's to report */
+	entries = leaf_warm_read(DEBUG1);
+	hash_seq_init(&seq, entries);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		if (e->key.dboid == dboid && leaf_warm_recent(e, now))
+			tags = lappend(tags, pstrdup(e->key.tag));
+	hash_destroy(entries);
+	return tags;
+}
 
 static void
 leaf_warm_check_extension(void *arg)
 {
-	LeafWarmDb *db = (LeafWarmDb *) arg;
 	Oid			extoid;
 
 	(void) leaf_extension_namespace(&extoid);
-	db->ext_missing = !OidIsValid(extoid);
+	*(bool *) arg = OidIsValid(extoid);
 }
 
-static void
-leaf_warm_one_tag(void *arg)
+/* Is the extension installed in this database?  Says why not at LOG. */
+static bool
+leaf_warm_extension_ok(const char *dbname)
 {
-	leaf_segment_warm((const char *) arg);
-}
-
-void
-leaf_warm_start_db_main(Datum main_arg)
-{
-	Oid			dboid = DatumGetObjectId(main_arg);
-	HTAB	   *entries;
-	HASH_SEQ_STATUS seq;
-	LeafWarmEntry *e;
-	LeafWarmDb	db;
-	ListCell   *lc;
-	pg_time_t	now;
-	char		dbname[NAMEDATALEN];
-	int			asked = 0;
+	bool		installed = false;
 	int			sqlstate;
 	char		err[LEAF_ERRMSG_LEN];
 
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
-
-	/*
-	 * A database that no longer allows connections may still have
-	 * sessions that take IDs, as for the allocator.
-	 */
-	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid,
-											  BGWORKER_BYPASS_ALLOWCONN);
-	StartTransactionCommand();
-	{
-		char	   *name = get_database_name(dboid);
-
-		strlcpy(dbname, name != NULL ? name : "?", sizeof(dbname));
-	}
-	CommitTransactionCommand();
-	{
-		char		appname[NAMEDATALEN];
-
-		snprintf(appname, sizeof(appname), "leaf warm start %s", dbname);
-		pgstat_report_appname(appname);
-	}
-
-	/* the leader was started after recovery; a standby loads nothing */
-	if (RecoveryInProgress())
-		proc_exit(0);
-
-	memset(&db, 0, sizeof(db));
-	if (!leaf_in_transaction(leaf_warm_check_extension, &db,
+	if (!leaf_in_transaction(leaf_warm_check_extension, &installed,
 							 "leaf: warm start", &sqlstate, err, sizeof(err)))
 	{
 		ereport(LOG,
 				(errmsg("leaf warm start skips database \"%s\"", dbname),
 				 errdetail_internal("%s", err)));
-		proc_exit(0);
+		return false;
 	}
-	if (db.ext_missing)
-	{
+	if (!installed)
 		ereport(LOG,
 				(errmsg("leaf warm start skips database \"%s\": extension \"leaf\" is not installed there",
 						dbname)));
-		proc_exit(0);
-	}
+	return installed;
+}
 
-	entries = leaf_warm_read();
-	now = timestamptz_to_time_t(GetCurrentTimestamp());
-	hash_seq_init(&seq, entries);
-	while ((e = hash_seq_search(&seq)) != NULL)
-		if (e->key.dboid == dboid && leaf_warm_recent(e, now))
-			db.tags = lappend(db.tags, pstrdup(e->key.tag));
+/* A tag to ask for, and whether it was (it had no slot yet). */
+typedef struct LeafWarmAsk
+{
+	const char *tag;
+	bool		asked;
+} LeafWarmAsk;
 
-	foreach(lc, db.tags)
+static void
+leaf_warm_one_tag(void *arg)
+{
+	LeafWarmAsk *ask = (LeafWarmAsk *) arg;
+
+	ask->asked = leaf_segment_warm(ask->tag);
+}
+
+/*
+ * Ask for the first segments of tags, each in a transaction of its own.
+ * Returns how many were asked for; *skipped counts those that failed.
+ */
+static int
+leaf_warm_ask(List *tags, const char *dbname, int *skipped)
+{
+	ListCell   *lc;
+	int			asked = 0;
+	int			sqlstate;
+	char		err[LEAF_ERRMSG_LEN];
+
+	foreach(lc, tags)
 	{
-		char	   *tag = (char *) lfirst(lc);
+		LeafWarmAsk ask = {(const char *) lfirst(lc), false};
 
 		CHECK_FOR_INTERRUPTS();
-		if (leaf_in_transaction(leaf_warm_one_tag, tag, "leaf: warm start",
+		if (leaf_alloc_stopping())
+			break;				/* a database command wants the database */
+		if (leaf_in_transaction(leaf_warm_one_tag, &ask, "leaf: warm start",
 								&sqlstate, err, sizeof(err)))
 		{
-			asked++;
+			if (ask.asked)
+				asked++;
 			continue;
 		}
+		(*skipped)++;
 		ereport(LOG,
 				(errmsg("leaf warm start skips biz_tag \"%s\" of database \"%s\"",
-						tag, dbname),
+						ask.tag, dbname),
 				 errdetail_internal("%s", err)));
 		/* no room for more: the others would fail the same way */
 		if (sqlstate == ERRCODE_INSUFFICIENT_RESOURCES)
 			break;
 	}
-	ereport(LOG,
-			(errmsg("leaf warm start asked for the first segments of %d biz_tags of database \"%s\"",
-					asked, dbname)));
-	proc_exit(0);
+	return asked;
+}
+
+/*
+ * In the allocator of database dboid, when it starts: ask for the first
+ * segments of the tags the file lists for the database, used within
+ * leaf.warm_start_max_age, that have no slot yet, as their first callers
+ * would.  The allocator loads them next.  A lock held on leaf_alloc makes
+ * each tag wait the allocator's lock_timeout, then skips it: its first
+ * caller loads it, as without the warm start.
+ */
+void
+leaf_warm_start_database(Oid dboid, const char *dbname)
+{
+	MemoryContext cxt;
+	MemoryContext old;
+	List	   *tags;
+	int			asked = 0;
+	int			skipped = 0;
+
+	/* as for the leader: see the file's comment */
+	if (!leaf_warm_start || IsBinaryUpgrade || RecoveryInProgress())
+		return;
+
+	cxt = AllocSetContextCreate(TopMemoryContext, "leaf warm start",
+								ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	tags = leaf_warm_tags_of(dboid);
+	if (tags != NIL && leaf_warm_extension_ok(dbname))
+	{
+		/* leaf_in_transaction leaves another memory context current */
+		MemoryContextSwitchTo(cxt);
+		asked = leaf_warm_ask(tags, dbname, &skipped);
+		if (asked > 0 || skipped > 0)
+			ereport(LOG,
+					(errmsg("leaf warm start asked for the first segments of %d biz_tags of database \"%s\"",
+							asked, dbname)));
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
 }
