@@ -36,7 +36,7 @@
  * time IDs of it were seen handed out (or, for a tag preloaded and not
  * used since, the time the file said) and the tag, in hex.  It ends with
  * the number of entries and a CRC-32C of what came before, and is written
- * to a temporary file first, then renamed durably.  A file that is missing, damaged or truncated
+ * durably (leaf_durable.c).  A file that is missing, damaged or truncated
  * is ignored with a LOG line; a database that no longer exists, or no
  * longer has the extension, and a tag that is no longer in leaf_alloc
  * are skipped, each with a LOG line.  Nothing of this is an error for
@@ -85,6 +85,7 @@
 #include "segment/leaf_alloc.h"
 #include "segment/leaf_alloc_slots.h"
 #include "common/leaf_compat.h"
+#include "common/leaf_durable.h"
 #include "segment/leaf_segment_shmem.h"
 #include "segment/leaf_warm_start.h"
 
@@ -400,9 +401,8 @@ leaf_warm_read(int elevel)
 }
 
 /*
- * Write the entries that have a slot now, durably: the temporary file,
- * fsync, rename, fsync of the directory.  Returns false (with a LOG line)
- * if it could not.
+ * Write the entries to be listed, durably (leaf_durable.c).  Returns false
+ * (with a LOG line) if it could not.
  */
 static bool
 leaf_warm_write(HTAB *entries)
@@ -412,7 +412,7 @@ leaf_warm_write(HTAB *entries)
 	LeafWarmEntry *e;
 	pg_crc32c	crc;
 	int			n = 0;
-	int			fd;
+	bool		ok;
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, LEAF_WARM_HEADER "\n");
@@ -433,52 +433,10 @@ leaf_warm_write(HTAB *entries)
 	FIN_CRC32C(crc);
 	appendStringInfo(&buf, "end %d %08x\n", n, (unsigned int) crc);
 
-	fd = OpenTransientFile(LEAF_WARM_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
-	if (fd < 0)
-	{
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("leaf warm start could not create file \"%s\": %m",
-						LEAF_WARM_TMP)));
-		pfree(buf.data);
-		return false;
-	}
-	errno = 0;
-	if (write(fd, buf.data, buf.len) != buf.len)
-	{
-		int			save_errno = errno;
-
-		CloseTransientFile(fd);
-		errno = save_errno ? save_errno : ENOSPC;
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("leaf warm start could not write file \"%s\": %m",
-						LEAF_WARM_TMP)));
-		pfree(buf.data);
-		return false;
-	}
+	ok = leaf_durable_write(LEAF_WARM_FILE, LEAF_WARM_TMP, buf.data, buf.len,
+							LOG, "leaf warm start ");
 	pfree(buf.data);
-	if (pg_fsync(fd) != 0)
-	{
-		int			save_errno = errno;
-
-		CloseTransientFile(fd);
-		errno = save_errno;
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("leaf warm start could not fsync file \"%s\": %m",
-						LEAF_WARM_TMP)));
-		return false;
-	}
-	if (CloseTransientFile(fd) != 0)
-	{
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("leaf warm start could not close file \"%s\": %m",
-						LEAF_WARM_TMP)));
-		return false;
-	}
-	if (durable_rename(LEAF_WARM_TMP, LEAF_WARM_FILE, LOG) != 0)
+	if (!ok)
 		return false;
 	hash_seq_init(&seq, entries);
 	while ((e = hash_seq_search(&seq)) != NULL)

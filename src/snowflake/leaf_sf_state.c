@@ -33,6 +33,7 @@
 #include "storage/fd.h"
 #include "utils/timestamp.h"
 
+#include "common/leaf_durable.h"
 #include "snowflake/leaf_snowflake.h"
 #include "snowflake/leaf_sf_state.h"
 
@@ -237,7 +238,6 @@ leaf_sf_state_write_failed(int elevel)
 static bool
 leaf_sf_state_write_file(const char *data, int len)
 {
-	int			fd;
 	int			elevel = LOG;
 
 	if (leaf_write_failure_logged != 0 &&
@@ -245,36 +245,8 @@ leaf_sf_state_write_file(const char *data, int len)
 									GetCurrentTimestamp(), 60 * 1000))
 		elevel = DEBUG1;
 
-	fd = OpenTransientFile(LEAF_SF_STATE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
-	if (fd < 0)
-	{
-		ereport(elevel,
-				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", LEAF_SF_STATE_TMP)));
-		return leaf_sf_state_write_failed(elevel);
-	}
-	errno = 0;
-	if (write(fd, data, len) != len)
-	{
-		if (errno == 0)
-			errno = ENOSPC;
-		ereport(elevel,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", LEAF_SF_STATE_TMP)));
-		CloseTransientFile(fd);
-		return leaf_sf_state_write_failed(elevel);
-	}
-	if (pg_fsync(fd) != 0)
-	{
-		ereport(elevel,
-				(errcode_for_file_access(),
-				 errmsg("could not fsync file \"%s\": %m", LEAF_SF_STATE_TMP)));
-		CloseTransientFile(fd);
-		return leaf_sf_state_write_failed(elevel);
-	}
-	if (CloseTransientFile(fd) != 0)
-		return leaf_sf_state_write_failed(elevel);
-	if (durable_rename(LEAF_SF_STATE_TMP, LEAF_SF_STATE_FILE, elevel) != 0)
+	if (!leaf_durable_write(LEAF_SF_STATE_FILE, LEAF_SF_STATE_TMP, data, len,
+							elevel, ""))
 		return leaf_sf_state_write_failed(elevel);
 	if (leaf_write_failures > 0)
 		ereport(LOG,
