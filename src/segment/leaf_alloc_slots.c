@@ -98,12 +98,12 @@ typedef struct LeafAllocSlots
 static LeafAllocSlots *leaf_slots = NULL;
 
 /* A copy of what a slot says about its worker. */
-typedef struct LeafSlotView
+typedef struct LeafWorkerView
 {
 	pid_t		pid;
 	Latch	   *latch;
 	TimestampTz started;
-} LeafSlotView;
+} LeafWorkerView;
 
 /*
  * In an allocator worker: the database it serves, and its slot once it
@@ -194,7 +194,7 @@ leaf_slot_find(Oid dboid)
 
 /* Copy what a slot says about its worker.  Caller holds the lock. */
 static void
-leaf_slot_copy(LeafWorkerSlot *w, LeafSlotView *view)
+leaf_slot_copy(LeafWorkerSlot *w, LeafWorkerView *view)
 {
 	Assert(LWLockHeldByMe(leaf_slots->lock));
 	SpinLockAcquire(&leaf_slots->mutex);
@@ -209,7 +209,7 @@ leaf_slot_copy(LeafWorkerSlot *w, LeafSlotView *view)
  * (and a view of no worker) if the database has no slot.
  */
 static bool
-leaf_slot_lookup(Oid dboid, LeafSlotView *view)
+leaf_slot_lookup(Oid dboid, LeafWorkerView *view)
 {
 	LeafWorkerSlot *w;
 
@@ -227,7 +227,7 @@ leaf_slot_lookup(Oid dboid, LeafSlotView *view)
  * LEAF_LAUNCH_TIMEOUT_MS?  The next launch replaces it.
  */
 static bool
-leaf_launch_lost(const LeafSlotView *view)
+leaf_launch_lost(const LeafWorkerView *view)
 {
 	return view->pid == 0 &&
 		TimestampDifferenceExceeds(view->started, GetCurrentTimestamp(),
@@ -252,7 +252,7 @@ leaf_launch_alloc_worker(Oid dboid)
 	w = leaf_slot_find(dboid);
 	if (w != NULL)
 	{
-		LeafSlotView view;
+		LeafWorkerView view;
 
 		leaf_slot_copy(w, &view);
 		if (!leaf_launch_lost(&view))
@@ -323,7 +323,7 @@ leaf_launch_alloc_worker(Oid dboid)
 void
 leaf_wake_worker(Oid dboid)
 {
-	LeafSlotView view;
+	LeafWorkerView view;
 	bool		launch;
 
 	launch = !leaf_slot_lookup(dboid, &view);
@@ -377,7 +377,7 @@ leaf_stop_alloc_worker(Oid dboid, const char *command)
 
 	for (i = 0; i < LEAF_STOP_WAIT_MS / LEAF_STOP_POLL_MS; i++)
 	{
-		LeafSlotView view;
+		LeafWorkerView view;
 
 		if (!leaf_slot_lookup(dboid, &view))
 			return;
@@ -568,7 +568,7 @@ leaf_alloc_slot_warming(Oid dboid)
 	w = leaf_slot_find(dboid);
 	if (w != NULL)
 	{
-		LeafSlotView view;
+		LeafWorkerView view;
 
 		leaf_slot_copy(w, &view);
 		SpinLockAcquire(&leaf_slots->mutex);
