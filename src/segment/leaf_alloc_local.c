@@ -96,6 +96,76 @@ leaf_prepare_plans(Oid nsp)
 static int	leaf_commit_wait_mode = SYNC_REP_WAIT_FLUSH;
 
 /*
+ * Before a load from this database's own leaf_alloc: the same check, on
+ * this server's timeline.
+ */
+static bool
+leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res)
+{
+	LeafCopyIdent local;
+
+	leaf_copy_here(&local);
+	return leaf_source_check(&local, job, res);
+}
+
+/*
+ * In a local load's transaction (SPI connected), once the tag's row of
+ * leaf_alloc is locked: is the recorded source still this database of
+ * this cluster?  leaf_source_check() is not repeated for every load; this
+ * reads the current row again, with a snapshot taken after the lock, so
+ * that a database fenced by leaf_alloc_cutover() (which locks every row
+ * of leaf_alloc, then records the database that took its counters over)
+ * loads nothing after the counters it read.  Returns false, with LF006 in
+ * *res, if the source is another one now; the next load checks it in
+ * full, and records it as pending.
+ */
+static bool
+leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
+{
+	LeafCopyIdent local;
+	LeafCopyIdent rec;
+	bool		current;
+	bool		strict;
+	char	   *desc;
+
+	if (SPI_execute(psprintf("SELECT state OPERATOR(pg_catalog.=) 'current', "
+							 "kind OPERATOR(pg_catalog.=) 'remote', "
+							 "system_identifier, database_oid, NULL::pg_catalog.oid, "
+							 "description, NULL::pg_catalog.int8 "
+							 "FROM %s.leaf_alloc_source "
+							 "WHERE state OPERATOR(pg_catalog.=) 'current'",
+							 quote_identifier(get_namespace_name(nsp))),
+					false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read leaf_alloc_source");
+	if (SPI_processed == 0)
+		return true;			/* recorded by the next full check */
+	if (!leaf_source_parse_row(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+							   &rec, &current))
+		return true;			/* a remote row without its system: skipped */
+
+	leaf_copy_here(&local);
+	/* a database at 1.4 records the cluster of a local source */
+	strict = leaf_source_has_dir(get_relname_relid("leaf_alloc_source", nsp));
+	if (!rec.remote && leaf_same_source(&rec, &local) &&
+		(rec.sysid != 0 || !strict))
+		return true;
+
+	leaf_source_forget();
+	desc = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
+	res->status = LEAF_LOAD_FINAL;
+	res->sqlstate = ERRCODE_LEAF_ALLOC_SOURCE_CHANGED;
+	if (leaf_source_moved(desc) != NULL)
+		snprintf(res->msg, sizeof(res->msg),
+				 "The counters in leaf_alloc were taken over by another database (%s).",
+				 leaf_source_moved(desc));
+	else
+		snprintf(res->msg, sizeof(res->msg),
+				 "leaf_alloc_source records %s as the owner of the counters in leaf_alloc, and this is database %u of system " UINT64_FORMAT ".",
+				 desc ? desc : "another source", local.dboid, (uint64) local.sysid);
+	return false;
+}
+
+/*
  * Move leaf_alloc.max_id up for one tag in the local database.  Runs
  * inside the caller's transaction; errors are thrown.
  */

@@ -10,6 +10,8 @@
 #ifndef LEAF_ALLOC_SOURCE_H
 #define LEAF_ALLOC_SOURCE_H
 
+#include "access/htup.h"
+#include "access/tupdesc.h"
 #include "segment/leaf_alloc.h"
 #include "common/leaf_copy.h"
 
@@ -22,8 +24,15 @@ extern bool leaf_source_check(const LeafCopyIdent *cur,
  */
 #define LEAF_SOURCE_MOVED "moved: "
 
-extern bool leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res);
-extern bool leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res);
+
+/* what the local source (leaf_alloc_local.c) reads of the record */
+extern bool leaf_same_source(const LeafCopyIdent *a, const LeafCopyIdent *b);
+extern bool leaf_source_has_dir(Oid relid);
+extern const char *leaf_source_moved(const char *desc);
+extern bool leaf_source_parse_row(HeapTuple tup, TupleDesc desc,
+								  LeafCopyIdent *rec, bool *current);
+extern void leaf_source_forget(void);
+
 extern bool leaf_source_recorded_ok(const LeafCopyIdent *cur, char *errbuf,
 									size_t errlen);
 extern const char *leaf_source_refusal(void);
