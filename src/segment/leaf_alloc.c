@@ -13,6 +13,8 @@
  * range, a max_id that moved back.
  * leaf_in_transaction() runs a piece of the worker's work in a
  * transaction of its own, and keeps its errors from ending the worker.
+ * leaf_report_refusal() raises, in a backend, the error of a refusal as
+ * the check that decided it composed it.
  *
  * When a database command asks the worker to exit (leaf_ddl.c), its
  * SIGTERM handler calls leaf_alloc_request_stop(): a load's transaction
@@ -303,4 +305,20 @@ leaf_in_transaction(void (*fn) (void *arg), void *arg, const char *activity,
 		QueryCancelPending = false;
 
 	return ok;
+}
+
+/*
+ * Raise the error of a refused load (or of a backend's own refusal), as
+ * the check that refused composed it (LeafRefusal).
+ */
+void
+leaf_report_refusal(int sqlstate, const LeafRefusal *refusal)
+{
+	ereport(ERROR,
+			(errcode(sqlstate),
+			 errmsg("%s", refusal->message),
+			 refusal->detail_public[0] != '\0' && !superuser() ?
+			 errdetail("%s", refusal->detail_public) :
+			 errdetail_internal("%s", refusal->detail),
+			 refusal->hint[0] != '\0' ? errhint("%s", refusal->hint) : 0));
 }

@@ -29,6 +29,25 @@
 /* Length of the description of where segments come from. */
 #define LEAF_SOURCE_LEN			128
 
+/* Length of the message, other roles' detail and hint of a refusal. */
+#define LEAF_REFUSAL_LEN		256
+
+/*
+ * How callers are told of a load that was refused for good (a copy, a
+ * new timeline, a logical replica, a table of the wrong shape): the
+ * error, composed where the refusal is decided, so that the backend that
+ * raises it needs to know none of them.  detail is for superusers, and
+ * for everyone when detail_public is empty; message is empty for a
+ * failure that is no such refusal.
+ */
+typedef struct LeafRefusal
+{
+	char		message[LEAF_ERRMSG_LEN];
+	char		detail[LEAF_ERRMSG_LEN];
+	char		detail_public[LEAF_REFUSAL_LEN];
+	char		hint[LEAF_REFUSAL_LEN];
+} LeafRefusal;
+
 /* A load to do, copied out of its slot. */
 typedef struct LeafLoadJob
 {
@@ -67,6 +86,7 @@ typedef struct LeafLoadResult
 	char		server[LEAF_SERVER_LEN];	/* host:port, or "local" */
 	int			sqlstate;
 	char		msg[LEAF_ERRMSG_LEN];
+	LeafRefusal refusal;		/* a refusal: how callers are told */
 } LeafLoadResult;
 
 /*
@@ -112,6 +132,8 @@ extern bool leaf_plan_segment(const LeafLoadJob *job, int64 max_id,
 extern bool leaf_in_transaction(void (*fn) (void *arg), void *arg,
 								const char *activity, int *sqlstate,
 								char *errbuf, size_t errlen);
+pg_noreturn extern void leaf_report_refusal(int sqlstate,
+											const LeafRefusal *refusal);
 
 /* ---------- leaf_alloc_worker.c ---------- */
 
@@ -131,5 +153,6 @@ extern const char *leaf_alloc_column_values(void);
 extern bool leaf_alloc_persistence_ok(char relpersistence, char *errbuf,
 									  size_t errlen);
 extern bool leaf_alloc_shape_ok(Oid nsp, char *errbuf, size_t errlen);
+extern void leaf_alloc_shape_refuse(const char *tag, LeafLoadResult *res);
 
 #endif							/* LEAF_ALLOC_H */

@@ -115,12 +115,12 @@ leaf_local_source_check(const LeafLoadJob *job, LeafLoadResult *res)
  * reads the current row again, with a snapshot taken after the lock, so
  * that a database fenced by leaf_alloc_cutover() (which locks every row
  * of leaf_alloc, then records the database that took its counters over)
- * loads nothing after the counters it read.  Returns false, with LF006 in
- * *res, if the source is another one now; the next load checks it in
+ * loads nothing after the counters it read.  Returns false, with the
+ * refusal LF006 of a load of tag in *res, if the source is another one now; the next load checks it in
  * full, and records it as pending.
  */
 static bool
-leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
+leaf_local_source_still_ok(Oid nsp, const char *tag, LeafLoadResult *res)
 {
 	LeafCopyIdent local;
 	LeafCopyIdent rec;
@@ -152,8 +152,6 @@ leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
 
 	leaf_source_forget();
 	desc = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
-	res->status = LEAF_LOAD_FINAL;
-	res->sqlstate = ERRCODE_LEAF_ALLOC_SOURCE_CHANGED;
 	if (leaf_source_moved(desc) != NULL)
 		snprintf(res->msg, sizeof(res->msg),
 				 "The counters in leaf_alloc were taken over by another database (%s).",
@@ -162,6 +160,7 @@ leaf_local_source_still_ok(Oid nsp, LeafLoadResult *res)
 		snprintf(res->msg, sizeof(res->msg),
 				 "leaf_alloc_source records %s as the owner of the counters in leaf_alloc, and this is database %u of system " UINT64_FORMAT ".",
 				 desc ? desc : "another source", local.dboid, (uint64) local.sysid);
+	leaf_source_refuse_changed(tag, res);
 	return false;
 }
 
@@ -202,8 +201,7 @@ leaf_local_raise_max_id(const LeafLoadJob *job, LeafLoadResult *res)
 	/* never read a column as a type it no longer has */
 	if (!leaf_alloc_shape_ok(nsp, res->msg, sizeof(res->msg)))
 	{
-		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = ERRCODE_LEAF_ALLOC_SHAPE;
+		leaf_alloc_shape_refuse(job->tag, res);
 		return;
 	}
 	leaf_prepare_plans(nsp);
@@ -246,8 +244,8 @@ leaf_local_raise_max_id(const LeafLoadJob *job, LeafLoadResult *res)
 	 * (leaf_alloc_cutover() fences a publisher), and not written by
 	 * logical replication.
 	 */
-	if (!leaf_local_source_still_ok(nsp, res) ||
-		!leaf_replica_check(nsp, extoid, res))
+	if (!leaf_local_source_still_ok(nsp, job->tag, res) ||
+		!leaf_replica_check(nsp, extoid, job->tag, res))
 		return;
 
 	if (!leaf_plan_segment(job, max_id, row_step, res))
@@ -344,7 +342,7 @@ leaf_replica_txn(void *arg)
 	Oid			nsp = leaf_extension_namespace(&extoid);
 
 	if (OidIsValid(extoid))
-		(void) leaf_replica_check(nsp, extoid, l->res);
+		(void) leaf_replica_check(nsp, extoid, l->job->tag, l->res);
 }
 
 /*

@@ -43,18 +43,40 @@
 #include "common/leaf_errcodes.h"
 
 /*
+ * Make *res the refusal (LF012) of a load of tag from a leaf_alloc written
+ * by logical replication, with what was found in res->msg.
+ */
+static void
+leaf_replica_refusal(const char *tag, LeafLoadResult *res)
+{
+	LeafRefusal *r = &res->refusal;
+
+	res->status = LEAF_LOAD_FINAL;
+	res->sqlstate = ERRCODE_LEAF_ALLOC_REPLICATED;
+	snprintf(r->message, sizeof(r->message),
+			 "refusing to allocate a segment for biz_tag \"%s\": leaf_alloc is written by logical replication",
+			 tag);
+	strlcpy(r->detail, res->msg, sizeof(r->detail));
+	strlcpy(r->detail_public,
+			"The counters in leaf_alloc are a publisher's, which hands out the same IDs.",
+			sizeof(r->detail_public));
+	strlcpy(r->hint,
+			"Once the publisher hands out no more IDs, a superuser disables the subscription and takes the counters over with SELECT * FROM leaf_alloc_cutover('subscription'); see docs/copies.md.",
+			sizeof(r->hint));
+}
+
+/*
  * In a local load's transaction (SPI connected): may this database load
- * from its own leaf_alloc, or is it written by logical replication?
- * Returns false, with LF012 in *res, if it is.
+ * tag from its own leaf_alloc, or is it written by logical replication?
+ * Returns false, with the refusal LF012 in *res, if it is.
  */
 bool
-leaf_replica_check(Oid nsp, Oid extoid, LeafLoadResult *res)
+leaf_replica_check(Oid nsp, Oid extoid, const char *tag, LeafLoadResult *res)
 {
 	if (!leaf_copy_subscribed(extoid, res->msg, sizeof(res->msg)) &&
 		!leaf_copy_replicated(nsp, res->msg, sizeof(res->msg)))
 		return true;
-	res->status = LEAF_LOAD_FINAL;
-	res->sqlstate = ERRCODE_LEAF_ALLOC_REPLICATED;
+	leaf_replica_refusal(tag, res);
 	return false;
 }
 
@@ -67,28 +89,15 @@ void
 leaf_replica_refuse(Oid nsp, const char *tag)
 {
 	Oid			extoid;
-	char		detail[sizeof(((LeafLoadResult *) NULL)->msg)];
+	LeafLoadResult res;
 
 	(void) leaf_extension_namespace(&extoid);
 	if (!OidIsValid(extoid) || leaf_remote_enabled())
 		return;
-	if (leaf_copy_written_by_replication(nsp, extoid, detail, sizeof(detail)))
-		leaf_report_replicated(tag, detail);
-}
-
-/*
- * Raise the error of a load refused because leaf_alloc is written by
- * logical replication, for a caller waiting for a segment of tag.
- */
-void
-leaf_report_replicated(const char *tag, const char *detail)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_LEAF_ALLOC_REPLICATED),
-			 errmsg("refusing to allocate a segment for biz_tag \"%s\": leaf_alloc is written by logical replication",
-					tag),
-			 superuser() ?
-			 errdetail_internal("%s", detail) :
-			 errdetail("The counters in leaf_alloc are a publisher's, which hands out the same IDs."),
-			 errhint("Once the publisher hands out no more IDs, a superuser disables the subscription and takes the counters over with SELECT * FROM leaf_alloc_cutover('subscription'); see docs/copies.md.")));
+	memset(&res, 0, sizeof(res));
+	if (leaf_copy_written_by_replication(nsp, extoid, res.msg, sizeof(res.msg)))
+	{
+		leaf_replica_refusal(tag, &res);
+		leaf_report_refusal(res.sqlstate, &res.refusal);
+	}
 }

@@ -2,8 +2,8 @@
  *
  * leaf_alloc_replica.h
  *	  Segment mode in a logical replica (leaf_alloc_replica.c): the check
- *	  before a local load, the error of a refused one, and what the
- *	  cut-over (leaf_alloc_cutover.c) asks before it takes over.
+ *	  before a local load, which carries the error of its refusal, and
+ *	  the backends' own refusal.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,8 +12,8 @@
 
 #include "segment/leaf_alloc.h"
 
-extern bool leaf_replica_check(Oid nsp, Oid extoid, LeafLoadResult *res);
+extern bool leaf_replica_check(Oid nsp, Oid extoid, const char *tag,
+							   LeafLoadResult *res);
 extern void leaf_replica_refuse(Oid nsp, const char *tag);
-pg_noreturn extern void leaf_report_replicated(const char *tag, const char *detail);
 
 #endif							/* LEAF_ALLOC_REPLICA_H */

@@ -9,7 +9,8 @@
  * type, a column gives garbage (a numeric's pointer taken for max_id), a
  * NULL gives 0, and an unlogged table is emptied by a crash.  Each of
  * these would repeat IDs, so a load is refused (LF011) until the table is
- * put back as the extension made it.
+ * put back as the extension made it; leaf_alloc_shape_refuse() says so to
+ * the callers.
  *
  * The same check serves the local leaf_alloc (from the relation cache,
  * before every load) and a remote one (from its catalog, once a
@@ -28,6 +29,7 @@
 #include "utils/rel.h"
 
 #include "segment/leaf_alloc.h"
+#include "common/leaf_errcodes.h"
 
 typedef struct LeafColumnShape
 {
@@ -145,4 +147,27 @@ leaf_alloc_shape_ok(Oid nsp, char *errbuf, size_t errlen)
 	}
 	table_close(rel, AccessShareLock);
 	return ok;
+}
+
+/*
+ * Make *res the refusal (LF011) of a load of tag from a leaf_alloc whose
+ * shape leaf_alloc_shape_ok() refused, with the reason in res->msg.
+ */
+void
+leaf_alloc_shape_refuse(const char *tag, LeafLoadResult *res)
+{
+	LeafRefusal *r = &res->refusal;
+
+	res->status = LEAF_LOAD_FINAL;
+	res->sqlstate = ERRCODE_LEAF_ALLOC_SHAPE;
+	snprintf(r->message, sizeof(r->message),
+			 "refusing to allocate a segment for biz_tag \"%s\": %s",
+			 tag, res->msg);
+	strlcpy(r->detail,
+			"The allocator reads max_id as bigint and step as integer, both NOT NULL, from a logged table; anything else could repeat IDs.",
+			sizeof(r->detail));
+	r->detail_public[0] = '\0';
+	strlcpy(r->hint,
+			"Put leaf_alloc back as the extension created it (ALTER TABLE ... ALTER COLUMN ... TYPE, SET NOT NULL, SET LOGGED).",
+			sizeof(r->hint));
 }

@@ -29,8 +29,8 @@
  * another server's in fleet mode (leaf_alloc_remote.c).  The same
  * source on a new timeline was promoted or restored, unless it is the
  * local leaf_alloc on a lower one (pg_upgrade): see
- * leaf_source_check_txn.  Backends waiting for a segment that a check
- * refused raise the errors (LF006, LF007) with the reporters at the end.
+ * leaf_source_check_txn.  A refusal (LF006, LF007) carries the error
+ * that the callers waiting for the segment get (leaf_source_refuse_*).
  *
  *-------------------------------------------------------------------------
  */
@@ -80,6 +80,8 @@ static bool leaf_refused = false;	/* the last check refused the source */
 static bool leaf_refused_timeline = false;	/* ... for its new timeline */
 static bool leaf_checked_tl = false;	/* the check saw the timeline column */
 static TimestampTz leaf_checked_at = 0; /* when the check last ran */
+
+static void leaf_source_refuse_promoted(const char *tag, LeafLoadResult *res);
 
 #ifdef LEAF_TEST_HOOKS
 static int	leaf_test_source_pause_ms = 0;
@@ -400,7 +402,7 @@ leaf_source_judge(LeafSourceCheck *c, bool have_tl, const char *cur_desc,
 		last_timeline = rows->rec_timeline;
 	}
 
-	/* the detail of LF007 (leaf_report_promoted) */
+	/* the detail of LF007 (leaf_source_refuse_promoted) */
 	if (c->promoted)
 		snprintf(c->detail, sizeof(c->detail),
 				 "Segments were last loaded on timeline %u, and the allocation database is on timeline %u now.",
@@ -723,10 +725,11 @@ leaf_source_check(const LeafCopyIdent *cur, const LeafLoadJob *job,
 		leaf_checked = false;
 		leaf_refused = true;
 		leaf_refused_timeline = c.same;
-		res->status = LEAF_LOAD_FINAL;
-		res->sqlstate = c.same ? ERRCODE_LEAF_ALLOC_PROMOTED :
-			ERRCODE_LEAF_ALLOC_SOURCE_CHANGED;
 		strlcpy(res->msg, c.detail, sizeof(res->msg));
+		if (c.same)
+			leaf_source_refuse_promoted(job->tag, res);
+		else
+			leaf_source_refuse_changed(job->tag, res);
 		return false;
 	}
 	leaf_checked_ident = *cur;
@@ -799,34 +802,48 @@ leaf_source_refusal(void)
 }
 
 /*
- * Raise the error of a refused change of allocation database, for a
- * caller waiting for a segment of tag; detail comes from the allocator.
+ * Make *res the refusal (LF006) of a load of tag from another allocation
+ * database than the recorded one, with what the check found in res->msg.
  */
 void
-leaf_report_source_changed(const char *tag, const char *detail)
+leaf_source_refuse_changed(const char *tag, LeafLoadResult *res)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_LEAF_ALLOC_SOURCE_CHANGED),
-			 errmsg("refusing to draw segments of biz_tag \"%s\" from another allocation database",
-					tag),
-			 superuser() ?
-			 errdetail_internal("%s", detail) :
-			 errdetail("This database drew its segments from another allocation database before."),
-			 errhint("Once every max_id in the new leaf_alloc lies above every ID handed out before, a superuser confirms the change with SELECT leaf_alloc_source_confirm(); the table leaf_alloc_source shows both.")));
+	LeafRefusal *r = &res->refusal;
+
+	res->status = LEAF_LOAD_FINAL;
+	res->sqlstate = ERRCODE_LEAF_ALLOC_SOURCE_CHANGED;
+	snprintf(r->message, sizeof(r->message),
+			 "refusing to draw segments of biz_tag \"%s\" from another allocation database",
+			 tag);
+	strlcpy(r->detail, res->msg, sizeof(r->detail));
+	strlcpy(r->detail_public,
+			"This database drew its segments from another allocation database before.",
+			sizeof(r->detail_public));
+	strlcpy(r->hint,
+			"Once every max_id in the new leaf_alloc lies above every ID handed out before, a superuser confirms the change with SELECT leaf_alloc_source_confirm(); the table leaf_alloc_source shows both.",
+			sizeof(r->hint));
 }
 
 /*
- * Raise the error of a load refused because the allocation database is on
- * a timeline that is not confirmed; detail, which names both timelines,
- * comes from the allocator.
+ * Make *res the refusal (LF007) of a load of tag from an allocation
+ * database on a timeline that is not confirmed; res->msg names both
+ * timelines.
  */
-void
-leaf_report_promoted(const char *tag, const char *detail)
+static void
+leaf_source_refuse_promoted(const char *tag, LeafLoadResult *res)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_LEAF_ALLOC_PROMOTED),
-			 errmsg("allocation database was promoted or restored; segments are not loaded until confirmed"),
-			 errdetail("%s biz_tag \"%s\" has no segment left, and the last allocations before the promotion or restore may be missing from leaf_alloc.",
-					   detail, tag),
-			 errhint("Once every max_id in leaf_alloc lies above every ID handed out before, a superuser confirms with SELECT leaf_alloc_source_confirm(); see \"leaf.alloc_failover\".")));
+	LeafRefusal *r = &res->refusal;
+
+	res->status = LEAF_LOAD_FINAL;
+	res->sqlstate = ERRCODE_LEAF_ALLOC_PROMOTED;
+	strlcpy(r->message,
+			"allocation database was promoted or restored; segments are not loaded until confirmed",
+			sizeof(r->message));
+	snprintf(r->detail, sizeof(r->detail),
+			 "%s biz_tag \"%s\" has no segment left, and the last allocations before the promotion or restore may be missing from leaf_alloc.",
+			 res->msg, tag);
+	r->detail_public[0] = '\0';
+	strlcpy(r->hint,
+			"Once every max_id in leaf_alloc lies above every ID handed out before, a superuser confirms with SELECT leaf_alloc_source_confirm(); see \"leaf.alloc_failover\".",
+			sizeof(r->hint));
 }

@@ -2,8 +2,7 @@
  *
  * leaf_alloc_source.h
  *	  The check of which allocation database segments come from
- *	  (leaf_alloc_source.c), for the two sources and for the backends that
- *	  report its refusals.
+ *	  (leaf_alloc_source.c), for the two sources.
  *
  *-------------------------------------------------------------------------
  */
@@ -37,8 +36,7 @@ extern bool leaf_source_recorded_ok(const LeafCopyIdent *cur, char *errbuf,
 									size_t errlen);
 extern const char *leaf_source_refusal(void);
 
-/* backends waiting for a segment that a check refused */
-pg_noreturn extern void leaf_report_source_changed(const char *tag, const char *detail);
-pg_noreturn extern void leaf_report_promoted(const char *tag, const char *detail);
+/* the refusal of a load from another allocation database (LF006) */
+extern void leaf_source_refuse_changed(const char *tag, LeafLoadResult *res);
 
 #endif							/* LEAF_ALLOC_SOURCE_H */

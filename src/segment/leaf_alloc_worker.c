@@ -222,6 +222,12 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 
 	leaf_source()->load(job, res);
 
+	/* a remote leaf_alloc of the wrong shape, as the connection found */
+	if (res->status == LEAF_LOAD_FINAL &&
+		res->sqlstate == ERRCODE_LEAF_ALLOC_SHAPE &&
+		res->refusal.message[0] == '\0')
+		leaf_alloc_shape_refuse(job->tag, res);
+
 	/*
 	 * A database command that stopped the worker cut the load short, as a
 	 * query cancel or a timeout would have: the callers who wait for it,

@@ -53,7 +53,6 @@
 #include "segment/leaf_alloc.h"
 #include "segment/leaf_alloc_replica.h"
 #include "segment/leaf_alloc_slots.h"
-#include "segment/leaf_alloc_source.h"
 #include "common/leaf_compat.h"
 #include "common/leaf_errcodes.h"
 #include "segment/leaf_segment.h"
@@ -465,6 +464,10 @@ leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
 			slot->fail_final = (res->status == LEAF_LOAD_FINAL);
 			slot->fail_sqlstate = res->sqlstate;
 			strlcpy(slot->fail_msg, res->msg, sizeof(slot->fail_msg));
+			if (slot->fail_final)
+				slot->fail_refusal = res->refusal;
+			else
+				slot->fail_refusal.message[0] = '\0';
 			slot->last_failure = now;
 			if (slot->fail_final)
 				slot->loading = false;
@@ -836,6 +839,7 @@ leaf_init_slot(LeafTagSlot *slot, const LeafTagKey *key, uint64 generation)
 	slot->fail_final = false;
 	slot->fail_sqlstate = 0;
 	slot->fail_msg[0] = '\0';
+	memset(&slot->fail_refusal, 0, sizeof(slot->fail_refusal));
 	slot->generation = generation;
 	SpinLockRelease(&slot->mutex);
 }
@@ -1077,6 +1081,7 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 {
 	int			sqlstate = 0;
 	char		msg[LEAF_ERRMSG_LEN];
+	LeafRefusal refusal;
 	bool		failed = false;
 	long		remaining;
 
@@ -1088,6 +1093,7 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 		failed = true;
 		sqlstate = slot->fail_sqlstate;
 		strlcpy(msg, slot->fail_msg, sizeof(msg));
+		refusal = slot->fail_refusal;
 	}
 	SpinLockRelease(&slot->mutex);
 
@@ -1097,19 +1103,9 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 		leaf_count_wait(slot, generation, wait_start);
 		if (sqlstate == ERRCODE_LEAF_UNKNOWN_TAG)
 			leaf_report_tag_not_visible(tag);
-		if (sqlstate == ERRCODE_LEAF_ALLOC_SOURCE_CHANGED)
-			leaf_report_source_changed(tag, msg);
-		if (sqlstate == ERRCODE_LEAF_ALLOC_PROMOTED)
-			leaf_report_promoted(tag, msg);
-		if (sqlstate == ERRCODE_LEAF_ALLOC_REPLICATED)
-			leaf_report_replicated(tag, msg);
-		if (sqlstate == ERRCODE_LEAF_ALLOC_SHAPE)
-			ereport(ERROR,
-					(errcode(sqlstate),
-					 errmsg("refusing to allocate a segment for biz_tag \"%s\": %s",
-							tag, msg),
-					 errdetail("The allocator reads max_id as bigint and step as integer, both NOT NULL, from a logged table; anything else could repeat IDs."),
-					 errhint("Put leaf_alloc back as the extension created it (ALTER TABLE ... ALTER COLUMN ... TYPE, SET NOT NULL, SET LOGGED).")));
+		/* a refusal says itself what callers are told */
+		if (refusal.message[0] != '\0')
+			leaf_report_refusal(sqlstate, &refusal);
 		ereport(ERROR,
 				(errcode(sqlstate),
 				 errmsg("could not allocate a segment for biz_tag \"%s\"", tag),

@@ -100,6 +100,9 @@ typedef struct LeafTagSlot
 	bool		fail_final;		/* retrying cannot mend it: fail callers */
 	int			fail_sqlstate;	/* its SQLSTATE */
 	char		fail_msg[LEAF_ERRMSG_LEN];	/* its message */
+	LeafRefusal fail_refusal;	/* if final, the error callers get, as the
+								 * refusal composed it (empty message: a
+								 * failure of no refusal) */
 } LeafTagSlot;
 
 typedef struct LeafSegShared
