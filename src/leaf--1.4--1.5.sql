@@ -1,7 +1,7 @@
 -- leaf 1.4 -> 1.5 (see CHANGELOG.md)
 --
--- Also the tail of leaf--1.5.sql, the install script of 1.5, which is
--- 1.4's install script followed by this file: every statement here must
+-- CREATE EXTENSION leaf runs leaf--1.0.sql and then every upgrade script
+-- up to default_version, this one among them: every statement here must
 -- work both on an upgraded 1.4 and during CREATE EXTENSION.
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
