@@ -22,6 +22,7 @@
 #include "utils/guc_tables.h"
 
 #include "leaf.h"
+#include "common/leaf_common.h"
 #include "common/leaf_compat.h"
 
 PG_MODULE_MAGIC;

@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * leaf.h
- *	  What the whole leaf module shares: the entry points that module load
- *	  (leaf.c) calls in each part, and the few settings and limits that
- *	  more than one mode reads (leaf_common.c).
+ *	  The entry points that module load (leaf.c) calls in each part: the
+ *	  settings' init functions and the shared memory hooks.  What every
+ *	  part shares (the settings and limits that more than one mode reads,
+ *	  the check that leaf was preloaded) is in common/leaf_common.h.
  *
  * leaf has two generators:
  *	- segment mode (leaf_segment.c and the allocator, leaf_alloc*.c): IDs
@@ -25,46 +26,13 @@
  * Each setting is defined and registered by the part that reads it; a
  * variable is declared in a header only when another file reads it.  Each
  * mode has headers of its own: leaf_segment.h, leaf_alloc.h,
- * leaf_snowflake.h; the SQLSTATEs are in leaf_errcodes.h.
+ * leaf_snowflake.h; the SQLSTATEs are in leaf_errcodes.h, and what every
+ * part shares in leaf_common.h.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef LEAF_H
 #define LEAF_H
-
-/*
- * Most IDs leaf_segment_nextvals and leaf_snowflake_nextvals return in one
- * call.
- */
-#define LEAF_MAX_NEXTVALS		1000000
-
-/*
- * Settings read by more than one mode, defined in leaf_common.c, which
- * depends on no mode: leaf.wait_timeout bounds the wait of segment and
- * snowflake callers alike; leaf.node_address names the node to
- * ZooKeeper, and to the allocation database in fleet mode.
- */
-extern int	leaf_wait_timeout_ms;
-extern char *leaf_sf_node_address;
-
-/*
- * Set by module load (leaf.c) when leaf is loaded at server start.  The
- * SQL functions check it with leaf_require_preload().  It is defined in
- * leaf_common.c and checked by an inline function so that no file
- * depends on module load.
- */
-extern PGDLLIMPORT bool leaf_preloaded;
-
-/* Raise an error unless leaf was loaded at server start. */
-static inline void
-leaf_require_preload(void)
-{
-	if (!leaf_preloaded)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("leaf must be loaded via \"shared_preload_libraries\""),
-				 errhint("Add leaf to the \"shared_preload_libraries\" setting and restart the server.")));
-}
 
 /* leaf_common.c */
 extern void leaf_common_init_settings(void);

@@ -12,7 +12,7 @@
  * in fleet mode, to the allocation server (leaf_alloc_remote.c).  Kept
  * in either mode's file, they would make the other mode depend on it.
  * This file depends on no other part of leaf, and every part may read
- * what it defines (declared in leaf.h).
+ * what it defines (declared in leaf_common.h).
  *
  * leaf_preloaded is here rather than in module load (leaf.c) for the same
  * reason: every SQL function reads it, and module load calls into every
@@ -25,6 +25,7 @@
 #include "utils/guc.h"
 
 #include "leaf.h"
+#include "common/leaf_common.h"
 
 /* leaf.wait_timeout, in ms */
 int			leaf_wait_timeout_ms = 5000;

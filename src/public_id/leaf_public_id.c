@@ -48,6 +48,7 @@
 #include "utils/guc.h"
 
 #include "leaf.h"
+#include "common/leaf_common.h"
 #include "common/leaf_errcodes.h"
 #include "public_id/leaf_ff1.h"
 

@@ -53,6 +53,7 @@
 #include "utils/wait_event.h"
 
 #include "leaf.h"
+#include "common/leaf_common.h"
 #include "segment/leaf_alloc.h"
 #include "segment/leaf_alloc_source.h"
 #include "common/leaf_errcodes.h"

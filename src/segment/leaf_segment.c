@@ -50,6 +50,7 @@
 #include "utils/wait_event.h"
 
 #include "leaf.h"
+#include "common/leaf_common.h"
 #include "segment/leaf_alloc.h"
 #include "segment/leaf_alloc_replica.h"
 #include "segment/leaf_alloc_slots.h"

@@ -4,8 +4,9 @@
  *	  What leaf_segment.c offers outside segment mode's own files.
  *
  * The settings of segment mode are defined by the files that read them;
- * leaf.wait_timeout, which snowflake mode reads as well, is in leaf.h;
- * the shared memory of segment mode in leaf_segment_shmem.h.
+ * leaf.wait_timeout, which snowflake mode reads as well, is in
+ * common/leaf_common.h; the shared memory of segment mode in
+ * leaf_segment_shmem.h.
  *
  *-------------------------------------------------------------------------
  */

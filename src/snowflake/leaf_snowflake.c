@@ -57,6 +57,7 @@
 #include "utils/wait_event.h"
 
 #include "leaf.h"
+#include "common/leaf_common.h"
 #include "common/leaf_errcodes.h"
 #include "snowflake/leaf_sf_layout.h"
 #include "snowflake/leaf_snowflake.h"

@@ -10,6 +10,7 @@
 #ifndef LEAF_SNOWFLAKE_H
 #define LEAF_SNOWFLAKE_H
 
+#include "common/leaf_common.h"
 #include "common/leaf_compat.h"
 
 #define LEAF_SF_ADDR_LEN		256
