@@ -20,7 +20,8 @@
  * for its transaction, whatever the allocation server's settings.
  *
  * Every libpq call is non-blocking and waits on the worker's latch and
- * the socket, under a deadline of leaf.alloc_timeout per load: a hung
+ * the socket (leaf_libpq.c), under a deadline of leaf.alloc_timeout per
+ * load, and the socket is counted among the worker's files: a hung
  * server, a lost network or a synchronous standby that never answers
  * costs a gap in the IDs and a retry, never a stuck worker.  A commit that
  * comes back with a warning (a cancelled wait for synchronous
@@ -30,9 +31,11 @@
  * refuses another one until a superuser confirms the change
  * (leaf_alloc_source.c).
  *
- * Only this file talks libpq.  Passwords never reach the log: messages
- * are scrubbed of the password of leaf.alloc_conninfo, and of whatever
- * libpq quotes from a connection string it cannot parse.
+ * Only this file talks to the allocation database of the segments (the
+ * leases of worker IDs are leaf_sf_db.c's), through leaf_libpq.c.
+ * Passwords never reach the log: messages are scrubbed of the password
+ * of leaf.alloc_conninfo, and of whatever libpq quotes from a connection
+ * string it cannot parse.
  *
  *-------------------------------------------------------------------------
  */
@@ -57,6 +60,7 @@
 #include "segment/leaf_alloc.h"
 #include "segment/leaf_alloc_source.h"
 #include "common/leaf_errcodes.h"
+#include "common/leaf_libpq.h"
 
 /* leaf.alloc_conninfo and leaf.alloc_timeout (in ms) */
 static char *leaf_alloc_conninfo = NULL;
@@ -90,7 +94,7 @@ static int	leaf_test_tags_pause_ms = 0;
  * The connection's own defaults, which leaf.alloc_conninfo may override.
  *
  * LEAF_REMOTE_CONNECT_TIMEOUT (s): libpq ignores connect_timeout for a
- * connection made with PQconnectPoll, as this one is; leaf_remote_poll
+ * connection made with PQconnectPoll, as this one is; leaf_remote_open
  * bounds the connection by leaf.alloc_timeout instead.  The value, half
  * of that setting's default, is what a blocking connection with the same
  * string would wait.
@@ -109,13 +113,18 @@ static int	leaf_test_tags_pause_ms = 0;
 #define LEAF_REMOTE_KEEPALIVES_COUNT	"3"
 #define LEAF_REMOTE_TCP_USER_TIMEOUT	"10000"
 
-static PGconn *leaf_conn = NULL;
-static char *leaf_conn_info = NULL; /* conninfo leaf_conn was opened with */
+/*
+ * The connection (leaf_libpq.c): its deadline is that of the load under
+ * way, its waits are PG_WAIT_EXTENSION, and it gives up when a database
+ * command asks the worker to exit.
+ */
+static LeafPq leaf_remote_pq = {.stop = leaf_alloc_stopping};
+static char *leaf_conn_info = NULL; /* conninfo leaf_remote_pq was opened
+									 * with */
 static char leaf_qual_table[2 * NAMEDATALEN + 16];	/* "schema".leaf_alloc */
-static TimestampTz leaf_deadline;	/* of the load under way */
 static bool leaf_got_warning;	/* the server sent a WARNING */
 
-static LeafCopyIdent leaf_remote_ident;	/* of leaf_conn */
+static LeafCopyIdent leaf_remote_ident;	/* of leaf_remote_pq */
 
 static void leaf_remote_abort(PGresult *res);
 
@@ -273,81 +282,27 @@ leaf_remote_scrub(char *buf, size_t len)
 }
 
 /*
- * The latch was set while a remote call waited on the socket: a caller's
- * request for a load, which the worker must not sleep through once the
- * call returns (see leaf_remote_woken).
- */
-static bool leaf_remote_latch_seen = false;
-
-/*
  * Was the worker's latch set, and reset, while it waited for the
- * allocation database since the last call?  Then a request may be
- * waiting, and the main loop goes round again instead of sleeping.
+ * allocation database since the last call?  Then a caller's request for
+ * a load may be waiting, and the main loop goes round again instead of
+ * sleeping.
  */
 bool
 leaf_remote_woken(void)
 {
-	bool		seen = leaf_remote_latch_seen;
+	bool		seen = leaf_remote_pq.latch_seen;
 
-	leaf_remote_latch_seen = false;
+	leaf_remote_pq.latch_seen = false;
 	return seen;
-}
-
-/*
- * Wait until the connection's socket is ready for the given events, the
- * deadline passes (false) or an interrupt arrives (it is handled).
- */
-static bool
-leaf_remote_wait(int events)
-{
-	long		remaining;
-	int			rc;
-
-	remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-												leaf_deadline);
-	if (remaining <= 0)
-		return false;
-	rc = WaitLatchOrSocket(MyLatch,
-						   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH | events,
-						   PQsocket(leaf_conn), remaining, PG_WAIT_EXTENSION);
-	if (rc & WL_LATCH_SET)
-	{
-		ResetLatch(MyLatch);
-		leaf_remote_latch_seen = true;
-		CHECK_FOR_INTERRUPTS();
-		/* a database command asked the worker to exit: give up, as on timeout */
-		if (leaf_alloc_stopping())
-			return false;
-	}
-	return true;
 }
 
 void
 leaf_remote_disconnect(void)
 {
-	if (leaf_conn != NULL)
-		PQfinish(leaf_conn);
-	leaf_conn = NULL;
+	leaf_pq_finish(&leaf_remote_pq);
 	if (leaf_conn_info != NULL)
 		pfree(leaf_conn_info);
 	leaf_conn_info = NULL;
-}
-
-/* Copy libpq's last error, one line, into buf. */
-static void
-leaf_remote_error(const char *what, PGresult *res, char *buf, size_t len)
-{
-	const char *msg;
-	char	   *nl;
-
-	msg = res ? PQresultErrorMessage(res) : NULL;
-	if (msg == NULL || msg[0] == '\0')
-		msg = leaf_conn ? PQerrorMessage(leaf_conn) : "no connection";
-	snprintf(buf, len, "%s: %s", what, msg);
-	/* keep the first line: libpq adds detail lines and a newline */
-	nl = strchr(buf, '\n');
-	if (nl != NULL)
-		*nl = '\0';
 }
 
 /*
@@ -359,45 +314,17 @@ static PGresult *
 leaf_remote_exec(const char *sql, int nparams, const char *const *params,
 				 char *errbuf, size_t errlen)
 {
-	PGresult   *last = NULL;
-	int			rc;
+	PGresult   *res = leaf_pq_exec(&leaf_remote_pq, sql, nparams, params,
+								   errbuf, errlen);
 
-	if (!PQsendQueryParams(leaf_conn, sql, nparams, NULL, params,
-						   NULL, NULL, 0))
-		goto broken;
-	while ((rc = PQflush(leaf_conn)) != 0)
-	{
-		if (rc < 0 || !leaf_remote_wait(WL_SOCKET_WRITEABLE | WL_SOCKET_READABLE))
-			goto broken;
-		if (!PQconsumeInput(leaf_conn))
-			goto broken;
-	}
-	for (;;)
-	{
-		PGresult   *r;
-
-		while (PQisBusy(leaf_conn))
-		{
-			if (!leaf_remote_wait(WL_SOCKET_READABLE) ||
-				!PQconsumeInput(leaf_conn))
-				goto broken;
-		}
-		r = PQgetResult(leaf_conn);
-		if (r == NULL)
-			break;
-		PQclear(last);
-		last = r;
-	}
-	return last;
-
-broken:
-	PQclear(last);
-	if (GetCurrentTimestamp() >= leaf_deadline)
+	if (res != NULL)
+		return res;
+	if (leaf_remote_pq.failure == LEAF_PQ_TIMEOUT)
 		snprintf(errbuf, errlen,
 				 "allocation database did not answer within \"leaf.alloc_timeout\" (%d ms)",
 				 leaf_alloc_timeout_ms);
 	else
-		leaf_remote_error("allocation database", NULL, errbuf, errlen);
+		leaf_pq_prefix("allocation database", errbuf, errlen);
 	leaf_remote_disconnect();
 	return NULL;
 }
@@ -413,7 +340,7 @@ leaf_remote_command(const char *sql, char *errbuf, size_t errlen)
 	ok = (PQresultStatus(res) == PGRES_COMMAND_OK ||
 		  PQresultStatus(res) == PGRES_TUPLES_OK);
 	if (!ok)
-		leaf_remote_error("allocation database", res, errbuf, errlen);
+		leaf_pq_error(&leaf_remote_pq, "allocation database", res, errbuf, errlen);
 	PQclear(res);
 	return ok;
 }
@@ -471,7 +398,7 @@ leaf_remote_shape_ok(char *errbuf, size_t errlen)
 		return false;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) == 0)
 	{
-		leaf_remote_error("allocation database", res, errbuf, errlen);
+		leaf_pq_error(&leaf_remote_pq, "allocation database", res, errbuf, errlen);
 		ok = false;
 	}
 	for (i = 0; ok && i < PQntuples(res); i++)
@@ -497,32 +424,6 @@ leaf_remote_shape_ok(char *errbuf, size_t errlen)
 }
 
 /*
- * Wait until the connection that PQconnectStartParams began is made, or
- * fails.  Returns false, with the reason in errbuf and the connection
- * closed, if the deadline passed first.
- */
-static bool
-leaf_remote_poll(char *errbuf, size_t errlen)
-{
-	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-
-	while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED)
-	{
-		if (!leaf_remote_wait(st == PGRES_POLLING_READING ?
-							  WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE))
-		{
-			snprintf(errbuf, errlen,
-					 "could not connect to the allocation database within \"leaf.alloc_timeout\" (%d ms)",
-					 leaf_alloc_timeout_ms);
-			leaf_remote_disconnect();
-			return false;
-		}
-		st = PQconnectPoll(leaf_conn);
-	}
-	return true;
-}
-
-/*
  * Open a new connection to leaf.alloc_conninfo, non-blocking, in place of
  * any old one.  Returns false, with the reason in errbuf, if that failed.
  */
@@ -543,31 +444,18 @@ leaf_remote_open(char *errbuf, size_t errlen)
 	leaf_shard_appname(appname, sizeof(appname));
 
 	leaf_remote_disconnect();
-	leaf_conn = PQconnectStartParams(keywords, values, 1);
-	if (leaf_conn == NULL)
+	if (!leaf_pq_connect(&leaf_remote_pq, keywords, values, errbuf, errlen))
 	{
-		snprintf(errbuf, errlen, "could not connect to the allocation database: out of memory");
+		if (leaf_remote_pq.failure == LEAF_PQ_TIMEOUT)
+			snprintf(errbuf, errlen,
+					 "could not connect to the allocation database within \"leaf.alloc_timeout\" (%d ms)",
+					 leaf_alloc_timeout_ms);
+		else
+			leaf_pq_prefix("could not connect to the allocation database",
+						   errbuf, errlen);
 		return false;
 	}
-	if (PQstatus(leaf_conn) != CONNECTION_BAD)
-	{
-		if (!leaf_remote_poll(errbuf, errlen))
-			return false;
-	}
-	if (PQstatus(leaf_conn) != CONNECTION_OK)
-	{
-		leaf_remote_error("could not connect to the allocation database",
-						  NULL, errbuf, errlen);
-		leaf_remote_disconnect();
-		return false;
-	}
-	if (PQsetnonblocking(leaf_conn, 1) != 0)
-	{
-		leaf_remote_error("allocation database", NULL, errbuf, errlen);
-		leaf_remote_disconnect();
-		return false;
-	}
-	PQsetNoticeReceiver(leaf_conn, leaf_notice_receiver, NULL);
+	PQsetNoticeReceiver(leaf_remote_pq.conn, leaf_notice_receiver, NULL);
 	leaf_conn_info = MemoryContextStrdup(TopMemoryContext, leaf_alloc_conninfo);
 	return true;
 }
@@ -625,7 +513,7 @@ leaf_remote_identify(char *errbuf, size_t errlen)
 		return false;
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
-		leaf_remote_error("allocation database", res, errbuf, errlen);
+		leaf_pq_error(&leaf_remote_pq, "allocation database", res, errbuf, errlen);
 		PQclear(res);
 		leaf_remote_disconnect();
 		return false;
@@ -649,7 +537,7 @@ leaf_remote_identify(char *errbuf, size_t errlen)
 	if (!PQgetisnull(res, 0, 4))
 		leaf_remote_ident.timeline = (uint32) strtoul(PQgetvalue(res, 0, 4), NULL, 16);
 	snprintf(leaf_remote_ident.address, sizeof(leaf_remote_ident.address),
-			 "%s:%s/%s", PQhost(leaf_conn), PQport(leaf_conn), PQdb(leaf_conn));
+			 "%s:%s/%s", PQhost(leaf_remote_pq.conn), PQport(leaf_remote_pq.conn), PQdb(leaf_remote_pq.conn));
 	PQclear(res);
 	return true;
 }
@@ -661,7 +549,7 @@ leaf_remote_identify(char *errbuf, size_t errlen)
 static bool
 leaf_remote_connect(char *errbuf, size_t errlen)
 {
-	if (leaf_conn != NULL && PQstatus(leaf_conn) == CONNECTION_OK &&
+	if (leaf_remote_pq.conn != NULL && PQstatus(leaf_remote_pq.conn) == CONNECTION_OK &&
 		leaf_conn_info != NULL && strcmp(leaf_conn_info, leaf_alloc_conninfo) == 0)
 		return true;
 
@@ -688,9 +576,9 @@ leaf_remote_abort(PGresult *res)
 {
 	const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 
-	if (leaf_conn == NULL)
+	if (leaf_remote_pq.conn == NULL)
 		return;
-	if (PQstatus(leaf_conn) != CONNECTION_OK ||
+	if (PQstatus(leaf_remote_pq.conn) != CONNECTION_OK ||
 		(sqlstate != NULL && (strcmp(sqlstate, "25006") == 0 ||
 							  strncmp(sqlstate, "57P", 3) == 0 ||
 							  strncmp(sqlstate, "08", 2) == 0 ||
@@ -700,7 +588,7 @@ leaf_remote_abort(PGresult *res)
 		leaf_remote_disconnect();
 		return;
 	}
-	if (PQtransactionStatus(leaf_conn) != PQTRANS_IDLE)
+	if (PQtransactionStatus(leaf_remote_pq.conn) != PQTRANS_IDLE)
 	{
 		char		err[LEAF_ERRMSG_LEN];
 		PGresult   *r = leaf_remote_exec("ROLLBACK", 0, NULL, err, sizeof(err));
@@ -769,7 +657,7 @@ leaf_remote_take(const LeafLoadJob *job, int32 row_step,
 		return -1;				/* outcome unknown: a gap, never a repeat */
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 	{
-		leaf_remote_error("allocation database", r, res->msg, sizeof(res->msg));
+		leaf_pq_error(&leaf_remote_pq, "allocation database", r, res->msg, sizeof(res->msg));
 		leaf_remote_abort(r);
 		PQclear(r);
 		return -1;
@@ -796,7 +684,7 @@ leaf_remote_take(const LeafLoadJob *job, int32 row_step,
 	/* a primary's timeline stays the same while it runs */
 	res->timeline = leaf_remote_ident.timeline;
 	snprintf(res->server, sizeof(res->server), "%s:%s",
-			 PQhost(leaf_conn), PQport(leaf_conn));
+			 PQhost(leaf_remote_pq.conn), PQport(leaf_remote_pq.conn));
 	return 1;
 }
 
@@ -872,7 +760,7 @@ leaf_remote_read_row(const LeafLoadJob *job, LeafLoadResult *res,
 		return false;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 	{
-		leaf_remote_error("allocation database", r, res->msg, sizeof(res->msg));
+		leaf_pq_error(&leaf_remote_pq, "allocation database", r, res->msg, sizeof(res->msg));
 		leaf_remote_abort(r);
 		PQclear(r);
 		return false;
@@ -896,8 +784,7 @@ leaf_remote_load_once(const LeafLoadJob *job, LeafLoadResult *res)
 	int64		max_id;
 	int32		row_step;
 
-	leaf_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												leaf_alloc_timeout_ms);
+	leaf_remote_pq.deadline_ms = leaf_pq_mono_ms() + leaf_alloc_timeout_ms;
 	res->status = LEAF_LOAD_FAILED;
 	res->sqlstate = ERRCODE_CONNECTION_FAILURE;
 	if (!leaf_remote_load_connect(res))
@@ -961,7 +848,7 @@ leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res)
 	/* not in a transaction: a cancel would be FATAL (leaf_worker_interrupts) */
 	HOLD_CANCEL_INTERRUPTS();
 	leaf_remote_load_once(job, res);
-	if (res->status == LEAF_LOAD_FAILED && leaf_conn == NULL)
+	if (res->status == LEAF_LOAD_FAILED && leaf_remote_pq.conn == NULL)
 		res->sqlstate = ERRCODE_CONNECTION_FAILURE;
 	leaf_remote_scrub(res->msg, sizeof(res->msg));
 	RESUME_CANCEL_INTERRUPTS();
@@ -979,8 +866,7 @@ leaf_remote_tags_read(HTAB *tags, char *errbuf, size_t errlen)
 	PGresult   *r;
 	int			i;
 
-	leaf_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-												leaf_alloc_timeout_ms);
+	leaf_remote_pq.deadline_ms = leaf_pq_mono_ms() + leaf_alloc_timeout_ms;
 	if (!leaf_remote_connect(errbuf, errlen))
 		return false;
 
@@ -1015,7 +901,7 @@ leaf_remote_tags_read(HTAB *tags, char *errbuf, size_t errlen)
 		return false;
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 	{
-		leaf_remote_error("allocation database", r, errbuf, errlen);
+		leaf_pq_error(&leaf_remote_pq, "allocation database", r, errbuf, errlen);
 		leaf_remote_abort(r);
 		PQclear(r);
 		return false;
@@ -1053,7 +939,7 @@ leaf_remote_tags(Oid nsp, HTAB *tags, char *errbuf, size_t errlen)
 static void
 leaf_remote_describe(char *buf, size_t len)
 {
-	if (leaf_conn != NULL && PQstatus(leaf_conn) == CONNECTION_OK)
+	if (leaf_remote_pq.conn != NULL && PQstatus(leaf_remote_pq.conn) == CONNECTION_OK)
 		snprintf(buf, len, "remote %s%s", leaf_remote_ident.address,
 				 leaf_source_refusal());
 	else
