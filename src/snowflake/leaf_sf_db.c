@@ -62,7 +62,8 @@
  * extension's schema, found when the connection is made, and the
  * connection pins search_path in its options.  Every libpq call is
  * non-blocking and waits on the worker's latch and the socket, under a
- * deadline.
+ * deadline, with the socket counted among the worker's files
+ * (leaf_libpq.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -81,6 +82,7 @@
 
 #include "leaf.h"
 #include "common/leaf_copy.h"
+#include "common/leaf_libpq.h"
 #include "snowflake/leaf_sf_db.h"
 #include "snowflake/leaf_sf_layout.h"
 #include "snowflake/leaf_sf_state.h"
@@ -88,7 +90,14 @@
 /* how long a connection, or an acquisition, may take */
 #define LEAF_SF_DB_CONNECT_MS	5000
 
-static PGconn *leaf_sf_conn = NULL;
+static bool leaf_sf_db_stop(void);
+
+/*
+ * The connection (leaf_libpq.c): its waits are LeafSnowflakeDatabase, its
+ * deadline leaf_sf_deadline, and it gives up when the worker is asked to
+ * shut down.
+ */
+static LeafPq leaf_sf_pq = {.stop = leaf_sf_db_stop};
 static char *leaf_sf_conn_info = NULL;	/* leaf.alloc_conninfo it was made
 										 * with */
 static char leaf_sf_lease_table[2 * NAMEDATALEN + 32];	/* schema-qualified */
@@ -145,18 +154,21 @@ leaf_sf_db_config_problem(void)
 int64
 leaf_sf_mono_ms(void)
 {
-	struct timespec ts;
+	/* the clock of leaf_libpq.c's deadlines, which leaf_sf_deadline is */
+	return leaf_pq_mono_ms();
+}
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+/* Is the worker asked to shut down?  Then a request gives up. */
+static bool
+leaf_sf_db_stop(void)
+{
+	return ShutdownRequestPending;
 }
 
 void
 leaf_sf_db_disconnect(void)
 {
-	if (leaf_sf_conn != NULL)
-		PQfinish(leaf_sf_conn);
-	leaf_sf_conn = NULL;
+	leaf_pq_finish(&leaf_sf_pq);
 	if (leaf_sf_conn_info != NULL)
 		pfree(leaf_sf_conn_info);
 	leaf_sf_conn_info = NULL;
@@ -166,43 +178,19 @@ leaf_sf_db_disconnect(void)
 static void
 leaf_sf_db_error(const char *what, PGresult *res, char *buf, size_t len)
 {
-	const char *msg = res ? PQresultErrorMessage(res) : NULL;
-	char	   *nl;
-
-	if (msg == NULL || msg[0] == '\0')
-		msg = leaf_sf_conn ? PQerrorMessage(leaf_sf_conn) : "no connection";
-	snprintf(buf, len, "%s: %s", what, msg);
-	nl = strchr(buf, '\n');
-	if (nl != NULL)
-		*nl = '\0';
+	leaf_pq_error(&leaf_sf_pq, what, res, buf, len);
 }
 
-/*
- * Wait for the socket, until the deadline (false) or a shutdown request
- * (false).
- */
-static bool
-leaf_sf_db_wait(int events)
+/* Wait as the worker's requests to the database do, until leaf_sf_deadline. */
+static void
+leaf_sf_db_prepare(void)
 {
 	static uint32 wait_event = 0;
-	int64		remaining = leaf_sf_deadline - leaf_sf_mono_ms();
-	int			rc;
 
-	if (remaining <= 0 || ShutdownRequestPending)
-		return false;
 	if (wait_event == 0)
 		wait_event = WaitEventExtensionNew("LeafSnowflakeDatabase");
-	rc = WaitLatchOrSocket(MyLatch,
-						   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH | events,
-						   PQsocket(leaf_sf_conn), (long) remaining, wait_event);
-	if (rc & WL_LATCH_SET)
-	{
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if (ShutdownRequestPending)
-			return false;
-	}
-	return true;
+	leaf_sf_pq.wait_event = wait_event;
+	leaf_sf_pq.deadline_ms = leaf_sf_deadline;
 }
 
 /* Run one statement; its last result, or NULL (connection closed). */
@@ -210,42 +198,16 @@ static PGresult *
 leaf_sf_db_exec(const char *sql, int nparams, const char *const *params,
 				char *reason, size_t reasonlen)
 {
-	PGresult   *last = NULL;
-	int			rc;
+	PGresult   *res;
 
-	if (!PQsendQueryParams(leaf_sf_conn, sql, nparams, NULL, params,
-						   NULL, NULL, 0))
-		goto broken;
-	while ((rc = PQflush(leaf_sf_conn)) != 0)
-	{
-		if (rc < 0 || !leaf_sf_db_wait(WL_SOCKET_WRITEABLE | WL_SOCKET_READABLE) ||
-			!PQconsumeInput(leaf_sf_conn))
-			goto broken;
-	}
-	for (;;)
-	{
-		PGresult   *r;
-
-		while (PQisBusy(leaf_sf_conn))
-		{
-			if (!leaf_sf_db_wait(WL_SOCKET_READABLE) ||
-				!PQconsumeInput(leaf_sf_conn))
-				goto broken;
-		}
-		r = PQgetResult(leaf_sf_conn);
-		if (r == NULL)
-			break;
-		PQclear(last);
-		last = r;
-	}
-	return last;
-
-broken:
-	PQclear(last);
-	if (leaf_sf_mono_ms() >= leaf_sf_deadline)
+	leaf_sf_db_prepare();
+	res = leaf_pq_exec(&leaf_sf_pq, sql, nparams, params, reason, reasonlen);
+	if (res != NULL)
+		return res;
+	if (leaf_sf_pq.failure == LEAF_PQ_TIMEOUT)
 		snprintf(reason, reasonlen, "the allocation database did not answer in time");
 	else
-		leaf_sf_db_error("allocation database", NULL, reason, reasonlen);
+		leaf_pq_prefix("allocation database", reason, reasonlen);
 	leaf_sf_db_disconnect();
 	return NULL;
 }
@@ -278,17 +240,15 @@ leaf_sf_db_run(const char *sql, int nparams, const char *const *params,
 }
 
 /*
- * Make sure there is a connection, with the schema of leaf's tables
- * known.  The connection string's own "options" are replaced: the
- * session's search_path is pinned, and every commit waits for
- * synchronous replication where there is any.
+ * Open the connection, in place of any, until leaf_sf_deadline.  The
+ * connection string's own "options" are replaced: the session's
+ * search_path is pinned, and every commit waits for synchronous
+ * replication where there is any.
  */
 static bool
-leaf_sf_db_connect(const LeafSfNode *node, char *reason, size_t reasonlen)
+leaf_sf_db_open(const LeafSfNode *node, char *reason, size_t reasonlen)
 {
 	char		appname[NAMEDATALEN];
-	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-	PGresult   *res;
 	const char *keywords[] = {"connect_timeout", "application_name",
 		"keepalives_idle", "keepalives_interval", "keepalives_count",
 	"tcp_user_timeout", "dbname", "options", NULL};
@@ -298,43 +258,39 @@ leaf_sf_db_connect(const LeafSfNode *node, char *reason, size_t reasonlen)
 		"-c statement_timeout=10s -c lock_timeout=2s "
 	"-c idle_in_transaction_session_timeout=10s", NULL};
 
-	/* a reloaded leaf.alloc_conninfo (a new primary) counts at once */
-	if (leaf_sf_conn != NULL && PQstatus(leaf_sf_conn) == CONNECTION_OK &&
-		PQtransactionStatus(leaf_sf_conn) == PQTRANS_IDLE &&
-		leaf_sf_conn_info != NULL &&
-		strcmp(leaf_sf_conn_info, leaf_sf_db_conninfo()) == 0)
-		return true;
 	leaf_sf_db_disconnect();
 	leaf_sf_conn_info = MemoryContextStrdup(TopMemoryContext,
 											leaf_sf_db_conninfo());
-
 	snprintf(appname, sizeof(appname), "leaf snowflake %s", node->addr);
-	leaf_sf_conn = PQconnectStartParams(keywords, values, 1);
-	if (leaf_sf_conn == NULL)
-	{
-		snprintf(reason, reasonlen, "could not connect to the allocation database: out of memory");
+	leaf_sf_db_prepare();
+	if (leaf_pq_connect(&leaf_sf_pq, keywords, values, reason, reasonlen))
+		return true;
+	if (leaf_sf_pq.failure == LEAF_PQ_TIMEOUT)
+		snprintf(reason, reasonlen, "could not connect to the allocation database in time");
+	else
+		leaf_pq_prefix("could not connect to the allocation database",
+					   reason, reasonlen);
+	leaf_sf_db_disconnect();
+	return false;
+}
+
+/*
+ * Make sure there is a connection, with the schema of leaf's tables
+ * known.
+ */
+static bool
+leaf_sf_db_connect(const LeafSfNode *node, char *reason, size_t reasonlen)
+{
+	PGresult   *res;
+
+	/* a reloaded leaf.alloc_conninfo (a new primary) counts at once */
+	if (leaf_sf_pq.conn != NULL && PQstatus(leaf_sf_pq.conn) == CONNECTION_OK &&
+		PQtransactionStatus(leaf_sf_pq.conn) == PQTRANS_IDLE &&
+		leaf_sf_conn_info != NULL &&
+		strcmp(leaf_sf_conn_info, leaf_sf_db_conninfo()) == 0)
+		return true;
+	if (!leaf_sf_db_open(node, reason, reasonlen))
 		return false;
-	}
-	while (PQstatus(leaf_sf_conn) != CONNECTION_BAD &&
-		   st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED)
-	{
-		if (!leaf_sf_db_wait(st == PGRES_POLLING_READING ?
-							 WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE))
-		{
-			snprintf(reason, reasonlen, "could not connect to the allocation database in time");
-			leaf_sf_db_disconnect();
-			return false;
-		}
-		st = PQconnectPoll(leaf_sf_conn);
-	}
-	if (PQstatus(leaf_sf_conn) != CONNECTION_OK ||
-		PQsetnonblocking(leaf_sf_conn, 1) != 0)
-	{
-		leaf_sf_db_error("could not connect to the allocation database", NULL,
-						 reason, reasonlen);
-		leaf_sf_db_disconnect();
-		return false;
-	}
 
 	if (!leaf_sf_db_run("SELECT pg_catalog.quote_ident(n.nspname), "
 						"pg_catalog.to_regclass(pg_catalog.quote_ident(n.nspname) "
@@ -382,7 +338,7 @@ leaf_sf_db_abort(void)
 {
 	char		ignored[LEAF_SF_REASON_LEN];
 
-	if (leaf_sf_conn != NULL)
+	if (leaf_sf_pq.conn != NULL)
 		(void) leaf_sf_db_run("ROLLBACK", 0, NULL, NULL, ignored, sizeof(ignored));
 }
 
