@@ -36,15 +36,27 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "libpq-fe.h"
+#include "segment/leaf_alloc.h"
+#include "segment/leaf_alloc_replica.h"
+#include "segment/leaf_alloc_source.h"
+#include "common/leaf_copy.h"
+#include "common/leaf_errcodes.h"
+#include "common/leaf_libpq.h"
+#include "segment/leaf_segment.h"
+
+PG_FUNCTION_INFO_V1(leaf_alloc_cutover);
 
 /*
  * The connection to the publisher, made by a superuser who waits for the
- * answer of leaf_alloc_cutover().
+ * answer of leaf_alloc_cutover(), through leaf_libpq.c: this backend's
+ * cancel (pg_cancel_backend, statement_timeout) and termination end the
+ * wait at once, and close the connection, which rolls the fence's
+ * transaction back on the publisher.
  *
- * LEAF_CUTOVER_CONNECT_TIMEOUT (s, per host): a publisher that does not
- * answer fails the cut-over with an error that says so, rather than
- * leaving the caller waiting for the kernel's TCP timeout.
+ * LEAF_CUTOVER_CONNECT_MS (for all of the connection string's hosts): a
+ * publisher that does not answer fails the cut-over with an error that
+ * says so, rather than leaving the caller waiting for the kernel's TCP
+ * timeout.
  * LEAF_CUTOVER_LOCK_TIMEOUT: the lock of the publisher's leaf_alloc waits
  * for the loads under way there, which hold a row for a moment; a lock
  * held much longer (an open transaction of an administrator) fails the
@@ -55,18 +67,12 @@
  * (a publisher that stops answering) is cancelled, and the transaction,
  * with the fence, rolled back.
  */
-#define LEAF_CUTOVER_CONNECT_TIMEOUT	"10"
+#define LEAF_CUTOVER_CONNECT_MS			10000
 #define LEAF_CUTOVER_STATEMENT_TIMEOUT	"60s"
 #define LEAF_CUTOVER_LOCK_TIMEOUT		"30s"
 
-#include "segment/leaf_alloc.h"
-#include "segment/leaf_alloc_replica.h"
-#include "segment/leaf_alloc_source.h"
-#include "common/leaf_copy.h"
-#include "common/leaf_errcodes.h"
-#include "segment/leaf_segment.h"
-
-PG_FUNCTION_INFO_V1(leaf_alloc_cutover);
+/* the connection to the publisher, open only in leaf_cutover_fence() */
+static LeafPq leaf_cutover_pq;
 
 /* One counter of the publisher. */
 typedef struct LeafCutoverTag
@@ -85,14 +91,23 @@ typedef struct LeafCutoverPublisher
 	LeafCutoverTag *tags;		/* leaf_alloc, then leaf_alloc_retired */
 } LeafCutoverPublisher;
 
-/* Run sql on conn; its result if it succeeded, else the error. */
+/*
+ * Run sql on the publisher; its result if it succeeded, else the error.
+ * A cancel or a termination of this backend while it waits raises its
+ * own error, the connection closed (leaf_libpq.c).
+ */
 static PGresult *
-leaf_cutover_exec(PGconn *conn, const char *sql, int nparams,
+leaf_cutover_exec(LeafPq *pq, const char *sql, int nparams,
 				  const char *const *params, ExecStatusType want)
 {
-	PGresult   *res = nparams == 0 ? PQexec(conn, sql) :
-		PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	char		reason[LEAF_ERRMSG_LEN];
+	PGresult   *res = leaf_pq_exec(pq, sql, nparams, params,
+								   reason, sizeof(reason));
 
+	if (res == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_EXCEPTION),
+				 errmsg("could not fence the publisher's leaf: %s", reason)));
 	if (PQresultStatus(res) != want)
 	{
 		char	   *msg = pstrdup(PQresultErrorMessage(res));
@@ -101,7 +116,7 @@ leaf_cutover_exec(PGconn *conn, const char *sql, int nparams,
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_EXCEPTION),
 				 errmsg("could not fence the publisher's leaf: %s",
-						pchomp(msg[0] ? msg : PQerrorMessage(conn)))));
+						pchomp(msg[0] ? msg : PQerrorMessage(pq->conn)))));
 	}
 	return res;
 }
@@ -111,7 +126,7 @@ leaf_cutover_exec(PGconn *conn, const char *sql, int nparams,
  * neither this database nor in fleet mode.
  */
 static char *
-leaf_cutover_publisher_schema(PGconn *conn, uint64 sysid, char **pubsys,
+leaf_cutover_publisher_schema(LeafPq *pq, uint64 sysid, char **pubsys,
 							  char **pubdb)
 {
 	PGresult   *res;
@@ -119,7 +134,7 @@ leaf_cutover_publisher_schema(PGconn *conn, uint64 sysid, char **pubsys,
 	int			major = 0;
 	int			minor = 0;
 
-	res = leaf_cutover_exec(conn,
+	res = leaf_cutover_exec(pq,
 							"SELECT n.nspname, e.extversion, "
 							"(SELECT c.system_identifier FROM pg_catalog.pg_control_system() c), "
 							"(SELECT d.oid FROM pg_catalog.pg_database d "
@@ -164,7 +179,7 @@ leaf_cutover_publisher_schema(PGconn *conn, uint64 sysid, char **pubsys,
  * would go on from the same counters.
  */
 static void
-leaf_cutover_not_moved(PGconn *conn, const char *nsp, const char *pubsys,
+leaf_cutover_not_moved(LeafPq *pq, const char *nsp, const char *pubsys,
 					   const char *pubdb, uint64 sysid)
 {
 	PGresult   *res;
@@ -174,7 +189,7 @@ leaf_cutover_not_moved(PGconn *conn, const char *nsp, const char *pubsys,
 	params[1] = pubdb;
 	params[2] = psprintf(UINT64_FORMAT, sysid);
 	params[3] = psprintf("%u", MyDatabaseId);
-	res = leaf_cutover_exec(conn,
+	res = leaf_cutover_exec(pq,
 							psprintf("SELECT description FROM %s.leaf_alloc_source "
 									 "WHERE state OPERATOR(pg_catalog.=) 'current' "
 									 "AND kind OPERATOR(pg_catalog.=) 'local' "
@@ -264,7 +279,7 @@ leaf_cutover_local_leases(const char *subname, Oid nspoid, const char *nsp,
  * of the former holders, take it from here.
  */
 static void
-leaf_cutover_fence_leases(PGconn *conn, const char *nsp, const char *moved,
+leaf_cutover_fence_leases(LeafPq *pq, const char *nsp, const char *moved,
 						  const LeafCutoverLeases *here)
 {
 	PGresult   *res;
@@ -273,7 +288,7 @@ leaf_cutover_fence_leases(PGconn *conn, const char *nsp, const char *moved,
 
 	if (!here->tables)
 		return;
-	res = leaf_cutover_exec(conn,
+	res = leaf_cutover_exec(pq,
 							psprintf("SELECT pg_catalog.to_regclass(%s) IS NOT NULL",
 									 quote_literal_cstr(psprintf("%s.leaf_worker_lease_fleet", nsp))),
 							0, NULL, PGRES_TUPLES_OK);
@@ -282,7 +297,7 @@ leaf_cutover_fence_leases(PGconn *conn, const char *nsp, const char *moved,
 	if (!copied)
 		return;					/* the publisher is older than 1.5 */
 	params[0] = here->tokens ? here->tokens : "{}";
-	res = leaf_cutover_exec(conn,
+	res = leaf_cutover_exec(pq,
 							psprintf("SELECT (SELECT f.fleet_id FROM %s.leaf_worker_lease_fleet AS f), "
 									 "EXISTS (SELECT FROM %s.leaf_worker_lease AS l "
 									 "WHERE l.holder_token OPERATOR(pg_catalog.=) "
@@ -297,9 +312,9 @@ leaf_cutover_fence_leases(PGconn *conn, const char *nsp, const char *moved,
 	PQclear(res);
 	if (!copied)
 		return;
-	PQclear(leaf_cutover_exec(conn, psprintf("LOCK TABLE %s.leaf_worker_lease, %s.leaf_worker_lease_fleet IN EXCLUSIVE MODE", nsp, nsp),
+	PQclear(leaf_cutover_exec(pq, psprintf("LOCK TABLE %s.leaf_worker_lease, %s.leaf_worker_lease_fleet IN EXCLUSIVE MODE", nsp, nsp),
 							  0, NULL, PGRES_COMMAND_OK));
-	res = leaf_cutover_exec(conn,
+	res = leaf_cutover_exec(pq,
 							psprintf("SELECT pg_catalog.count(*), pg_catalog.string_agg("
 									 "l.worker_id OPERATOR(pg_catalog.||) ' (' OPERATOR(pg_catalog.||) "
 									 "l.holder_address OPERATOR(pg_catalog.||) ')', ', ' ORDER BY l.worker_id) "
@@ -320,7 +335,7 @@ leaf_cutover_fence_leases(PGconn *conn, const char *nsp, const char *moved,
 	}
 	PQclear(res);
 	params[0] = moved;
-	PQclear(leaf_cutover_exec(conn,
+	PQclear(leaf_cutover_exec(pq,
 							  psprintf("INSERT INTO %s.leaf_worker_lease_fleet AS f (fleet_id, moved_to) "
 									   "VALUES ((pg_catalog.random() OPERATOR(pg_catalog.*) 9e18)::pg_catalog.int8 "
 									   "OPERATOR(pg_catalog.+) 1, $1) "
@@ -352,87 +367,121 @@ leaf_cutover_read(PGresult *res, LeafCutoverPublisher *pub)
 }
 
 /*
+ * The session of the fence on the publisher, one statement each (they
+ * are sent with the extended protocol, which takes one at a time).
+ */
+static const char *const leaf_cutover_session[] = {
+	"SET search_path = pg_catalog, pg_temp",
+	"SET statement_timeout = '" LEAF_CUTOVER_STATEMENT_TIMEOUT "'",
+	"SET lock_timeout = '" LEAF_CUTOVER_LOCK_TIMEOUT "'",
+	"SET synchronous_commit = on",
+	"BEGIN ISOLATION LEVEL READ COMMITTED",
+};
+
+/*
+ * Connect to the publisher, within LEAF_CUTOVER_CONNECT_MS; then the
+ * statements wait as long as the publisher's statement_timeout, or this
+ * backend's cancel, lets them.
+ */
+static void
+leaf_cutover_connect(LeafPq *pq, const char *conninfo)
+{
+	const char *keys[] = {"dbname", "application_name", NULL};
+	const char *vals[] = {conninfo, "leaf_alloc_cutover", NULL};
+	char		reason[LEAF_ERRMSG_LEN];
+
+	pq->deadline_ms = leaf_pq_mono_ms() + LEAF_CUTOVER_CONNECT_MS;
+	if (!leaf_pq_connect(pq, keys, vals, reason, sizeof(reason)))
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to the publisher: %s", reason),
+				 errhint("If the publisher is gone for good, call leaf_alloc_cutover() with publisher => '' and raise_by => more IDs than it can have handed out beyond what reached this database.")));
+	pq->deadline_ms = 0;
+}
+
+/*
+ * In one transaction on the publisher: lock its leaf_alloc, read its
+ * counters into pub, fence its leases (here: what this database holds of
+ * them) and record this database as the owner of its counters; commit.
+ */
+static void
+leaf_cutover_fence_publisher(LeafPq *pq, const LeafCutoverLeases *here,
+							 LeafCutoverPublisher *pub)
+{
+	uint64		sysid = GetSystemIdentifier();
+	char	   *nsp;
+	char	   *pubsys;
+	char	   *pubdb;
+	char	   *q;
+	const char *params[3];
+	PGresult   *res;
+	int			i;
+
+	/* the fence is durable before anything here relies on it */
+	for (i = 0; i < lengthof(leaf_cutover_session); i++)
+		PQclear(leaf_cutover_exec(pq, leaf_cutover_session[i], 0, NULL,
+								  PGRES_COMMAND_OK));
+	nsp = pstrdup(quote_identifier(leaf_cutover_publisher_schema(pq, sysid,
+															 &pubsys, &pubdb)));
+
+	/*
+	 * EXCLUSIVE waits for the loads under way there (they hold their row
+	 * FOR UPDATE) and holds up the later ones, of new tags too, until the
+	 * fence is committed: then they read it
+	 */
+	PQclear(leaf_cutover_exec(pq, psprintf("LOCK TABLE %s.leaf_alloc IN EXCLUSIVE MODE", nsp),
+							  0, NULL, PGRES_COMMAND_OK));
+	leaf_cutover_not_moved(pq, nsp, pubsys, pubdb, sysid);
+	q = psprintf("SELECT biz_tag::pg_catalog.text, max_id, step, description "
+				 "FROM %s.leaf_alloc ORDER BY 1", nsp);
+	res = leaf_cutover_exec(pq, q, 0, NULL, PGRES_TUPLES_OK);
+	leaf_cutover_read(res, pub);
+	PQclear(res);
+	q = psprintf("SELECT biz_tag::pg_catalog.text, max_id, NULL, NULL "
+				 "FROM %s.leaf_alloc_retired", nsp);
+	res = leaf_cutover_exec(pq, q, 0, NULL, PGRES_TUPLES_OK);
+	leaf_cutover_read(res, pub);
+	PQclear(res);
+
+	params[0] = psprintf(UINT64_FORMAT, sysid);
+	params[1] = psprintf("%u", MyDatabaseId);
+	params[2] = psprintf(LEAF_SOURCE_MOVED "database \"%s\" (%u) of system " UINT64_FORMAT " took these counters over with leaf_alloc_cutover() at %s; they lie below its own now",
+						 get_database_name(MyDatabaseId), MyDatabaseId,
+						 sysid, timestamptz_to_str(GetCurrentTimestamp()));
+	leaf_cutover_fence_leases(pq, nsp,
+							  psprintf("database \"%s\" (%u) of system " UINT64_FORMAT,
+									   get_database_name(MyDatabaseId),
+									   MyDatabaseId, sysid), here);
+	PQclear(leaf_cutover_exec(pq, psprintf("DELETE FROM %s.leaf_alloc_source", nsp),
+							  0, NULL, PGRES_COMMAND_OK));
+	q = psprintf("INSERT INTO %s.leaf_alloc_source "
+				 "(state, kind, system_identifier, database_oid, description) "
+				 "VALUES ('current', 'local', $1, $2, $3)", nsp);
+	PQclear(leaf_cutover_exec(pq, q, 3, params, PGRES_COMMAND_OK));
+	PQclear(leaf_cutover_exec(pq, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
+}
+
+/*
  * Fence the publisher's leaf and read its counters (see the header), in
- * one transaction there.  The connection is closed on the way out.
+ * one transaction there.  The connection is closed on the way out, error
+ * or not.
  */
 static void
 leaf_cutover_fence(const char *conninfo, const LeafCutoverLeases *here,
 				   LeafCutoverPublisher *pub)
 {
-	const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
-	const char *vals[] = {conninfo, LEAF_CUTOVER_CONNECT_TIMEOUT,
-	"leaf_alloc_cutover", NULL};
-	PGconn	   *volatile conn;
+	LeafPq	   *pq = &leaf_cutover_pq;
 
-	conn = PQconnectdbParams(keys, vals, 1);
 	PG_TRY();
 	{
-		uint64		sysid = GetSystemIdentifier();
-		char	   *nsp;
-		char	   *pubsys;
-		char	   *pubdb;
-		char	   *q;
-		const char *params[3];
-		PGresult   *res;
-
-		if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
-			ereport(ERROR,
-					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-					 errmsg("could not connect to the publisher: %s",
-							conn ? pchomp(PQerrorMessage(conn)) : "out of memory"),
-					 errhint("If the publisher is gone for good, call leaf_alloc_cutover() with publisher => '' and raise_by => more IDs than it can have handed out beyond what reached this database.")));
-		pub->address = psprintf("%s:%s/%s", PQhost(conn), PQport(conn), PQdb(conn));
-		/* the fence is durable before anything here relies on it */
-		PQclear(leaf_cutover_exec(conn,
-								  "SET search_path = pg_catalog, pg_temp; "
-								  "SET statement_timeout = '" LEAF_CUTOVER_STATEMENT_TIMEOUT "'; "
-								  "SET lock_timeout = '" LEAF_CUTOVER_LOCK_TIMEOUT "'; "
-								  "SET synchronous_commit = on; "
-								  "BEGIN ISOLATION LEVEL READ COMMITTED",
-								  0, NULL, PGRES_COMMAND_OK));
-		nsp = pstrdup(quote_identifier(leaf_cutover_publisher_schema(conn, sysid,
-																	 &pubsys, &pubdb)));
-
-		/*
-		 * EXCLUSIVE waits for the loads under way there (they hold their
-		 * row FOR UPDATE) and holds up the later ones, of new tags too,
-		 * until the fence is committed: then they read it
-		 */
-		PQclear(leaf_cutover_exec(conn, psprintf("LOCK TABLE %s.leaf_alloc IN EXCLUSIVE MODE", nsp),
-								  0, NULL, PGRES_COMMAND_OK));
-		leaf_cutover_not_moved(conn, nsp, pubsys, pubdb, sysid);
-		q = psprintf("SELECT biz_tag::pg_catalog.text, max_id, step, description "
-					 "FROM %s.leaf_alloc ORDER BY 1", nsp);
-		res = leaf_cutover_exec(conn, q, 0, NULL, PGRES_TUPLES_OK);
-		leaf_cutover_read(res, pub);
-		PQclear(res);
-		q = psprintf("SELECT biz_tag::pg_catalog.text, max_id, NULL, NULL "
-					 "FROM %s.leaf_alloc_retired", nsp);
-		res = leaf_cutover_exec(conn, q, 0, NULL, PGRES_TUPLES_OK);
-		leaf_cutover_read(res, pub);
-		PQclear(res);
-
-		params[0] = psprintf(UINT64_FORMAT, sysid);
-		params[1] = psprintf("%u", MyDatabaseId);
-		params[2] = psprintf(LEAF_SOURCE_MOVED "database \"%s\" (%u) of system " UINT64_FORMAT " took these counters over with leaf_alloc_cutover() at %s; they lie below its own now",
-							 get_database_name(MyDatabaseId), MyDatabaseId,
-							 sysid, timestamptz_to_str(GetCurrentTimestamp()));
-		leaf_cutover_fence_leases(conn, nsp,
-								  psprintf("database \"%s\" (%u) of system " UINT64_FORMAT,
-										   get_database_name(MyDatabaseId),
-										   MyDatabaseId, sysid), here);
-		PQclear(leaf_cutover_exec(conn, psprintf("DELETE FROM %s.leaf_alloc_source", nsp),
-								  0, NULL, PGRES_COMMAND_OK));
-		q = psprintf("INSERT INTO %s.leaf_alloc_source "
-					 "(state, kind, system_identifier, database_oid, description) "
-					 "VALUES ('current', 'local', $1, $2, $3)", nsp);
-		PQclear(leaf_cutover_exec(conn, q, 3, params, PGRES_COMMAND_OK));
-		PQclear(leaf_cutover_exec(conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
+		leaf_cutover_connect(pq, conninfo);
+		pub->address = psprintf("%s:%s/%s", PQhost(pq->conn),
+								PQport(pq->conn), PQdb(pq->conn));
+		leaf_cutover_fence_publisher(pq, here, pub);
 	}
 	PG_FINALLY();
 	{
-		if (conn != NULL)
-			PQfinish(conn);
+		leaf_pq_finish(pq);
 	}
 	PG_END_TRY();
 }
