@@ -692,36 +692,24 @@ leaf_cutover_record(const char *nsp, const char *origin, const char *from,
 }
 
 /*
- * leaf_alloc_cutover(subscription, publisher, raise_by): see the header
- * and docs/copies.md.
+ * The arguments of leaf_alloc_cutover(), checked, with what the caller
+ * may do: the subscription's name, the publisher's connection string
+ * (NULL: the subscription's; "": none, the publisher is gone for good)
+ * and raise_by.
  */
-Datum
-leaf_alloc_cutover(PG_FUNCTION_ARGS)
+static void
+leaf_cutover_args(FunctionCallInfo fcinfo, char **subname, char **conninfo,
+				  int64 *raise_by)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	char	   *subname;
-	char	   *conninfo = NULL;
-	int64		raise_by = PG_ARGISNULL(2) ? 0 : PG_GETARG_INT64(2);
-	Oid			extoid;
-	Oid			nspoid;
-	char	   *nsp;
-	LeafCutoverPublisher pub;
-	LeafCutoverLeases here;
-	char	   *origin;
-	bool		no_publisher;
-	int			i;
-	uint64		j;
-
+	*raise_by = PG_ARGISNULL(2) ? 0 : PG_GETARG_INT64(2);
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("subscription must not be NULL")));
-	subname = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	if (!PG_ARGISNULL(1))
-		conninfo = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	*subname = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	*conninfo = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
 	/* publisher => '': the publisher is gone for good, nothing to fence */
-	no_publisher = (conninfo != NULL && conninfo[0] == '\0');
-	if (no_publisher && raise_by == 0)
+	if (*conninfo != NULL && (*conninfo)[0] == '\0' && *raise_by == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a cut-over without a publisher needs raise_by"),
@@ -731,7 +719,7 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to take over the counters of a publisher"),
 				 errdetail("Only superusers may call leaf_alloc_cutover().")));
-	if (raise_by < 0)
+	if (*raise_by < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("raise_by must not be negative")));
@@ -740,6 +728,70 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("leaf_alloc_cutover() is for a database's own leaf_alloc"),
 				 errdetail("\"leaf.alloc_conninfo\" is set: segments come from a fleet's allocation database.")));
+}
+
+/*
+ * Raise the tags that only this database has (not in pub) by raise_by
+ * (SPI connected).
+ */
+static void
+leaf_cutover_raise_own(const char *nsp, const LeafCutoverPublisher *pub,
+					   int64 raise_by, ReturnSetInfo *rsinfo)
+{
+	uint64		nown;
+	LeafCutoverTag *own;
+	uint64		j;
+	int			i;
+
+	if (SPI_execute(psprintf("SELECT biz_tag::pg_catalog.text, max_id FROM %s.leaf_alloc ORDER BY 1",
+							 nsp), false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read leaf_alloc");
+	nown = SPI_processed;
+	own = palloc0(sizeof(LeafCutoverTag) * (nown + 1));
+
+	/* read first: the raises run statements of their own */
+	for (j = 0; j < nown; j++)
+	{
+		bool		isnull;
+
+		own[j].tag = SPI_getvalue(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1);
+		own[j].max_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[j],
+													SPI_tuptable->tupdesc, 2, &isnull));
+		own[j].step = 1;		/* not used: the tag exists */
+	}
+	for (j = 0; j < nown; j++)
+	{
+		bool		known = false;
+
+		for (i = 0; i < pub->ntags && !known; i++)
+			known = (pub->tags[i].step != 0 && strcmp(pub->tags[i].tag, own[j].tag) == 0);
+		if (!known)
+			leaf_cutover_raise(nsp, &own[j], raise_by, -1, rsinfo);
+	}
+}
+
+/*
+ * leaf_alloc_cutover(subscription, publisher, raise_by): see the header
+ * and docs/copies.md.
+ */
+Datum
+leaf_alloc_cutover(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	char	   *subname;
+	char	   *conninfo;
+	int64		raise_by;
+	Oid			extoid;
+	Oid			nspoid;
+	char	   *nsp;
+	LeafCutoverPublisher pub;
+	LeafCutoverLeases here;
+	char	   *origin;
+	bool		no_publisher;
+	int			i;
+
+	leaf_cutover_args(fcinfo, &subname, &conninfo, &raise_by);
+	no_publisher = (conninfo != NULL && conninfo[0] == '\0');
 	nspoid = leaf_extension_namespace(&extoid);
 	if (!OidIsValid(extoid))
 		ereport(ERROR,
@@ -780,33 +832,7 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 	for (i = 0; i < pub.ntags; i++)
 		leaf_cutover_raise(nsp, &pub.tags[i], raise_by,
 						   pub.tags[i].max_id, rsinfo);
-	if (SPI_execute(psprintf("SELECT biz_tag::pg_catalog.text, max_id FROM %s.leaf_alloc ORDER BY 1",
-							 nsp), false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read leaf_alloc");
-	{
-		uint64		nown = SPI_processed;
-		LeafCutoverTag *own = palloc0(sizeof(LeafCutoverTag) * (nown + 1));
-
-		/* read first: the raises run statements of their own */
-		for (j = 0; j < nown; j++)
-		{
-			bool		isnull;
-
-			own[j].tag = SPI_getvalue(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1);
-			own[j].max_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[j],
-														SPI_tuptable->tupdesc, 2, &isnull));
-			own[j].step = 1;	/* not used: the tag exists */
-		}
-		for (j = 0; j < nown; j++)
-		{
-			bool		known = false;
-
-			for (i = 0; i < pub.ntags && !known; i++)
-				known = (pub.tags[i].step != 0 && strcmp(pub.tags[i].tag, own[j].tag) == 0);
-			if (!known)
-				leaf_cutover_raise(nsp, &own[j], raise_by, -1, rsinfo);
-		}
-	}
+	leaf_cutover_raise_own(nsp, &pub, raise_by, rsinfo);
 	leaf_cutover_record(nsp, origin,
 						pub.address ? psprintf("%s (subscription %s)", pub.address, subname) :
 						psprintf("subscription %s, raised by " INT64_FORMAT, subname, raise_by),
