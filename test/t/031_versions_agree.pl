@@ -9,11 +9,12 @@
 use strict;
 use warnings;
 
-use FindBin;
+use Cwd ();
 use JSON::PP;
 use Test::More;
 
-my $top = "$FindBin::RealBin/../..";
+# prove runs from the top of the tree
+my $top = Cwd::getcwd();
 
 sub slurp
 {

@@ -18,9 +18,7 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
+use Cwd ();
 use HTTP::Tiny;
 use IPC::Run;
 use LeafTest;
@@ -28,7 +26,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $top = "$FindBin::RealBin/../..";
+# prove runs from the top of the tree
+my $top = Cwd::getcwd();
 my $contrib = "$top/docs/monitoring";
 my %bin = (
 	postgres_exporter => '/usr/bin/prometheus-postgres-exporter',

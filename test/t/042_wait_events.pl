@@ -6,9 +6,6 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../lib";
-
 use LeafTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;

@@ -8,8 +8,7 @@
 use strict;
 use warnings;
 
-use FindBin;
-use lib "$FindBin::RealBin/../chaos";
+use lib 'test/chaos';    # prove runs from the top of the tree
 
 use Test::More;
 use LeafChaos;
