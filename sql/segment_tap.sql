@@ -44,6 +44,28 @@ BEGIN
 	PERFORM pg_sleep(0.02);
 END
 $$;
+-- take_slowly(tag, until): IDs of the tag one at a time, 2 ms apart, until
+-- the tag's row of leaf_segments meets condition "until", 10 s at most.
+-- With leaf.segment_duration = '1ms' each segment then outlasts twice its
+-- duration, which is slow use.
+CREATE FUNCTION pg_temp.take_slowly(tag text, until text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	deadline timestamptz := clock_timestamp() + interval '10 s';
+	done boolean;
+BEGIN
+	LOOP
+		PERFORM leaf_segment_nextval(tag);
+		EXECUTE format('SELECT %s FROM leaf_segments WHERE biz_tag = $1 AND database = current_database()',
+					   until) INTO done USING tag;
+		EXIT WHEN done;
+		IF clock_timestamp() > deadline THEN
+			RAISE EXCEPTION 'taken slowly for 10 s, "%" does not hold for "%"', until, tag;
+		END IF;
+		PERFORM pg_sleep(0.002);
+	END LOOP;
+END
+$$;
 
 SELECT plan(13);
 
@@ -111,25 +133,12 @@ SELECT format('CALL pg_temp.await_setting(%L, %L, %L)', 'leaf.segment_duration',
   FROM generate_series(1, 250) AS i \gexec
 \set QUIET off
 \set ECHO all
-DO $$
-DECLARE
-	first_step bigint;
-BEGIN
-	SELECT step INTO first_step FROM leaf_segments
-	 WHERE biz_tag = 'tap dyn' AND database = current_database();
-	FOR i IN 1..2000 LOOP
-		PERFORM leaf_segment_nextval('tap dyn');
-		PERFORM pg_sleep(0.001);
-		EXIT WHEN (SELECT step FROM leaf_segments
-					WHERE biz_tag = 'tap dyn' AND database = current_database()) < first_step;
-	END LOOP;
-END
-$$;
+SELECT pg_temp.take_slowly('tap dyn', format('step < %s', (SELECT step FROM dyn)));
 SELECT cmp_ok((SELECT step FROM leaf_segments WHERE biz_tag = 'tap dyn' AND database = current_database()),
               '<', (SELECT step FROM dyn), 'slow use halves the step');
 SELECT leaf_segment_create('tap floor', 10);
-SELECT count(*) FROM (SELECT leaf_segment_nextval('tap floor'), pg_sleep(0.002)
-                        FROM generate_series(1, 60)) s;
+-- six segments used slowly: each refill would halve a step without a floor
+SELECT pg_temp.take_slowly('tap floor', 'refills >= 6');
 SELECT is((SELECT step FROM leaf_segments WHERE biz_tag = 'tap floor' AND database = current_database()),
           10::bigint, 'the step never goes below leaf_alloc.step');
 ALTER SYSTEM RESET leaf.segment_duration;
