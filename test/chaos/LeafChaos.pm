@@ -52,6 +52,7 @@ use IPC::Run ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More ();
+use LeafTest;
 use LeafZK;
 
 my $here = dirname(__FILE__);
@@ -119,13 +120,6 @@ sub schedule
 
 # ---------- topology ----------
 
-sub new_alloc_node
-{
-	my ($name, %o) = @_;
-	my $n = PostgreSQL::Test::Cluster->new($name, %o);
-	return $n;
-}
-
 sub alloc_conf
 {
 	return qq[
@@ -147,18 +141,16 @@ sub start_fleet
 		$self->seed_zk($ENV{CHAOS_ZK_TAKEN}) if $ENV{CHAOS_ZK_TAKEN};
 	}
 
-	my $a = PostgreSQL::Test::Cluster->new('chaos_alloc1');
-	$a->init(allows_streaming => 1);
-	$a->append_conf('postgresql.conf', alloc_conf());
-	$a->start;
-	$a->safe_psql('postgres', 'CREATE EXTENSION leaf');
+	# leaf is not preloaded on the allocation database
+	my $a = LeafTest::new_node('chaos_alloc1',
+		{ preload => 0, max_worker_processes => undef, init => [ allows_streaming => 1 ] },
+		alloc_conf());
 	$a->safe_psql('postgres',
 		"SELECT leaf_segment_create('$_->[0]', $_->[1], 1, 'chaos')")
 	  for @TAGS;
 	$a->backup('base1');
-	my $b = PostgreSQL::Test::Cluster->new('chaos_alloc2');
-	$b->init_from_backup($a, 'base1', has_streaming => 1);
-	$b->start;
+	my $b = LeafTest::new_node_from_backup('chaos_alloc2', $a, 'base1',
+		{ init => [ has_streaming => 1 ] });
 	# any standby is the synchronous one; set only now that one is there
 	$_->append_conf('postgresql.conf', "synchronous_standby_names = '*'\n") for ($a, $b);
 	$_->reload for ($a, $b);
@@ -184,18 +176,16 @@ sub start_fleet
 
 	for my $i (1 .. 3)
 	{
-		my $s = PostgreSQL::Test::Cluster->new("chaos_shard$i");
-		$s->init;
-		$s->append_conf('postgresql.conf', qq[
-shared_preload_libraries = 'leaf'
-max_worker_processes = 16
+		# its node address names its port: the rest after it
+		my $s = LeafTest::new_node("chaos_shard$i", { start => 0 }, qq[
 max_connections = 40
 leaf.alloc_conninfo = '$conninfo'
 leaf.alloc_timeout = '3s'
 leaf.alloc_failover = 'synchronous'
 leaf.segment_duration = '1s'
 leaf.wait_timeout = '5s'
-${id_conf}leaf.node_address = 'shard$i.chaos:@{[ $s->port ]}'
+${id_conf}]);
+		$s->append_conf('postgresql.conf', qq[leaf.node_address = 'shard$i.chaos:@{[ $s->port ]}'
 leaf.heartbeat_interval = '500ms'
 leaf.snowflake_layout = '@{[ $ENV{CHAOS_LAYOUT} // 'default' ]}'
 restart_after_crash = on
@@ -671,9 +661,8 @@ sub alloc_failover
 	eval { $new->backup($bk) };
 	return "backup of the new primary failed: $@" if $@;
 	copy($old->logfile, "$self->{dir}/logs/" . $old->name . '.log');
-	my $r = PostgreSQL::Test::Cluster->new("chaos_alloc_r$n", port => $old->port);
-	$r->init_from_backup($new, $bk, has_streaming => 1);
-	$r->start;
+	my $r = LeafTest::new_node_from_backup("chaos_alloc_r$n", $new, $bk,
+		{ port => $old->port, init => [ has_streaming => 1 ] });
 	push @{ $self->{retired} }, $old;
 	$self->{alloc} = [ $new, $r ];
 	my $ok = poll($new, q[SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'sync'], 30);

@@ -15,6 +15,9 @@ LeafTest - shared helpers for leaf's TAP tests
   my $node = LeafTest::new_node('main', 'leaf.wait_timeout = 2s');
   my $sf = LeafTest::new_node('sf', { worker_id => 3, max_worker_processes => undef },
       "leaf.heartbeat_interval = '500ms'");
+  $node->backup('b');
+  my $standby = LeafTest::new_node_from_backup('standby', $node, 'b',
+      { init => [ has_streaming => 1 ] }, "leaf.wait_timeout = '3s'");
   my ($state, $err) = LeafTest::sqlstate($node, 'postgres',
       "SELECT leaf_segment_nextval('nope')");
 
@@ -28,9 +31,11 @@ LeafTest - shared helpers for leaf's TAP tests
 =head1 DESCRIPTION
 
 Small wrappers around PostgreSQL::Test::Cluster for the TAP tests:
-making a node with leaf preloaded, reading the SQLSTATE of a failing
-statement, and running pgbench or a stream of leaf_segment_nextval() calls
-in the background while the test does something else.
+making a node with leaf preloaded, or a standby, a restored backup or a
+copy of a data directory (every node of a test is made here), reading
+the SQLSTATE of a failing statement, and running pgbench or a stream of
+leaf_segment_nextval() calls in the background while the test does
+something else.
 
 =cut
 
@@ -77,7 +82,18 @@ returns the node configured but not started (nor the extension created);
 
 =item extension => 0
 
-starts it without creating the extension.
+starts it without creating the extension;
+
+=item preload => 0
+
+leaves leaf out of shared_preload_libraries (a server that only holds
+leaf's tables, such as an allocation database, or a check that leaf works
+without it);
+
+=item install_path => $dir
+
+another PostgreSQL installation, as PostgreSQL::Test::Cluster takes it
+(an older major to upgrade from).
 
 =back
 
@@ -87,20 +103,18 @@ sub new_node
 {
 	my ($name, @conf) = @_;
 	my %opt = ref $conf[0] eq 'HASH' ? %{ shift @conf } : ();
-	my %known = map { $_ => 1 }
-	  qw(worker_id max_worker_processes init start extension);
-	for (keys %opt)
-	{
-		die "new_node: unknown option $_" unless $known{$_};
-	}
+	known_options('new_node', \%opt,
+		qw(worker_id max_worker_processes init start extension preload install_path));
 	my $workers =
 	  exists $opt{max_worker_processes} ? $opt{max_worker_processes} : 16;
+	my $preload = !defined $opt{preload} || $opt{preload};
 
-	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $node = PostgreSQL::Test::Cluster->new($name,
+		defined $opt{install_path} ? (install_path => $opt{install_path}) : ());
 	$node->init(@{ $opt{init} // [] });
 	$node->append_conf('postgresql.conf',
 		join("\n",
-			"shared_preload_libraries = 'leaf'",
+			($preload ? ("shared_preload_libraries = 'leaf'") : ()),
 			(defined $workers ? ("max_worker_processes = $workers") : ()),
 			(defined $opt{worker_id} ? ("leaf.worker_id = $opt{worker_id}") : ()),
 			@conf)
@@ -109,6 +123,92 @@ sub new_node
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION leaf')
 	  unless defined $opt{extension} && !$opt{extension};
+	return $node;
+}
+
+# dies on an option that $what does not know
+sub known_options
+{
+	my ($what, $opt, @known) = @_;
+	my %known = map { $_ => 1 } @known;
+	for (sort keys %$opt)
+	{
+		die "$what: unknown option $_" unless $known{$_};
+	}
+	return;
+}
+
+=pod
+
+=item new_node_from_backup($name, $from, $backup, [\%options,] @conf_lines)
+
+A started node made from backup $backup of node $from (taken with
+$from->backup($backup)): a standby, a restored copy or a clone, with the
+given extra postgresql.conf lines after those of the backup.  The
+extension is what the backup holds.  The options:
+
+=over
+
+=item init => [ @args ]
+
+arguments of init_from_backup, such as has_streaming => 1 (a standby),
+has_restoring => 1 or standby => 0;
+
+=item start => 0
+
+returns the node configured but not started;
+
+=item port => N
+
+the port of the node (an old server's, for a server rebuilt in its place);
+
+=item install_path => $dir
+
+another PostgreSQL installation, as for new_node.
+
+=back
+
+=cut
+
+sub new_node_from_backup
+{
+	my ($name, $from, $backup, @conf) = @_;
+	my %opt = ref $conf[0] eq 'HASH' ? %{ shift @conf } : ();
+	known_options('new_node_from_backup', \%opt, qw(init start port install_path));
+
+	my $node = PostgreSQL::Test::Cluster->new($name,
+		(defined $opt{port} ? (port => $opt{port}) : ()),
+		(defined $opt{install_path} ? (install_path => $opt{install_path}) : ()));
+	$node->init_from_backup($from, $backup, @{ $opt{init} // [] });
+	$node->append_conf('postgresql.conf', join("\n", @conf) . "\n") if @conf;
+	$node->start unless defined $opt{start} && !$opt{start};
+	return $node;
+}
+
+=pod
+
+=item new_node_from_data_dir($name, $from, @conf_lines)
+
+A node whose data directory is a copy (cp -a) of the data directory of
+node $from, which must be stopped: a file system copy, with its own port
+and socket directory and the given extra postgresql.conf lines.  Not
+started.
+
+=cut
+
+sub new_node_from_data_dir
+{
+	my ($name, $from, @conf) = @_;
+
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	system('cp', '-a', $from->data_dir, $node->data_dir) == 0
+	  or die 'cp -a ' . $from->data_dir . ": $?";
+	$node->append_conf('postgresql.conf',
+		join("\n",
+			'port = ' . $node->port,
+			"unix_socket_directories = '" . $node->host . "'",
+			@conf)
+		  . "\n");
 	return $node;
 }
 

@@ -22,9 +22,8 @@ is( $primary->safe_psql(
 	'the primary hands out IDs');
 
 $primary->backup('bkp');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'bkp', has_streaming => 1);
-$standby->start;
+my $standby = LeafTest::new_node_from_backup('standby', $primary, 'bkp',
+	{ init => [ has_streaming => 1 ] });
 $primary->wait_for_catchup($standby);
 
 is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'),

@@ -28,10 +28,8 @@ my ($state, $err);
 # (a) not preloaded
 ############################################################################
 
-my $plain = PostgreSQL::Test::Cluster->new('not_preloaded');
-$plain->init;
-$plain->start;
-$plain->safe_psql('postgres', 'CREATE EXTENSION leaf');
+my $plain = LeafTest::new_node('not_preloaded',
+	{ preload => 0, max_worker_processes => undef });
 pass('CREATE EXTENSION leaf works without shared_preload_libraries');
 $plain->safe_psql('postgres', "SELECT leaf_segment_create('order')");
 ($state, $err) = LeafTest::sqlstate($plain, 'postgres',

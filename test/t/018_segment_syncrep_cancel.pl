@@ -21,11 +21,9 @@ my $primary = LeafTest::new_node('primary', { init => [ allows_streaming => 1 ] 
 $primary->safe_psql('postgres', "SELECT leaf_segment_create('o', step => 100)");
 
 $primary->backup('bkp');
-my $standby = PostgreSQL::Test::Cluster->new('sb');
-$standby->init_from_backup($primary, 'bkp', has_streaming => 1);
-$standby->append_conf('postgresql.conf',
-	"primary_conninfo = '" . $primary->connstr . " application_name=sb'\n");
-$standby->start;
+my $standby = LeafTest::new_node_from_backup('sb', $primary, 'bkp',
+	{ init => [ has_streaming => 1 ] },
+	"primary_conninfo = '" . $primary->connstr . " application_name=sb'");
 
 $primary->safe_psql('postgres',
 	"ALTER SYSTEM SET synchronous_standby_names = 'sb'; SELECT pg_reload_conf()");

@@ -48,9 +48,8 @@ sub pair
 SELECT leaf_segment_create('order', step => 10);
 SELECT leaf_segment_create('other', step => 10);]);
 	$p->backup('base');
-	my $s = PostgreSQL::Test::Cluster->new("${name}_standby");
-	$s->init_from_backup($p, 'base', has_streaming => 1);
-	$s->start;
+	my $s = LeafTest::new_node_from_backup("${name}_standby", $p, 'base',
+		{ init => [ has_streaming => 1 ] });
 	LeafTest::make_synchronous($p, $s) if $sync;
 	$p->wait_for_catchup($s);
 	return ($p, $s);
@@ -151,9 +150,8 @@ push @qids, LeafTest::burst_ids($q, 'order', 200);
 my $qmax = $q->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE biz_tag = 'order']);
 # lost: a clean shutdown would archive the last WAL, an immediate one does not
 $q->stop('immediate');
-my $r = PostgreSQL::Test::Cluster->new('restored');
-$r->init_from_backup($q, 'qbase', has_restoring => 1, standby => 0);
-$r->start;
+my $r = LeafTest::new_node_from_backup('restored', $q, 'qbase',
+	{ init => [ has_restoring => 1, standby => 0 ] });
 ok($r->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
 	'(4) the backup is restored with archive recovery');
 cmp_ok($r->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE biz_tag = 'order']),

@@ -53,12 +53,12 @@ die "LEAF_UPGRADE_FROM is not set: name the installation of an older PostgreSQL 
   unless defined $from && $from ne '';
 die "LEAF_UPGRADE_FROM=$from has no bin/postgres\n" unless -x "$from/bin/postgres";
 
-my $conf = join("\n",
-	"shared_preload_libraries = 'leaf'",
-	"max_worker_processes = 16",
+# beside shared_preload_libraries and max_worker_processes, which
+# LeafTest::new_node sets
+my @conf = (
 	"leaf.segment_duration = '1ms'",
 	"leaf.wait_timeout = '3s'",
-	"leaf.heartbeat_interval = '500ms'") . "\n";
+	"leaf.heartbeat_interval = '500ms'");
 # 18 and later check data pages by default; pg_upgrade needs both alike
 my @init = (extra => ['--data-checksums']);
 
@@ -142,14 +142,14 @@ my $t_start = time;
 
 # ---------- (A) a cluster that failed over, worker ID set by hand ----------
 
-my $p = PostgreSQL::Test::Cluster->new('a_primary', install_path => $from);
 # streaming set by hand: allows_streaming of a newer Cluster.pm may add
 # settings the older server does not know
-$p->init(@init);
-$p->append_conf('postgresql.conf', $conf . "leaf.worker_id = 9\n"
-	  . "wal_level = replica\nmax_wal_senders = 4\n");
-$p->start;
-my $a_new = PostgreSQL::Test::Cluster->new('a_new');
+my $p = LeafTest::new_node('a_primary',
+	{ install_path => $from, init => [@init], worker_id => 9 },
+	@conf, 'wal_level = replica', 'max_wal_senders = 4');
+# the new cluster, made now for its major, upgraded into in (A)
+my $a_new = LeafTest::new_node('a_new',
+	{ init => [@init], worker_id => 10, start => 0 }, @conf);
 my $old_major = $p->pg_version->major;
 my $new_major = $a_new->pg_version->major;
 my $pair = "$old_major -> $new_major";
@@ -157,7 +157,6 @@ note "upgrading from $old_major ($from) to $new_major";
 cmp_ok($old_major, '<', $new_major, "LEAF_UPGRADE_FROM is an older major: $pair");
 
 $p->safe_psql('postgres', q[
-CREATE EXTENSION leaf;
 SELECT leaf_segment_create('order', step => 10);
 SELECT leaf_segment_create('user', step => 100);
 SELECT leaf_segment_create('gone', step => 10);
@@ -176,11 +175,10 @@ $p->safe_psql('postgres', q[DELETE FROM leaf_alloc WHERE biz_tag = 'gone']);
 my @sf_before = sf_ids($p, 2000);
 
 $p->backup('a_base');
-my $s = PostgreSQL::Test::Cluster->new('a_standby', install_path => $from);
-$s->init_from_backup($p, 'a_base', has_streaming => 1);
 # a copy must not serve with its original's worker ID
-$s->append_conf('postgresql.conf', "leaf.worker_id = 10\n");
-$s->start;
+my $s = LeafTest::new_node_from_backup('a_standby', $p, 'a_base',
+	{ install_path => $from, init => [ has_streaming => 1 ] },
+	'leaf.worker_id = 10');
 push @{ $before{'postgres/order'} }, ids($p, 'postgres', 'order', 40);
 # by hand: wait_for_catchup of a newer Cluster.pm may use SQL the older
 # standby does not know
@@ -219,8 +217,6 @@ my $state_before = slurp_file($state_file);
 my ($mark_before) = $state_before =~ /^mark 10 (\d+)$/m;
 ok(defined $mark_before, '(A) the old state file has a mark for worker ID 10');
 
-$a_new->init(@init);
-$a_new->append_conf('postgresql.conf', $conf . "leaf.worker_id = 10\n");
 my $took_a = upgrade($s, $a_new, "(A) $pair");
 ok(slurp_file($state_file) eq $state_before, '(A) pg_upgrade left the old state file as it was');
 # pg_upgrade copies relation files only: the state file is copied by hand
@@ -297,7 +293,8 @@ sub forever_nodes
 	my ($list) = $zk->cli('ls', "$root/forever") =~ /^\[(.*)\]$/m;
 	return $list // '(no list)';
 }
-my $zconf = $conf . "leaf.node_address = 'upgraded.example:5432'\n";
+my $zconf = join("\n", 'max_worker_processes = 16', @conf,
+	"leaf.node_address = 'upgraded.example:5432'") . "\n";
 my $z = $zk->pg_node('z_old', root => $root, install_path => $from, init => [@init], extra => $zconf);
 $z->start;
 $z->safe_psql('postgres', q[

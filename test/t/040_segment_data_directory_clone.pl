@@ -27,9 +27,7 @@ $orig->safe_psql('postgres', q[SELECT leaf_segment_create('order', step => 100)]
 my @orig_ids = LeafTest::take_ids($orig, 'order', 300);
 
 $orig->backup('clone');
-my $clone = PostgreSQL::Test::Cluster->new('clone');
-$clone->init_from_backup($orig, 'clone');
-$clone->start;
+my $clone = LeafTest::new_node_from_backup('clone', $orig, 'clone');
 
 my $tl_sql = 'SELECT timeline_id FROM pg_control_checkpoint()';
 is($clone->safe_psql('postgres', $tl_sql), $orig->safe_psql('postgres', $tl_sql),
@@ -64,9 +62,8 @@ push @orig_ids, @$ids;
 
 # nor is a standby promoted on a new timeline with 'synchronous'
 $orig->backup('standby');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($orig, 'standby', has_streaming => 1);
-$standby->start;
+my $standby = LeafTest::new_node_from_backup('standby', $orig, 'standby',
+	{ init => [ has_streaming => 1 ] });
 push @orig_ids, LeafTest::take_ids($orig, 'order', 100);
 $orig->wait_for_catchup($standby);
 $orig->stop;

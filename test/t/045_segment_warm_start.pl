@@ -197,9 +197,7 @@ ok(LeafTest::wait_until(sub {
 $node->backup('clone');
 my $max_at_backup = $node->safe_psql('postgres',
 	q[SELECT max_id FROM leaf_alloc WHERE biz_tag = 'a']);
-my $clone = PostgreSQL::Test::Cluster->new('clone');
-$clone->init_from_backup($node, 'clone');
-$clone->start;
+my $clone = LeafTest::new_node_from_backup('clone', $node, 'clone');
 ok(LeafTest::wait_until(sub {
 			$clone->safe_psql('postgres', q[SELECT count(*) FROM leaf_segments
 				WHERE biz_tag = 'a' AND last_failure IS NOT NULL]) eq '1' },
@@ -220,9 +218,8 @@ $clone->stop;
 # file the base backup copied, and its loads meet the timeline check
 # (leaf.alloc_failover = 'confirm'): refused, as for its callers
 $node->backup('standby');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($node, 'standby', has_streaming => 1);
-$standby->start;
+my $standby = LeafTest::new_node_from_backup('standby', $node, 'standby',
+	{ init => [ has_streaming => 1 ] });
 $node->wait_for_catchup($standby);
 is($standby->safe_psql('postgres',
 		q[SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'leaf warm start']),

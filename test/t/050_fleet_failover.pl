@@ -34,28 +34,22 @@ my @clients_per_shard = (3, 3, 2);
 
 # ---------- allocation primary and its synchronous standby ----------
 
-my $alloc1 = PostgreSQL::Test::Cluster->new('alloc_primary');
-$alloc1->init(allows_streaming => 1);
-$alloc1->append_conf('postgresql.conf', qq[
-listen_addresses = '127.0.0.1'
-max_connections = 20
-]);
-$alloc1->start;
+# leaf is not preloaded on the allocation database: it only holds leaf_alloc
+my $alloc1 = LeafTest::new_node('alloc_primary',
+	{ preload => 0, max_worker_processes => undef, init => [ allows_streaming => 1 ] },
+	"listen_addresses = '127.0.0.1'",
+	'max_connections = 20');
 $alloc1->safe_psql('postgres', q[
-CREATE EXTENSION leaf;
 SELECT leaf_segment_create('order', 50, 1, 'fleet failover test');
 ]);
 $alloc1->backup('base');
 
-my $alloc2 = PostgreSQL::Test::Cluster->new('alloc_standby');
-$alloc2->init_from_backup($alloc1, 'base', has_streaming => 1);
 # the walreceiver's application_name is what synchronous_standby_names
 # names; after promotion this server runs alone
-$alloc2->append_conf('postgresql.conf', qq[
-primary_conninfo = '@{[ $alloc1->connstr ]} application_name=alloc_standby'
-synchronous_standby_names = ''
-]);
-$alloc2->start;
+my $alloc2 = LeafTest::new_node_from_backup('alloc_standby', $alloc1, 'base',
+	{ init => [ has_streaming => 1 ] },
+	"primary_conninfo = '@{[ $alloc1->connstr ]} application_name=alloc_standby'",
+	"synchronous_standby_names = ''");
 
 $alloc1->append_conf('postgresql.conf',
 	"synchronous_standby_names = 'alloc_standby'\n");

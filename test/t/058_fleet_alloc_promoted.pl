@@ -38,17 +38,14 @@ sub seg
 sub alloc_pair
 {
 	my ($name, $sync) = @_;
-	my $p = PostgreSQL::Test::Cluster->new("${name}_alloc1");
-	$p->init(allows_streaming => 1);
-	$p->append_conf('postgresql.conf', "listen_addresses = '127.0.0.1'\n");
-	$p->start;
-	$p->safe_psql('postgres', q[
-CREATE EXTENSION leaf;
-SELECT leaf_segment_create('order', 10);]);
+	# leaf is not preloaded on the allocation database
+	my $p = LeafTest::new_node("${name}_alloc1",
+		{ preload => 0, max_worker_processes => undef, init => [ allows_streaming => 1 ] },
+		"listen_addresses = '127.0.0.1'");
+	$p->safe_psql('postgres', q[SELECT leaf_segment_create('order', 10)]);
 	$p->backup('base');
-	my $s = PostgreSQL::Test::Cluster->new("${name}_alloc2");
-	$s->init_from_backup($p, 'base', has_streaming => 1);
-	$s->start;
+	my $s = LeafTest::new_node_from_backup("${name}_alloc2", $p, 'base',
+		{ init => [ has_streaming => 1 ] });
 	LeafTest::make_synchronous($p, $s) if $sync;
 	$p->wait_for_catchup($s);
 	my $user = $p->safe_psql('postgres', 'SELECT current_user');

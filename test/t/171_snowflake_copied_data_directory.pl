@@ -24,9 +24,7 @@ $primary->safe_psql('postgres', 'SELECT count(leaf_snowflake()) FROM generate_se
 $primary->backup('b');
 
 # a restored backup, started while the original serves
-my $copy = PostgreSQL::Test::Cluster->new('sf_copy');
-$copy->init_from_backup($primary, 'b');
-$copy->start;
+my $copy = LeafTest::new_node_from_backup('sf_copy', $primary, 'b');
 # until it serves, or refuses the worker ID (not while it waits for a clock)
 $copy->poll_query_until('postgres',
 	q[SELECT ready OR not_ready_reason LIKE 'worker ID % belongs to%' FROM leaf_snowflake_status]);
@@ -63,9 +61,8 @@ unlike(slurp_file($copy->data_dir . '/leaf_snowflake.state'), qr/^mark 5 /m,
 $copy->stop;
 
 # a streaming standby does not generate at all
-my $standby = PostgreSQL::Test::Cluster->new('sf_standby');
-$standby->init_from_backup($primary, 'b', has_streaming => 1);
-$standby->start;
+my $standby = LeafTest::new_node_from_backup('sf_standby', $primary, 'b',
+	{ init => [ has_streaming => 1 ] });
 $primary->wait_for_catchup($standby);
 my ($sstate, $serr) = LeafTest::sqlstate($standby, 'postgres', 'SELECT leaf_snowflake()');
 is($sstate, '25006', 'leaf_snowflake() on a standby fails with 25006');

@@ -103,9 +103,9 @@ cmp_ok(Time::HiRes::time() - $started, '<', 8, '... without the wait');
 # 5. a new pod's volume copied from this one's (a restored backup, a clone):
 # pod ids-4 has worker ID 14, which this data directory never served with
 $pod->backup('b');
-my $copy = PostgreSQL::Test::Cluster->new('sf_ord_copy');
-$copy->init_from_backup($pod, 'b');
-$copy->append_conf('postgresql.conf', "leaf.test_node_clock_offset_ms = 0\n");
+my $copy = LeafTest::new_node_from_backup('sf_ord_copy', $pod, 'b',
+	{ start => 0 },
+	"leaf.test_node_clock_offset_ms = 0");
 $pod->stop;
 starts_after_wait($copy, 'ids-4', 14, 'the copy as pod ids-4 has worker ID 14',
 	'a volume copied from another pod waits as a new one does', '... after the wait');

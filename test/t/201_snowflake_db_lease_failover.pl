@@ -21,9 +21,8 @@ my $primary = LeafTest::new_node('alloc1',
 	{ max_worker_processes => undef, init => [ allows_streaming => 1 ] },
 	"listen_addresses = '127.0.0.1'");
 $primary->backup('b');
-my $standby = PostgreSQL::Test::Cluster->new('alloc2');
-$standby->init_from_backup($primary, 'b', has_streaming => 1);
-$standby->start;
+my $standby = LeafTest::new_node_from_backup('alloc2', $primary, 'b',
+	{ init => [ has_streaming => 1 ] });
 my ($p1, $p2) = ($primary->port, $standby->port);
 my $user = $primary->safe_psql('postgres', 'SELECT current_user');
 

@@ -106,10 +106,7 @@ my ($p, $q);
 		conf('p', 'leaf_a'));
 	ok(LeafTest::sf_wait_ready($p), 'node p serves');
 	$p->backup('clone');
-	$q = PostgreSQL::Test::Cluster->new('q');
-	$q->init_from_backup($p, 'clone');
-	$q->append_conf('postgresql.conf', "leaf.node_address = 'q.example:5432'\n");
-	$q->start;
+	$q = LeafTest::new_node_from_backup('q', $p, 'clone', "leaf.node_address = 'q.example:5432'");
 }
 my $wp = LeafTest::sf_status($p, 'worker_id');
 # the clone, were it seen as new, would wait lease + drift (7 s) or more

@@ -44,9 +44,8 @@ my $timeline_sql =
 my $old = LeafTest::new_node('old', { max_worker_processes => undef, init => [ allows_streaming => 1 ] },
 	"listen_addresses = '127.0.0.1'");
 $old->backup('old_base');
-my $old_standby = PostgreSQL::Test::Cluster->new('old_standby');
-$old_standby->init_from_backup($old, 'old_base', has_streaming => 1);
-$old_standby->start;
+my $old_standby = LeafTest::new_node_from_backup('old_standby', $old, 'old_base',
+	{ init => [ has_streaming => 1 ] });
 my $user = $old->safe_psql('postgres', 'SELECT current_user');
 my $old_sysid = $old->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
 
@@ -139,10 +138,9 @@ take_ids('1, after the promotion');
 # ---------------------------------------------------------------------
 $n->stop;
 $old_standby->stop;
-my $up = PostgreSQL::Test::Cluster->new('upgraded');
-$up->init(allows_streaming => 1);
-$up->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'leaf'\nlisten_addresses = '127.0.0.1'\n");
+my $up = LeafTest::new_node('upgraded',
+	{ max_worker_processes => undef, init => [ allows_streaming => 1 ], start => 0 },
+	"listen_addresses = '127.0.0.1'");
 my $bindir = $old_standby->config_data('--bindir');
 {
 	my $dir = PostgreSQL::Test::Utils::tempdir_short();
@@ -178,9 +176,8 @@ take_ids('2');
 # 3. the upgraded cluster's standby promoted: timeline 2 of the new one
 # ---------------------------------------------------------------------
 $up->backup('up_base');
-my $up_standby = PostgreSQL::Test::Cluster->new('upgraded_standby');
-$up_standby->init_from_backup($up, 'up_base', has_streaming => 1);
-$up_standby->start;
+my $up_standby = LeafTest::new_node_from_backup('upgraded_standby', $up, 'up_base',
+	{ init => [ has_streaming => 1 ] });
 # running longer than the hold: a hold after its start explains no wait
 ok( $up_standby->poll_query_until('postgres',
 		"SELECT pg_postmaster_start_time() < clock_timestamp() - interval '$hold_ms ms' - interval '1 s'"),

@@ -384,23 +384,15 @@ sub past_start_hold
 sub from_backup
 {
 	my ($name, $from, $backup, %p) = @_;
-	my $n = PostgreSQL::Test::Cluster->new($name);
-	$n->init_from_backup($from, $backup, %p);
-	$n->append_conf('postgresql.conf', "archive_mode = off\n");
-	return $n;
+	return LeafTest::new_node_from_backup($name, $from, $backup,
+		{ init => [%p], start => 0 }, 'archive_mode = off');
 }
 
 # cp -a of the stopped $from's data directory, as a node of its own
 sub cp_copy
 {
 	my ($name, $from) = @_;
-	my $n = PostgreSQL::Test::Cluster->new($name);
-	system('cp', '-a', $from->data_dir, $n->data_dir) == 0
-	  or BAIL_OUT("cp -a " . $from->data_dir . ": $?");
-	$n->append_conf('postgresql.conf',
-		"port = " . $n->port . "\nunix_socket_directories = '" . $n->host
-		  . "'\narchive_mode = off\n");
-	return $n;
+	return LeafTest::new_node_from_data_dir($name, $from, 'archive_mode = off');
 }
 
 # ---------------------------------------------------------------- set-up
