@@ -274,16 +274,7 @@ fi
 log "uuidv7(): $([ $HAVE_UUIDV7 = 1 ] && echo present || echo absent)"
 
 PGVER=$(q "$PORT_MAIN" "SELECT version()")
-SO=$("$PGBIN/pg_config" --pkglibdir)/leaf.so
-SO_SUM=$(md5sum "$SO" | cut -c1-12)
-SO_TIME=$(date -r "$SO" '+%Y-%m-%d %H:%M:%S')
-# a copy without .git (test/majors.sh bench) is told its commit
-COMMIT=${BENCH_COMMIT:-$(git -C "$here" -c safe.directory='*' rev-parse --short HEAD 2>/dev/null || echo unknown)}
-if DIRTY=$(git -C "$here" -c safe.directory='*' status --porcelain --untracked-files=no 2>/dev/null); then
-	DIRTY="$(printf '%s' "$DIRTY" | grep -c . || true) files modified"
-else
-	DIRTY="no git checkout"
-fi
+bench_build_info
 
 out "# leaf benchmark"
 out ""

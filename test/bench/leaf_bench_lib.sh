@@ -1,5 +1,6 @@
 # test/bench/leaf_bench_lib.sh: what the benchmark scripts share, sourced
-# by leaf_bench.sh, leaf_tp999.sh and leaf_pk_bench.sh once PGBIN is set.
+# by leaf_bench.sh, leaf_tp999.sh and leaf_pk_bench.sh once PGBIN (and
+# here, the folder test/bench) is set.
 #
 #   log, die             a timed line on stderr; die also exits 1
 #   loadavg              the three load averages
@@ -14,6 +15,16 @@
 #                        SQL from stdin; unaligned, tuples only
 #   free_port            a loopback TCP port nobody listens on now
 #                        (Python 3: $PYTHON, default python3)
+#   bench_start_copy NAME LINES...
+#                        a copy of the template in $WORK/NAME, started
+#                        on a free port with the postgresql.conf lines
+#                        given; a port taken meanwhile is tried again,
+#                        twice.  Sets BENCH_PORT, adds to STARTED
+#   bench_build_info     what a report says of the build under test: sets
+#                        SO (the installed leaf.so), SO_SUM, SO_TIME,
+#                        COMMIT and DIRTY (of the checkout $here;
+#                        BENCH_COMMIT names the commit of a copy without
+#                        .git)
 #   bench_finish RC      the end of every run, failed or not: stop the
 #                        clusters of $WORK, remove it (unless BENCH_KEEP=1)
 #                        and exit RC
@@ -63,6 +74,45 @@ free_port() {
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'
+}
+
+bench_start_copy() {
+	local name=$1 d=$WORK/$1 port l
+	shift
+	as_pg "cp -a '$WORK/template' '$d'"
+	as_pg "cp '$d/postgresql.conf' '$d/postgresql.conf.orig'"
+	for _ in 1 2 3; do
+		port=$(free_port)
+		as_pg "cp '$d/postgresql.conf.orig' '$d/postgresql.conf'"
+		{
+			printf '\n# %s\nport = %s\n' "$(basename "$0")" "$port"
+			for l in "$@"; do
+				printf '%s\n' "$l"
+			done
+		} >>"$d/postgresql.conf"
+		if as_pg "$PGBIN/pg_ctl -D '$d' -l '$d/server.log' -w -t 60 start >/dev/null"; then
+			STARTED+=("$d")
+			BENCH_PORT=$port
+			return 0
+		fi
+		# only a port taken meanwhile is worth another try
+		grep -q 'already in use' "$d/server.log" 2>/dev/null || break
+		log "port $port was taken, trying another"
+	done
+	tail -n 30 "$d/server.log" >&2
+	die "could not start cluster $name"
+}
+
+bench_build_info() {
+	SO=$("$PGBIN/pg_config" --pkglibdir)/leaf.so
+	SO_SUM=$(md5sum "$SO" | cut -c1-12)
+	SO_TIME=$(date -r "$SO" '+%Y-%m-%d %H:%M:%S')
+	COMMIT=${BENCH_COMMIT:-$(git -C "$here" -c safe.directory='*' rev-parse --short HEAD 2>/dev/null || echo unknown)}
+	if DIRTY=$(git -C "$here" -c safe.directory='*' status --porcelain --untracked-files=no 2>/dev/null); then
+		DIRTY="$(printf '%s' "$DIRTY" | grep -c . || true) files modified"
+	else
+		DIRTY="no git checkout"
+	fi
 }
 
 # bench_finish RC: stop every cluster of $WORK still running, those named

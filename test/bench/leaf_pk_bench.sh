@@ -180,16 +180,7 @@ init_template
 # start_cluster NAME: a copy of the template on a free port, with the
 # settings above; sets PORT and DATA
 start_cluster() {
-	local d=$WORK/$1 port
-	as_pg "cp -a '$WORK/template' '$d'"
-	as_pg "cp '$d/postgresql.conf' '$d/postgresql.conf.orig'"
-	for _ in 1 2 3; do
-		port=$(free_port)
-		as_pg "cp '$d/postgresql.conf.orig' '$d/postgresql.conf'"
-		cat >>"$d/postgresql.conf" <<EOF
-
-# leaf_pk_bench.sh
-port = $port
+	bench_start_copy "$1" "$(cat <<EOF
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$WORK'
 shared_preload_libraries = 'leaf'
@@ -202,17 +193,8 @@ log_checkpoints = on
 jit = off
 logging_collector = off
 EOF
-		if as_pg "$PGBIN/pg_ctl -D '$d' -l '$d/server.log' -w -t 60 start >/dev/null"; then
-			STARTED+=("$d")
-			PORT=$port DATA=$d
-			return 0
-		fi
-		# only a port taken meanwhile is worth another try
-		grep -q 'already in use' "$d/server.log" 2>/dev/null || break
-		log "port $port was taken, trying another"
-	done
-	tail -n 30 "$d/server.log" >&2
-	die "could not start cluster $1"
+)"
+	PORT=$BENCH_PORT DATA=$WORK/$1
 }
 
 # stop_cluster: stop the cluster of the key that ran, and remove it (a
@@ -371,15 +353,7 @@ start_cluster probe
 PGVER=$(q "$PORT" "SELECT version()")
 CHECKSUMS=$(q "$PORT" "SHOW data_checksums")
 stop_cluster
-SO=$("$PGBIN/pg_config" --pkglibdir)/leaf.so
-SO_SUM=$(md5sum "$SO" | cut -c1-12)
-SO_TIME=$(date -r "$SO" '+%Y-%m-%d %H:%M:%S')
-COMMIT=${BENCH_COMMIT:-$(git -C "$here" -c safe.directory='*' rev-parse --short HEAD 2>/dev/null || echo unknown)}
-if DIRTY=$(git -C "$here" -c safe.directory='*' status --porcelain --untracked-files=no 2>/dev/null); then
-	DIRTY="$(printf '%s' "$DIRTY" | grep -c . || true) files modified"
-else
-	DIRTY="no git checkout"
-fi
+bench_build_info
 
 T0=$SECONDS
 for k in $KEYS; do

@@ -177,18 +177,9 @@ init_template
 # start_cluster NAME [EXTRA-CONF-LINE...]: a copy of the template on a free
 # port; sets PORT_<NAME>
 start_cluster() {
-	local name=$1 d=$WORK/$1 port
+	local name=$1
 	shift
-	as_pg "cp -a '$WORK/template' '$d'"
-	as_pg "cp '$d/postgresql.conf' '$d/postgresql.conf.orig'"
-	for _ in 1 2 3; do
-		port=$(free_port)
-		as_pg "cp '$d/postgresql.conf.orig' '$d/postgresql.conf'"
-		{
-			cat <<EOF
-
-# leaf_tp999.sh
-port = $port
+	bench_start_copy "$name" "$(cat <<EOF
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$WORK'
 shared_preload_libraries = 'leaf'
@@ -199,21 +190,8 @@ shared_buffers = 128MB
 jit = off
 logging_collector = off
 EOF
-			for l in "$@"; do
-				echo "$l"
-			done
-		} >>"$d/postgresql.conf"
-		if as_pg "$PGBIN/pg_ctl -D '$d' -l '$d/server.log' -w -t 60 start >/dev/null"; then
-			STARTED+=("$d")
-			printf -v "PORT_${name^^}" '%s' "$port"
-			return 0
-		fi
-		# only a port taken meanwhile is worth another try
-		grep -q 'already in use' "$d/server.log" 2>/dev/null || break
-		log "port $port was taken, trying another"
-	done
-	tail -n 30 "$d/server.log" >&2
-	die "could not start cluster $name"
+)" "$@"
+	printf -v "PORT_${name^^}" '%s' "$BENCH_PORT"
 }
 
 # seg_counters PORT TAG: "refills|waits|max_wait_ms|failed_loads|step"
@@ -361,15 +339,7 @@ q "$PORT_SHARD" "CREATE EXTENSION leaf" >/dev/null
 log "main on port $PORT_MAIN, shard on port $PORT_SHARD"
 
 PGVER=$(q "$PORT_MAIN" "SELECT version()")
-SO=$("$PGBIN/pg_config" --pkglibdir)/leaf.so
-SO_SUM=$(md5sum "$SO" | cut -c1-12)
-SO_TIME=$(date -r "$SO" '+%Y-%m-%d %H:%M:%S')
-COMMIT=${BENCH_COMMIT:-$(git -C "$here" -c safe.directory='*' rev-parse --short HEAD 2>/dev/null || echo unknown)}
-if DIRTY=$(git -C "$here" -c safe.directory='*' status --porcelain --untracked-files=no 2>/dev/null); then
-	DIRTY="$(printf '%s' "$DIRTY" | grep -c . || true) files modified"
-else
-	DIRTY="no git checkout"
-fi
+bench_build_info
 
 printf '%s\n%s\n' "SELECT clock_timestamp();" '\set z 0' >"$WORK/scripts/floor.sql"
 printf '%s\n%s\n' "SELECT nextval('s');" '\set z 0' >"$WORK/scripts/nextval.sql"
