@@ -787,12 +787,6 @@ sub take_each
 
 =pod
 
-=back
-
-=cut
-
-=pod
-
 =item LeafTest::start_pod($node, $pod, %opts)
 
 Starts $node (with $node->start(%opts)) with the environment variable
@@ -809,6 +803,12 @@ sub start_pod
 	delete local $ENV{LEAF_POD} unless defined $pod;
 	return $node->start(%opts);
 }
+
+=pod
+
+=back
+
+=cut
 
 1;
 
