@@ -271,3 +271,562 @@ ALTER TABLE @extschema@.leaf_worker_lease ENABLE ALWAYS TRIGGER leaf_worker_leas
 ALTER TABLE @extschema@.leaf_worker_lease ENABLE ALWAYS TRIGGER leaf_worker_lease_replicated_truncate;
 ALTER TABLE @extschema@.leaf_worker_lease_fleet ENABLE ALWAYS TRIGGER leaf_worker_lease_fleet_replicated;
 ALTER TABLE @extschema@.leaf_worker_lease_timeline ENABLE ALWAYS TRIGGER leaf_worker_lease_timeline_replicated;
+
+--
+-- The protocol of the leases, one function per step, each in one
+-- transaction: the snowflake worker (src/snowflake/leaf_sf_db.c) calls
+-- them over libpq, as the role of leaf.alloc_conninfo, with its settings
+-- as arguments.  What needs the caller's clock stays with the caller: it
+-- reads leaf_copy_identity.now_ms first and compares its own clock with
+-- it, counting half the round trip as unknown; the functions count every
+-- time on this database's clock_timestamp().
+--
+-- They run as their caller (SECURITY INVOKER), so they can do no more
+-- than the caller may do with the three tables, and EXECUTE is not
+-- PUBLIC's: a role below superuser that holds worker IDs needs EXECUTE on
+-- the six of them besides its grants on the tables (docs/privileges.md).
+-- Every statement reaches leaf's tables through the schema the extension
+-- is in at the call, found by OID, and search_path is pinned to
+-- pg_catalog, so nothing that a tenant creates takes part.
+--
+-- Each returns what it decided rather than raising an error: result is
+-- 'ok', 'wait' (not now: try again soon), 'fail' (refused: try again much
+-- later) or, for a renewal, 'lost' (the row is no longer the caller's),
+-- and reason says why in words for the node's status.  A refused taking
+-- leaves the tables as they were, except for a copy of the database seen
+-- for the first time, which stays recorded so that its wait counts from
+-- then.
+--
+
+--
+-- Which copy of the database this is, against leaf_worker_lease_timeline
+-- (see that table): 'fail' for a copy beside its original (a clone, a
+-- CREATE DATABASE ... TEMPLATE) until leaf_worker_lease_confirm(); 'wait'
+-- within earlier_holder_ms after the server started, where it holds
+-- leases (a restore may have set them back); 'hold' within
+-- earlier_holder_ms after a copy not recorded before was first seen
+-- (lost or set back rows: a promotion, unless synchronous_failover says
+-- it had every commit, a restore, pg_upgrade, a cut-over), which the
+-- taking reports as 'wait' once its other checks have passed.  A copy
+-- not recorded is recorded here; new_copy says so where others were
+-- (last_timeline: the latest of this cluster, 0 if none; synchronous:
+-- as recorded).
+--
+CREATE FUNCTION @extschema@.leaf_worker_lease_copy_check(
+	earlier_holder_ms bigint,
+	synchronous_failover boolean,
+	OUT result text,
+	OUT reason text,
+	OUT new_copy boolean,
+	OUT last_timeline bigint,
+	OUT synchronous boolean)
+RETURNS record
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp text;
+	here record;
+	k record;
+BEGIN
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+	 WHERE e.extname = 'leaf';
+	EXECUTE format('SELECT * FROM %I.leaf_copy_identity', nsp) INTO STRICT here;
+	here.timeline := coalesce(here.timeline, 0);
+	-- the rows of this cluster; an unknown data directory (0) is any
+	EXECUTE format(
+		'SELECT coalesce(max(t.timeline), 0) AS last_timeline, '
+		'coalesce(bool_or(t.database_oid = $4), false) AS this_db, '
+		'coalesce(bool_or(t.database_oid <> $4), false) AS other_db, '
+		'coalesce(bool_or(m), false) AS recorded, '
+		'coalesce(bool_or(t.database_oid = $4 AND t.timeline = $2 AND NOT m), false) AS other_dir, '
+		'max((date_part(''epoch'', t.seen_at) * 1000)::int8) FILTER (WHERE m) AS seen_ms, '
+		'coalesce(bool_and(t.synchronous) FILTER (WHERE m), false) AS synchronous, '
+		'EXISTS (SELECT FROM %1$I.leaf_worker_lease_timeline) AS any, '
+		'EXISTS (SELECT FROM %1$I.leaf_worker_lease) AS leases '
+		'FROM (SELECT NULL) AS d LEFT JOIN (SELECT x.*, x.database_oid = $4 AND x.timeline = $2 '
+		'AND (x.data_directory = $3 OR x.data_directory = 0 OR $3 = 0) AS m '
+		'FROM %1$I.leaf_worker_lease_timeline x WHERE x.system_identifier = $1) AS t ON true',
+		nsp) INTO STRICT k
+		USING here.system_identifier, here.timeline, here.data_directory, here.database_oid;
+	new_copy := false;
+	last_timeline := k.last_timeline;
+	synchronous := k.synchronous;
+	result := 'ok';
+	IF k.leases AND here.now_ms <= here.started_ms + earlier_holder_ms THEN
+		result := 'wait';
+		reason := format('the allocation database''s server started %s ms ago and holds leases, which a restore may have set back: no worker ID is taken for %s ms more',
+						 here.now_ms - here.started_ms,
+						 here.started_ms + earlier_holder_ms - here.now_ms + 1);
+		RETURN;
+	END IF;
+	-- another database is a copy only where this one was never recorded
+	IF NOT k.recorded AND (k.other_dir OR (k.other_db AND NOT k.this_db)) THEN
+		result := 'fail';
+		reason := format('the allocation database (database %s of system %s, timeline %s) is a copy of the one the leases were recorded in, %s, whose original may serve the same worker IDs; no worker ID is taken there until a superuser, once the original serves no more, runs SELECT leaf_worker_lease_confirm() in it (docs/copies.md)',
+						 here.database_oid, here.system_identifier, here.timeline,
+						 CASE WHEN k.other_dir
+						 THEN 'in another data directory: a clone started as a primary, or a file-system copy restored'
+						 ELSE 'as another database of the same cluster: CREATE DATABASE ... TEMPLATE' END);
+		RETURN;
+	END IF;
+	IF NOT k.recorded THEN
+		-- the first copy needs no wait, nor does a synchronous promotion
+		IF NOT k.any THEN
+			synchronous := NOT k.leases;
+		ELSE
+			synchronous := k.last_timeline > 0 AND here.timeline > k.last_timeline
+				AND coalesce(synchronous_failover, false);
+		END IF;
+		EXECUTE format('INSERT INTO %I.leaf_worker_lease_timeline (system_identifier, '
+					   'timeline, data_directory, database_oid, seen_at, synchronous) '
+					   'VALUES ($1, $2, $3, $4, clock_timestamp(), $5) ON CONFLICT DO NOTHING', nsp)
+			USING here.system_identifier, here.timeline, here.data_directory,
+				  here.database_oid, synchronous;
+		k.seen_ms := here.now_ms;
+		new_copy := k.any;
+	END IF;
+	IF NOT synchronous AND here.now_ms <= k.seen_ms + earlier_holder_ms THEN
+		result := 'hold';
+		reason := format('the allocation database moved to timeline %s of system %s (a promotion, a restore or pg_upgrade, not confirmed as synchronous by "leaf.alloc_failover"), and leases written before may be lost: no worker ID is taken for %s ms more',
+						 here.timeline, here.system_identifier,
+						 k.seen_ms + earlier_holder_ms - here.now_ms + 1);
+	END IF;
+END
+$$;
+
+--
+-- The row of leaf_worker_lease_fleet against the caller: the table of
+-- worker IDs is the one its state file names (file_fleet_id, 0 for none),
+-- nothing moved it away (moved_to), and the fleet's heartbeat, clock
+-- drift and epoch are the caller's.  The first caller makes the row (a
+-- new random fleet_id); settings not recorded are recorded by a renewal
+-- (renewing: every running node had the recorded ones), or by a taking
+-- once no lease is live (recorded says so).
+--
+CREATE FUNCTION @extschema@.leaf_worker_lease_fleet_check(
+	file_fleet_id bigint,
+	renewing boolean,
+	heartbeat_ms integer,
+	max_clock_drift_ms integer,
+	epoch_ms bigint,
+	OUT result text,
+	OUT reason text,
+	OUT fleet_id bigint,
+	OUT recorded boolean)
+RETURNS record
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp text;
+	f record;
+	cnt bigint;
+	live boolean;
+BEGIN
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+	 WHERE e.extname = 'leaf';
+	recorded := false;
+	LOOP
+		EXECUTE format('SELECT fleet_id, heartbeat_ms, max_clock_drift_ms, epoch_ms, moved_to '
+					   'FROM %I.leaf_worker_lease_fleet', nsp) INTO f;
+		GET DIAGNOSTICS cnt = ROW_COUNT;
+		IF cnt = 0 THEN
+			-- the first node: a new table of worker IDs gets its identity
+			EXECUTE format('INSERT INTO %I.leaf_worker_lease_fleet (fleet_id) '
+						   'VALUES ((random() * 9e18)::int8 + 1) ON CONFLICT (one) DO NOTHING', nsp);
+			CONTINUE;
+		END IF;
+		fleet_id := f.fleet_id;
+		IF coalesce(file_fleet_id, 0) <> 0 AND file_fleet_id <> f.fleet_id THEN
+			result := 'fail';
+			reason := format('the table of worker IDs in the allocation database (fleet %s) is not the one this node held its worker ID in (fleet %s, as "leaf_snowflake.state" says): another database, or one restored from a dump; the nodes of a fleet share one, and a node moves to another only as docs/snowflake.md says ("Moving a fleet")',
+							 f.fleet_id, file_fleet_id);
+			RETURN;
+		END IF;
+		IF f.moved_to IS NOT NULL THEN
+			-- leaf_alloc_cutover() fenced this table: its subscriber holds it
+			result := 'fail';
+			reason := format('the fleet''s worker IDs moved from this allocation database to %s with leaf_alloc_cutover(): no worker ID is taken or renewed here; "leaf.alloc_conninfo" should name the new one',
+							 f.moved_to);
+			RETURN;
+		END IF;
+		EXIT WHEN f.heartbeat_ms IS NOT NULL AND f.max_clock_drift_ms IS NOT NULL
+			AND f.epoch_ms IS NOT NULL;
+		IF NOT renewing THEN
+			EXECUTE format('SELECT EXISTS (SELECT FROM %1$I.leaf_worker_lease AS l, '
+						   '%1$I.leaf_worker_lease_fleet AS f WHERE l.expires_at + '
+						   '(coalesce(f.max_clock_drift_ms, 0) * ''1 ms''::interval) >= clock_timestamp())',
+						   nsp) INTO live;
+			IF live THEN
+				result := 'wait';
+				reason := 'the fleet''s heartbeat, clock drift and epoch are not recorded in leaf_worker_lease_fleet, and leases are live: their holders record theirs at their next renewal';
+				RETURN;
+			END IF;
+		END IF;
+		EXECUTE format('UPDATE %I.leaf_worker_lease_fleet SET heartbeat_ms = $1, '
+					   'max_clock_drift_ms = $2, epoch_ms = $3 WHERE heartbeat_ms IS NULL '
+					   'OR max_clock_drift_ms IS NULL OR epoch_ms IS NULL', nsp)
+			USING heartbeat_ms, max_clock_drift_ms, epoch_ms;
+		GET DIAGNOSTICS cnt = ROW_COUNT;
+		IF cnt = 1 THEN
+			recorded := true;
+			result := 'ok';
+			RETURN;
+		END IF;
+		-- recorded meanwhile by another node: compare with those
+		renewing := false;
+	END LOOP;
+	IF f.heartbeat_ms <> heartbeat_ms OR f.max_clock_drift_ms <> max_clock_drift_ms THEN
+		result := 'fail';
+		reason := format('"leaf.heartbeat_interval" is %s ms and "leaf.max_clock_drift_ms" %s ms here, but the fleet''s table of worker IDs records %s ms and %s ms (leaf_worker_lease_fleet): every node of a fleet uses the same, as they bound how long a holder whose row is gone may still serve',
+						 heartbeat_ms, max_clock_drift_ms, f.heartbeat_ms, f.max_clock_drift_ms);
+	ELSIF f.epoch_ms <> epoch_ms THEN
+		result := 'fail';
+		reason := format('"leaf.snowflake_epoch" is %s here, but the fleet''s table of worker IDs records %s (leaf_worker_lease_fleet): the nodes of a fleet share an epoch, as a timestamp of one means another instant under another',
+						 epoch_ms, f.epoch_ms);
+	ELSE
+		result := 'ok';
+	END IF;
+END
+$$;
+
+--
+-- Take a worker ID for the data directory holder_identity (at
+-- holder_address): want_worker_id if set by hand (>= 0: a row of its own,
+-- refused while another data directory holds it, never taken over), else
+-- the row this data directory holds once its lease has ended, else the
+-- lowest worker ID up to max_worker_id without a row, else the one whose
+-- lease ended longest ago, more than max_clock_drift_ms ago, and whose
+-- mark has passed.  The row gets the new token, a lease of lease_ms and
+-- a mark of at least floor_ms and of its former mark, moved by the
+-- difference of the epochs if its holder's was earlier (earlier_hwm_ms).
+-- file_token and file_fleet_id are what the caller's state file names
+-- (0 for nothing): a row of this data directory with another token is
+-- taken back as fresh, as one taken from no row or from another holder
+-- (taken_from 'nobody', 'self' or 'other'); a fresh holder serves only
+-- past earlier_holder_ms on its clock.  Refused while logical replication
+-- writes leaf's tables here, by leaf_worker_lease_copy_check(), by
+-- leaf_worker_lease_fleet_check(), and for a layout other than the other
+-- holders'.  new_copy, last_timeline and copy_synchronous are the copy
+-- check's, fleet_recorded the fleet check's, for the caller's log.
+--
+CREATE FUNCTION @extschema@.leaf_worker_lease_take(
+	holder_identity text,
+	holder_address text,
+	want_worker_id integer,
+	floor_ms bigint,
+	file_token bigint,
+	file_fleet_id bigint,
+	token bigint,
+	layout text,
+	max_worker_id integer,
+	heartbeat_ms integer,
+	max_clock_drift_ms integer,
+	epoch_ms bigint,
+	lease_ms bigint,
+	earlier_holder_ms bigint,
+	synchronous_failover boolean,
+	OUT result text,
+	OUT reason text,
+	OUT worker_id integer,
+	OUT fleet_id bigint,
+	OUT fresh boolean,
+	OUT taken_from text,
+	OUT earlier_hwm_ms bigint,
+	OUT recorded_hwm_ms bigint,
+	OUT new_copy boolean,
+	OUT last_timeline bigint,
+	OUT copy_synchronous boolean,
+	OUT fleet_recorded boolean)
+RETURNS record
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp text;
+	here record;
+	cc record;
+	fc record;
+	r record;
+	cnt bigint;
+	known boolean := false;
+BEGIN
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+	 WHERE e.extname = 'leaf';
+	EXECUTE format('SELECT replicated, coalesce(timeline, 0) AS timeline '
+				   'FROM %I.leaf_copy_identity', nsp) INTO STRICT here;
+	IF here.replicated IS NOT NULL THEN
+		result := 'fail';
+		reason := format('the allocation database is written by logical replication, and its leases are a publisher''s, whose nodes hold the same worker IDs: no worker ID is taken or renewed there until leaf_alloc_cutover() takes the fleet over (docs/copies.md). %s',
+						 here.replicated);
+		RETURN;
+	END IF;
+	EXECUTE format('SELECT * FROM %I.leaf_worker_lease_copy_check($1, $2)', nsp)
+		INTO STRICT cc USING earlier_holder_ms, synchronous_failover;
+	new_copy := cc.new_copy;
+	last_timeline := cc.last_timeline;
+	copy_synchronous := cc.synchronous;
+	IF cc.result IN ('wait', 'fail') THEN
+		result := cc.result;
+		reason := cc.reason;
+		RETURN;
+	END IF;
+	taken_from := 'nobody';
+	earlier_hwm_ms := 0;
+	-- a refusal from here on undoes the block (LF199 goes no further)
+	BEGIN
+		-- one taking at a time (renewals, which take row locks, go on)
+		EXECUTE format('LOCK TABLE %I.leaf_worker_lease IN SHARE UPDATE EXCLUSIVE MODE', nsp);
+		EXECUTE format('SELECT * FROM %I.leaf_worker_lease_fleet_check($1, false, $2, $3, $4)', nsp)
+			INTO STRICT fc USING file_fleet_id, heartbeat_ms, max_clock_drift_ms, epoch_ms;
+		fleet_id := fc.fleet_id;
+		fleet_recorded := fc.recorded;
+		IF fc.result <> 'ok' THEN
+			result := fc.result;
+			reason := fc.reason;
+			RAISE SQLSTATE 'LF199';
+		END IF;
+		-- never mix layouts among the holders of one table
+		EXECUTE format('SELECT layout, worker_id, holder_address FROM %I.leaf_worker_lease '
+					   'WHERE layout <> $1 LIMIT 1', nsp) INTO r USING layout;
+		GET DIAGNOSTICS cnt = ROW_COUNT;
+		IF cnt > 0 THEN
+			result := 'fail';
+			reason := format('"leaf.snowflake_layout" is %s, but worker ID %s in the allocation database is held under layout %s (by %s): the nodes of one table of worker IDs share a layout',
+							 layout, r.worker_id, r.layout, r.holder_address);
+			RAISE SQLSTATE 'LF199';
+		END IF;
+		-- our own row: a hand-set worker ID's, or the one we were given
+		EXECUTE format('SELECT worker_id, hwm_ms, epoch_ms, holder_identity = $1 AS own, '
+					   'holder_address, hand_set, holder_token, expires_at < clock_timestamp() AS ended, '
+					   '(date_part(''epoch'', expires_at - clock_timestamp()) * 1000)::int8 AS ends_in_ms '
+					   'FROM %I.leaf_worker_lease WHERE CASE WHEN $2 >= 0 THEN worker_id = $2 '
+					   'ELSE holder_identity = $1 AND NOT hand_set END '
+					   'ORDER BY worker_id LIMIT 1 FOR UPDATE', nsp)
+			INTO r USING holder_identity, want_worker_id;
+		GET DIAGNOSTICS cnt = ROW_COUNT;
+		IF cnt > 0 THEN
+			worker_id := r.worker_id;
+			-- IDs under a later epoch carry the same timestamp lower
+			earlier_hwm_ms := r.hwm_ms + greatest(epoch_ms - r.epoch_ms, 0);
+			IF NOT r.own THEN
+				-- only a hand-set worker ID can be held by another
+				result := 'fail';
+				reason := format('"leaf.worker_id" is %s, but %s holds worker ID %s in the allocation database%s; to move it, stop that node for good and delete its row of leaf_worker_lease there',
+								 want_worker_id, r.holder_address, want_worker_id,
+								 CASE WHEN r.hand_set THEN ' (set by hand as well)' ELSE '' END);
+				RAISE SQLSTATE 'LF199';
+			END IF;
+			IF NOT r.ended THEN
+				-- a copy of this data directory that runs (a volume clone
+				-- keeps the inode), or this node before a stop that did not
+				-- end its lease
+				result := 'wait';
+				reason := format('worker ID %s is held in the allocation database by a node with this data directory''s identity (%s, address %s) whose lease ends in %s ms: a copy of this data directory that is running, or this node before a stop that did not end its lease; waiting for the lease to end',
+								 r.worker_id, holder_identity, r.holder_address, r.ends_in_ms);
+				RAISE SQLSTATE 'LF199';
+			END IF;
+			taken_from := 'self';
+			-- the run that the state file names, or another one
+			known := coalesce(file_token, 0) <> 0 AND r.holder_token = file_token;
+		ELSIF want_worker_id >= 0 THEN
+			worker_id := want_worker_id;
+		ELSE
+			-- no row of ours: the lowest free worker ID, or one past its lease
+			EXECUTE format('SELECT g FROM generate_series(0, $1) AS g WHERE NOT EXISTS '
+						   '(SELECT FROM %I.leaf_worker_lease AS l WHERE l.worker_id = g) '
+						   'ORDER BY g LIMIT 1', nsp) INTO worker_id USING max_worker_id;
+			IF worker_id IS NULL THEN
+				EXECUTE format('SELECT worker_id, hwm_ms, epoch_ms FROM %I.leaf_worker_lease '
+							   'WHERE NOT hand_set AND worker_id <= $1 '
+							   'AND expires_at + ($2::float8 * ''1 ms''::interval) < clock_timestamp() '
+							   'AND hwm_ms < (date_part(''epoch'', clock_timestamp()) * 1000)::int8 '
+							   'ORDER BY expires_at LIMIT 1 FOR UPDATE SKIP LOCKED', nsp)
+					INTO r USING max_worker_id, max_clock_drift_ms;
+				GET DIAGNOSTICS cnt = ROW_COUNT;
+				IF cnt = 0 THEN
+					result := 'wait';
+					reason := format('every worker ID from 0 to %s is held in the allocation database, and none has a lease that ended and a mark that has passed: waiting for one',
+									 max_worker_id);
+					RAISE SQLSTATE 'LF199';
+				END IF;
+				worker_id := r.worker_id;
+				earlier_hwm_ms := r.hwm_ms + greatest(epoch_ms - r.epoch_ms, 0);
+				taken_from := 'other';
+			END IF;
+		END IF;
+		-- not within the longest lease of a lost timeline or of a restore,
+		-- not even our own row: an earlier holder whose row was lost or set
+		-- back may still serve with it
+		IF cc.result = 'hold' THEN
+			result := 'wait';
+			reason := cc.reason;
+			RAISE SQLSTATE 'LF199';
+		END IF;
+		EXECUTE format('INSERT INTO %I.leaf_worker_lease AS l (worker_id, holder_identity, '
+					   'holder_address, holder_token, hand_set, layout, epoch_ms, hwm_ms, '
+					   'expires_at, renewed_at, held_since, timeline) '
+					   'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, '
+					   'clock_timestamp() + ($9::float8 * ''1 ms''::interval), '
+					   'clock_timestamp(), clock_timestamp(), $10) '
+					   'ON CONFLICT (worker_id) DO UPDATE SET '
+					   'holder_identity = excluded.holder_identity, '
+					   'holder_address = excluded.holder_address, '
+					   'holder_token = excluded.holder_token, hand_set = excluded.hand_set, '
+					   'layout = excluded.layout, epoch_ms = excluded.epoch_ms, '
+					   'hwm_ms = excluded.hwm_ms, expires_at = excluded.expires_at, '
+					   'renewed_at = excluded.renewed_at, '
+					   'held_since = CASE WHEN l.holder_identity = excluded.holder_identity '
+					   'THEN l.held_since ELSE excluded.held_since END, '
+					   'timeline = excluded.timeline RETURNING hwm_ms', nsp)
+			INTO STRICT recorded_hwm_ms
+			USING worker_id, holder_identity, holder_address, token, want_worker_id >= 0,
+				  layout, epoch_ms, greatest(earlier_hwm_ms, floor_ms, 1), lease_ms,
+				  here.timeline;
+	EXCEPTION WHEN SQLSTATE 'LF199' THEN
+		RETURN;
+	END;
+	result := 'ok';
+	fresh := NOT known;
+END
+$$;
+
+--
+-- Renew the lease of worker_id held by holder_identity with token: the
+-- mark becomes at least hwm_ms (recorded_hwm_ms: what the row holds), and
+-- the lease lasts lease_ms from now.  First the fleet check with the
+-- holder's fleet_id and settings (renewing); 'lost' where the row is not
+-- the holder's any more (deleted, taken over, lost with a failover, given
+-- up), where the fleet has moved, or where logical replication writes
+-- leaf's tables (the leases are a publisher's: the holder takes anew, and
+-- the taking says why).
+--
+CREATE FUNCTION @extschema@.leaf_worker_lease_renew(
+	worker_id integer,
+	holder_identity text,
+	token bigint,
+	hwm_ms bigint,
+	lease_ms bigint,
+	fleet_id bigint,
+	heartbeat_ms integer,
+	max_clock_drift_ms integer,
+	epoch_ms bigint,
+	OUT result text,
+	OUT reason text,
+	OUT recorded_hwm_ms bigint)
+RETURNS record
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp text;
+	here record;
+	fc record;
+	cnt bigint;
+BEGIN
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+	 WHERE e.extname = 'leaf';
+	EXECUTE format('SELECT * FROM %I.leaf_worker_lease_fleet_check($1, true, $2, $3, $4)', nsp)
+		INTO STRICT fc USING fleet_id, heartbeat_ms, max_clock_drift_ms, epoch_ms;
+	IF fc.result <> 'ok' THEN
+		result := fc.result;
+		reason := fc.reason;
+		RETURN;
+	END IF;
+	EXECUTE format('SELECT replicated, timeline FROM %I.leaf_copy_identity', nsp)
+		INTO STRICT here;
+	IF here.replicated IS NOT NULL THEN
+		result := 'lost';
+		reason := format('the allocation database is written by logical replication, and its leases are a publisher''s, whose nodes hold the same worker IDs: no worker ID is taken or renewed there until leaf_alloc_cutover() takes the fleet over (docs/copies.md). %s',
+						 here.replicated);
+		RETURN;
+	END IF;
+	EXECUTE format('UPDATE %1$I.leaf_worker_lease SET hwm_ms = greatest(hwm_ms, $4), '
+				   'expires_at = clock_timestamp() + ($5::float8 * ''1 ms''::interval), '
+				   'renewed_at = clock_timestamp(), timeline = $6 '
+				   'WHERE worker_id = $1 AND holder_identity = $2 AND holder_token = $3 '
+				   'AND NOT EXISTS (SELECT FROM %1$I.leaf_worker_lease_fleet AS f '
+				   'WHERE f.moved_to IS NOT NULL) RETURNING hwm_ms', nsp)
+		INTO recorded_hwm_ms
+		USING worker_id, holder_identity, token, hwm_ms, lease_ms, here.timeline;
+	GET DIAGNOSTICS cnt = ROW_COUNT;
+	IF cnt <> 1 THEN
+		result := 'lost';
+		reason := format('the allocation database no longer holds worker ID %s for this node (its row was deleted, taken over, or lost with a failover)',
+						 worker_id);
+		RETURN;
+	END IF;
+	result := 'ok';
+END
+$$;
+
+--
+-- End the lease of worker_id held by holder_identity with token now,
+-- recording mark hwm_ms: at a clean stop the row stays the holder's, for
+-- its data directory to take back at once (leaf_worker_lease_release);
+-- given up (leaf_worker_lease_give_up), it becomes no data directory's,
+-- so that no node takes it back as its own, and is taken over once its
+-- mark has passed.  False if the row is not the holder's.
+--
+CREATE FUNCTION @extschema@.leaf_worker_lease_release(
+	worker_id integer,
+	holder_identity text,
+	token bigint,
+	hwm_ms bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp text;
+	cnt bigint;
+BEGIN
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+	 WHERE e.extname = 'leaf';
+	EXECUTE format('UPDATE %I.leaf_worker_lease SET hwm_ms = greatest(hwm_ms, $4), '
+				   'expires_at = clock_timestamp() '
+				   'WHERE worker_id = $1 AND holder_identity = $2 AND holder_token = $3', nsp)
+		USING worker_id, holder_identity, token, hwm_ms;
+	GET DIAGNOSTICS cnt = ROW_COUNT;
+	RETURN cnt = 1;
+END
+$$;
+
+CREATE FUNCTION @extschema@.leaf_worker_lease_give_up(
+	worker_id integer,
+	holder_identity text,
+	token bigint,
+	hwm_ms bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp text;
+	cnt bigint;
+BEGIN
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+	 WHERE e.extname = 'leaf';
+	EXECUTE format('UPDATE %I.leaf_worker_lease SET hwm_ms = greatest(hwm_ms, $4), '
+				   'expires_at = clock_timestamp(), '
+				   'holder_identity = ''given up by '' || holder_identity '
+				   'WHERE worker_id = $1 AND holder_identity = $2 AND holder_token = $3', nsp)
+		USING worker_id, holder_identity, token, hwm_ms;
+	GET DIAGNOSTICS cnt = ROW_COUNT;
+	RETURN cnt = 1;
+END
+$$;
+
+REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_copy_check(bigint, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_fleet_check(bigint, boolean, integer, integer, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_take(text, text, integer, bigint, bigint, bigint, bigint, text, integer, integer, integer, bigint, bigint, bigint, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_renew(integer, text, bigint, bigint, bigint, bigint, integer, integer, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_release(integer, text, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_give_up(integer, text, bigint, bigint) FROM PUBLIC;
