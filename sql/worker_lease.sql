@@ -210,6 +210,7 @@ CREATE ROLE leaf_lease_node;
 GRANT USAGE ON SCHEMA public TO leaf_lease_node;
 GRANT EXECUTE ON FUNCTION leaf_worker_lease_copy_check(bigint, boolean),
 	leaf_worker_lease_fleet_check(bigint, boolean, integer, integer, bigint),
+	leaf_worker_lease_pick(text, integer, bigint, integer, integer, bigint),
 	leaf_worker_lease_take(text, text, integer, bigint, bigint, bigint, bigint, text,
 						   integer, integer, integer, bigint, bigint, bigint, boolean),
 	leaf_worker_lease_renew(integer, text, bigint, bigint, bigint, bigint, integer,

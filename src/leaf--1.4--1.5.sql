@@ -284,7 +284,7 @@ ALTER TABLE @extschema@.leaf_worker_lease_timeline ENABLE ALWAYS TRIGGER leaf_wo
 -- They run as their caller (SECURITY INVOKER), so they can do no more
 -- than the caller may do with the three tables, and EXECUTE is not
 -- PUBLIC's: a role below superuser that holds worker IDs needs EXECUTE on
--- the six of them besides its grants on the tables (docs/privileges.md).
+-- the seven of them besides its grants on the tables (docs/privileges.md).
 -- Every statement reaches leaf's tables through the schema the extension
 -- is in at the call, found by OID, and search_path is pinned to
 -- pg_catalog, so nothing that a tenant creates takes part.
@@ -494,13 +494,115 @@ END
 $$;
 
 --
+-- Which worker ID a taking takes (see leaf_worker_lease_take), in the
+-- caller's transaction, with its row, if any, locked: the hand-set one
+-- (want_worker_id >= 0), refused ('fail') while another data directory
+-- holds it; the row of this data directory, waited for ('wait') while its
+-- lease runs; the lowest free one up to max_worker_id; the one whose
+-- lease ended longest ago, more than max_clock_drift_ms ago, and whose
+-- mark has passed; else 'wait'.  earlier_hwm_ms is the row's mark in the
+-- terms of epoch_ms, taken_from 'nobody', 'self' or 'other', and known
+-- whether the row is the run of file_token.
+--
+CREATE FUNCTION @extschema@.leaf_worker_lease_pick(
+	holder_identity text,
+	want_worker_id integer,
+	file_token bigint,
+	max_worker_id integer,
+	max_clock_drift_ms integer,
+	epoch_ms bigint,
+	OUT result text,
+	OUT reason text,
+	OUT worker_id integer,
+	OUT taken_from text,
+	OUT earlier_hwm_ms bigint,
+	OUT known boolean)
+RETURNS record
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp text;
+	r record;
+	cnt bigint;
+BEGIN
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+	 WHERE e.extname = 'leaf';
+	result := 'ok';
+	taken_from := 'nobody';
+	earlier_hwm_ms := 0;
+	known := false;
+	-- our own row: a hand-set worker ID's, or the one we were given
+	EXECUTE format('SELECT worker_id, hwm_ms, epoch_ms, holder_identity = $1 AS own, '
+				   'holder_address, hand_set, holder_token, expires_at < clock_timestamp() AS ended, '
+				   '(date_part(''epoch'', expires_at - clock_timestamp()) * 1000)::int8 AS ends_in_ms '
+				   'FROM %I.leaf_worker_lease WHERE CASE WHEN $2 >= 0 THEN worker_id = $2 '
+				   'ELSE holder_identity = $1 AND NOT hand_set END '
+				   'ORDER BY worker_id LIMIT 1 FOR UPDATE', nsp)
+		INTO r USING holder_identity, want_worker_id;
+	GET DIAGNOSTICS cnt = ROW_COUNT;
+	IF cnt > 0 THEN
+		worker_id := r.worker_id;
+		-- IDs under a later epoch carry the same timestamp lower
+		earlier_hwm_ms := r.hwm_ms + greatest(epoch_ms - r.epoch_ms, 0);
+		IF NOT r.own THEN
+			-- only a hand-set worker ID can be held by another
+			result := 'fail';
+			reason := format('"leaf.worker_id" is %s, but %s holds worker ID %s in the allocation database%s; to move it, stop that node for good and delete its row of leaf_worker_lease there',
+							 want_worker_id, r.holder_address, want_worker_id,
+							 CASE WHEN r.hand_set THEN ' (set by hand as well)' ELSE '' END);
+			RETURN;
+		END IF;
+		IF NOT r.ended THEN
+			-- a copy of this data directory that runs (a volume clone
+			-- keeps the inode), or this node before a stop that did not
+			-- end its lease
+			result := 'wait';
+			reason := format('worker ID %s is held in the allocation database by a node with this data directory''s identity (%s, address %s) whose lease ends in %s ms: a copy of this data directory that is running, or this node before a stop that did not end its lease; waiting for the lease to end',
+							 r.worker_id, holder_identity, r.holder_address, r.ends_in_ms);
+			RETURN;
+		END IF;
+		taken_from := 'self';
+		-- the run that the state file names, or another one
+		known := coalesce(file_token, 0) <> 0 AND r.holder_token = file_token;
+	ELSIF want_worker_id >= 0 THEN
+		worker_id := want_worker_id;
+	ELSE
+		-- no row of ours: the lowest free worker ID, or one past its lease
+		EXECUTE format('SELECT g FROM generate_series(0, $1) AS g WHERE NOT EXISTS '
+					   '(SELECT FROM %I.leaf_worker_lease AS l WHERE l.worker_id = g) '
+					   'ORDER BY g LIMIT 1', nsp) INTO worker_id USING max_worker_id;
+		IF worker_id IS NULL THEN
+			EXECUTE format('SELECT worker_id, hwm_ms, epoch_ms FROM %I.leaf_worker_lease '
+						   'WHERE NOT hand_set AND worker_id <= $1 '
+						   'AND expires_at + ($2::float8 * ''1 ms''::interval) < clock_timestamp() '
+						   'AND hwm_ms < (date_part(''epoch'', clock_timestamp()) * 1000)::int8 '
+						   'ORDER BY expires_at LIMIT 1 FOR UPDATE SKIP LOCKED', nsp)
+				INTO r USING max_worker_id, max_clock_drift_ms;
+			GET DIAGNOSTICS cnt = ROW_COUNT;
+			IF cnt = 0 THEN
+				result := 'wait';
+				reason := format('every worker ID from 0 to %s is held in the allocation database, and none has a lease that ended and a mark that has passed: waiting for one',
+								 max_worker_id);
+				RETURN;
+			END IF;
+			worker_id := r.worker_id;
+			earlier_hwm_ms := r.hwm_ms + greatest(epoch_ms - r.epoch_ms, 0);
+			taken_from := 'other';
+		END IF;
+	END IF;
+END
+$$;
+
+--
 -- Take a worker ID for the data directory holder_identity (at
 -- holder_address): want_worker_id if set by hand (>= 0: a row of its own,
 -- refused while another data directory holds it, never taken over), else
 -- the row this data directory holds once its lease has ended, else the
 -- lowest worker ID up to max_worker_id without a row, else the one whose
 -- lease ended longest ago, more than max_clock_drift_ms ago, and whose
--- mark has passed.  The row gets the new token, a lease of lease_ms and
+-- mark has passed (leaf_worker_lease_pick).  The row gets the new token, a lease of lease_ms and
 -- a mark of at least floor_ms and of its former mark, moved by the
 -- difference of the epochs if its holder's was earlier (earlier_hwm_ms).
 -- file_token and file_fleet_id are what the caller's state file names
@@ -600,64 +702,18 @@ BEGIN
 							 layout, r.worker_id, r.layout, r.holder_address);
 			RAISE SQLSTATE 'LF199';
 		END IF;
-		-- our own row: a hand-set worker ID's, or the one we were given
-		EXECUTE format('SELECT worker_id, hwm_ms, epoch_ms, holder_identity = $1 AS own, '
-					   'holder_address, hand_set, holder_token, expires_at < clock_timestamp() AS ended, '
-					   '(date_part(''epoch'', expires_at - clock_timestamp()) * 1000)::int8 AS ends_in_ms '
-					   'FROM %I.leaf_worker_lease WHERE CASE WHEN $2 >= 0 THEN worker_id = $2 '
-					   'ELSE holder_identity = $1 AND NOT hand_set END '
-					   'ORDER BY worker_id LIMIT 1 FOR UPDATE', nsp)
-			INTO r USING holder_identity, want_worker_id;
-		GET DIAGNOSTICS cnt = ROW_COUNT;
-		IF cnt > 0 THEN
-			worker_id := r.worker_id;
-			-- IDs under a later epoch carry the same timestamp lower
-			earlier_hwm_ms := r.hwm_ms + greatest(epoch_ms - r.epoch_ms, 0);
-			IF NOT r.own THEN
-				-- only a hand-set worker ID can be held by another
-				result := 'fail';
-				reason := format('"leaf.worker_id" is %s, but %s holds worker ID %s in the allocation database%s; to move it, stop that node for good and delete its row of leaf_worker_lease there',
-								 want_worker_id, r.holder_address, want_worker_id,
-								 CASE WHEN r.hand_set THEN ' (set by hand as well)' ELSE '' END);
-				RAISE SQLSTATE 'LF199';
-			END IF;
-			IF NOT r.ended THEN
-				-- a copy of this data directory that runs (a volume clone
-				-- keeps the inode), or this node before a stop that did not
-				-- end its lease
-				result := 'wait';
-				reason := format('worker ID %s is held in the allocation database by a node with this data directory''s identity (%s, address %s) whose lease ends in %s ms: a copy of this data directory that is running, or this node before a stop that did not end its lease; waiting for the lease to end',
-								 r.worker_id, holder_identity, r.holder_address, r.ends_in_ms);
-				RAISE SQLSTATE 'LF199';
-			END IF;
-			taken_from := 'self';
-			-- the run that the state file names, or another one
-			known := coalesce(file_token, 0) <> 0 AND r.holder_token = file_token;
-		ELSIF want_worker_id >= 0 THEN
-			worker_id := want_worker_id;
-		ELSE
-			-- no row of ours: the lowest free worker ID, or one past its lease
-			EXECUTE format('SELECT g FROM generate_series(0, $1) AS g WHERE NOT EXISTS '
-						   '(SELECT FROM %I.leaf_worker_lease AS l WHERE l.worker_id = g) '
-						   'ORDER BY g LIMIT 1', nsp) INTO worker_id USING max_worker_id;
-			IF worker_id IS NULL THEN
-				EXECUTE format('SELECT worker_id, hwm_ms, epoch_ms FROM %I.leaf_worker_lease '
-							   'WHERE NOT hand_set AND worker_id <= $1 '
-							   'AND expires_at + ($2::float8 * ''1 ms''::interval) < clock_timestamp() '
-							   'AND hwm_ms < (date_part(''epoch'', clock_timestamp()) * 1000)::int8 '
-							   'ORDER BY expires_at LIMIT 1 FOR UPDATE SKIP LOCKED', nsp)
-					INTO r USING max_worker_id, max_clock_drift_ms;
-				GET DIAGNOSTICS cnt = ROW_COUNT;
-				IF cnt = 0 THEN
-					result := 'wait';
-					reason := format('every worker ID from 0 to %s is held in the allocation database, and none has a lease that ended and a mark that has passed: waiting for one',
-									 max_worker_id);
-					RAISE SQLSTATE 'LF199';
-				END IF;
-				worker_id := r.worker_id;
-				earlier_hwm_ms := r.hwm_ms + greatest(epoch_ms - r.epoch_ms, 0);
-				taken_from := 'other';
-			END IF;
+		-- the worker ID: our own row, a free one, or one past its lease
+		EXECUTE format('SELECT * FROM %I.leaf_worker_lease_pick($1, $2, $3, $4, $5, $6)', nsp)
+			INTO STRICT r USING holder_identity, want_worker_id, file_token,
+								max_worker_id, max_clock_drift_ms, epoch_ms;
+		worker_id := r.worker_id;
+		taken_from := r.taken_from;
+		earlier_hwm_ms := r.earlier_hwm_ms;
+		known := r.known;
+		IF r.result <> 'ok' THEN
+			result := r.result;
+			reason := r.reason;
+			RAISE SQLSTATE 'LF199';
 		END IF;
 		-- not within the longest lease of a lost timeline or of a restore,
 		-- not even our own row: an earlier holder whose row was lost or set
@@ -826,6 +882,7 @@ $$;
 
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_copy_check(bigint, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_fleet_check(bigint, boolean, integer, integer, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_pick(text, integer, bigint, integer, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_take(text, text, integer, bigint, bigint, bigint, bigint, text, integer, integer, integer, bigint, bigint, bigint, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_renew(integer, text, bigint, bigint, bigint, bigint, integer, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_release(integer, text, bigint, bigint) FROM PUBLIC;

@@ -78,7 +78,7 @@ CREATE ROLE leaf_fleet LOGIN;
 GRANT USAGE ON SCHEMA public TO leaf_fleet;
 GRANT SELECT, UPDATE ON leaf_alloc TO leaf_fleet;
 GRANT SELECT, INSERT, UPDATE ON leaf_worker_lease, leaf_worker_lease_timeline, leaf_worker_lease_fleet TO leaf_fleet;
-GRANT EXECUTE ON FUNCTION leaf_worker_lease_take, leaf_worker_lease_renew, leaf_worker_lease_release, leaf_worker_lease_give_up, leaf_worker_lease_copy_check, leaf_worker_lease_fleet_check TO leaf_fleet;
+GRANT EXECUTE ON FUNCTION leaf_worker_lease_take, leaf_worker_lease_renew, leaf_worker_lease_release, leaf_worker_lease_give_up, leaf_worker_lease_copy_check, leaf_worker_lease_fleet_check, leaf_worker_lease_pick TO leaf_fleet;
 SELECT leaf_segment_create('order', $seg_step, 1, 'patroni raft test');
 ]);
 is($pc->node($leader)->safe_psql('postgres',

@@ -34,7 +34,7 @@ CREATE ROLE leaf_a LOGIN;
 CREATE ROLE leaf_b NOLOGIN;
 GRANT USAGE ON SCHEMA public TO leaf_a, leaf_b;
 GRANT SELECT, INSERT, UPDATE ON leaf_worker_lease, leaf_worker_lease_timeline, leaf_worker_lease_fleet TO leaf_a, leaf_b;
-GRANT EXECUTE ON FUNCTION leaf_worker_lease_take, leaf_worker_lease_renew, leaf_worker_lease_release, leaf_worker_lease_give_up, leaf_worker_lease_copy_check, leaf_worker_lease_fleet_check TO leaf_a, leaf_b;
+GRANT EXECUTE ON FUNCTION leaf_worker_lease_take, leaf_worker_lease_renew, leaf_worker_lease_release, leaf_worker_lease_give_up, leaf_worker_lease_copy_check, leaf_worker_lease_fleet_check, leaf_worker_lease_pick TO leaf_a, leaf_b;
 ]);
 
 my $drift_ms = 5000;
