@@ -109,8 +109,6 @@ static LeafPq leaf_sf_pq = {.stop = leaf_sf_db_stop};
 static char *leaf_sf_conn_info = NULL;	/* leaf.alloc_conninfo it was made
 										 * with */
 static char leaf_sf_lease_table[2 * NAMEDATALEN + 32];	/* schema-qualified */
-static char leaf_sf_tl_table[2 * NAMEDATALEN + 32];
-static char leaf_sf_fleet_table[2 * NAMEDATALEN + 32];
 static char leaf_sf_identity_view[2 * NAMEDATALEN + 32];
 static int64 leaf_sf_deadline;	/* monotonic ms of the request under way */
 
@@ -330,24 +328,10 @@ leaf_sf_db_connect(const LeafSfNode *node, char *reason, size_t reasonlen)
 	}
 	snprintf(leaf_sf_lease_table, sizeof(leaf_sf_lease_table),
 			 "%s.leaf_worker_lease", PQgetvalue(res, 0, 0));
-	snprintf(leaf_sf_fleet_table, sizeof(leaf_sf_fleet_table),
-			 "%s.leaf_worker_lease_fleet", PQgetvalue(res, 0, 0));
-	snprintf(leaf_sf_tl_table, sizeof(leaf_sf_tl_table),
-			 "%s.leaf_worker_lease_timeline", PQgetvalue(res, 0, 0));
 	snprintf(leaf_sf_identity_view, sizeof(leaf_sf_identity_view),
 			 "%s.leaf_copy_identity", PQgetvalue(res, 0, 0));
 	PQclear(res);
 	return true;
-}
-
-/* Roll back a transaction that is not to be committed. */
-static void
-leaf_sf_db_abort(void)
-{
-	char		ignored[LEAF_SF_REASON_LEN];
-
-	if (leaf_sf_pq.conn != NULL)
-		(void) leaf_sf_db_run("ROLLBACK", 0, NULL, NULL, ignored, sizeof(ignored));
 }
 
 /*
@@ -438,12 +422,6 @@ leaf_sf_db_where(LeafSfDbLease *lease, LeafSfDbWhere *where, char *reason,
 		return LEAF_SF_DB_FAIL;
 	return LEAF_SF_DB_OK;
 }
-
-/*
- * Every step is one statement in a transaction of its own now, so nothing
- * here rolls back a transaction left open.
- */
-static void leaf_sf_db_abort(void) pg_attribute_unused();
 
 /*
  * The functions of the protocol (src/leaf--1.4--1.5.sql) are named after
