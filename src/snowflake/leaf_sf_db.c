@@ -164,11 +164,17 @@ leaf_sf_mono_ms(void)
 	return leaf_pq_mono_ms();
 }
 
-/* Is the worker asked to shut down?  Then a request gives up. */
+/*
+ * Is the worker asked to shut down?  Then a request gives up, except the
+ * release of the lease at the stop itself, which its own short deadline
+ * bounds.
+ */
+static bool leaf_sf_releasing = false;
+
 static bool
 leaf_sf_db_stop(void)
 {
-	return ShutdownRequestPending;
+	return ShutdownRequestPending && !leaf_sf_releasing;
 }
 
 void
@@ -804,8 +810,14 @@ leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm)
 {
 	char		reason[LEAF_SF_REASON_LEN];
 
+	/*
+	 * The stop is why we are here: a renewal it interrupted closed the
+	 * connection, and the release opens a new one within its second.
+	 */
+	leaf_sf_releasing = true;
 	(void) leaf_sf_db_end_lease(node, lease, hwm, false, 1000,
 								reason, sizeof(reason));
+	leaf_sf_releasing = false;
 }
 
 /* leaf_snowflake_new_worker_id(): give our row up, with mark hwm. */
