@@ -3,14 +3,19 @@
  * leaf_sf_state.c
  *	  The snowflake worker's state file, $PGDATA/leaf_snowflake.state.
  *
- * The file lets a node serve when ZooKeeper is down, and is the only
- * record of a worker ID set by hand (leaf.worker_id).  It holds the worker
- * ID in use, where it came from, this node's address, root and forever
- * node, and a high-water mark for every worker ID this data directory
- * ever served with: no ID of that worker ID carries a later timestamp.
- * It is text, one "key value" per line, and names the data directory it
- * belongs to ("bound_to"), so that a copy can tell the worker IDs in it
- * are not its own.
+ * The file lets a node serve when ZooKeeper is down, is the only record
+ * of a worker ID set by hand (leaf.worker_id), and names the lease a node
+ * holds in the allocation database.  It holds the worker ID in use, the
+ * name of its source ("source", see leaf_sf_lease.h), this node's address
+ * and root, the source's reference of the lease and the holder's token
+ * ("lease_ref", "lease_token": a forever node and a ZooKeeper session, a
+ * table of worker IDs and the token drawn there), and a high-water mark
+ * for every worker ID this data directory ever served with: no ID of that
+ * worker ID carries a later timestamp.  It is text, one "key value" per
+ * line, and names the data directory it belongs to ("bound_to"), so that
+ * a copy can tell the worker IDs in it are not its own.  The keys
+ * "zk_node" and "session" of earlier releases are read as "lease_ref" and
+ * "lease_token".
  *
  * Reading never fails: a missing file is no file, a damaged one is
  * reported as such and its content ignored.  A write replaces the whole
@@ -19,8 +24,9 @@
  * cannot be written is retried at every heartbeat, and its errors logged
  * once a minute.
  *
- * Only the snowflake worker (leaf_sf_worker.c) calls this, in its own
- * process; nothing here touches shared memory.
+ * Only the snowflake worker (leaf_sf_worker.c) and its sources of worker
+ * IDs (leaf_sf_source_*.c) call this, in the worker's process; nothing
+ * here touches shared memory.
  *
  *-------------------------------------------------------------------------
  */
@@ -42,7 +48,8 @@
 /*
  * One line of the state file, "key value", into *file; *version and
  * *file_epoch take the lines that describe the file.  Lines of unknown
- * keys are ignored.
+ * keys are ignored; the keys of earlier releases are read as the keys
+ * that replaced them.
  */
 static void
 leaf_sf_state_line(LeafSfStateFile *file, char *line, int *version,
@@ -64,8 +71,8 @@ leaf_sf_state_line(LeafSfStateFile *file, char *line, int *version,
 		strlcpy(file->node_address, val, sizeof(file->node_address));
 	else if (strcmp(line, "zk_root") == 0)
 		strlcpy(file->zk_root, val, sizeof(file->zk_root));
-	else if (strcmp(line, "zk_node") == 0)
-		strlcpy(file->zk_node, val, sizeof(file->zk_node));
+	else if (strcmp(line, "lease_ref") == 0 || strcmp(line, "zk_node") == 0)
+		strlcpy(file->lease_ref, val, sizeof(file->lease_ref));
 	else if (strcmp(line, "claimed_in") == 0)
 		strlcpy(file->claimed_in, val, sizeof(file->claimed_in));
 	else if (strcmp(line, "recyclable") == 0)
@@ -76,8 +83,8 @@ leaf_sf_state_line(LeafSfStateFile *file, char *line, int *version,
 		file->written_ms = strtoll(val, NULL, 10);
 	else if (strcmp(line, "bound_to") == 0)
 		strlcpy(file->bound_to, val, sizeof(file->bound_to));
-	else if (strcmp(line, "session") == 0)
-		file->session_id = strtoll(val, NULL, 16);
+	else if (strcmp(line, "lease_token") == 0 || strcmp(line, "session") == 0)
+		file->lease_token = strtoll(val, NULL, 16);
 	else if (strcmp(line, "epoch_ms") == 0)
 		*file_epoch = strtoll(val, NULL, 10);
 	else if (strcmp(line, "epoch_moved_from") == 0)
@@ -286,8 +293,8 @@ leaf_sf_state_write(LeafSfStateFile *file, const LeafSfNode *node,
 					 "source %s\n"
 					 "node_address %s\n"
 					 "zk_root %s\n"
-					 "zk_node %s\n"
-					 "session %llx\n"
+					 "lease_ref %s\n"
+					 "lease_token %llx\n"
 					 "recyclable %d\n"
 					 "claimed_in %s\n"
 					 "epoch_ms " INT64_FORMAT "\n"
@@ -296,9 +303,8 @@ leaf_sf_state_write(LeafSfStateFile *file, const LeafSfNode *node,
 					 "written_ms " INT64_FORMAT "\n",
 					 node->identity, worker_id, rec->source, node->addr,
 					 node->root,
-					 rec->zk_node, (unsigned long long) rec->session_id,
-					 rec->recyclable ? 1 : 0,
-					 strcmp(rec->source, "setting") == 0 ? rec->claimed_in : "",
+					 rec->lease_ref, (unsigned long long) rec->lease_token,
+					 rec->recyclable ? 1 : 0, rec->claimed_in,
 					 leaf_sf_epoch_ms, layout, hwm_ms, leaf_sf_clock_ms());
 	if (file->epoch_moved_from > 0)
 		appendStringInfo(&buf, "epoch_moved_from " INT64_FORMAT "\n",
@@ -334,12 +340,10 @@ leaf_sf_state_write(LeafSfStateFile *file, const LeafSfNode *node,
 	strlcpy(file->source, rec->source, sizeof(file->source));
 	strlcpy(file->node_address, node->addr, sizeof(file->node_address));
 	strlcpy(file->zk_root, node->root, sizeof(file->zk_root));
-	strlcpy(file->zk_node, rec->zk_node, sizeof(file->zk_node));
-	strlcpy(file->claimed_in,
-			strcmp(rec->source, "setting") == 0 ? rec->claimed_in : "",
-			sizeof(file->claimed_in));
+	strlcpy(file->lease_ref, rec->lease_ref, sizeof(file->lease_ref));
+	strlcpy(file->claimed_in, rec->claimed_in, sizeof(file->claimed_in));
 	file->declared = rec->recyclable ? 1 : 0;
-	file->session_id = (int64) rec->session_id;
+	file->lease_token = (int64) rec->lease_token;
 	file->hwm_ms = hwm_ms;
 	return true;
 }

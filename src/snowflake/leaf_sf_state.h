@@ -2,7 +2,8 @@
  *
  * leaf_sf_state.h
  *	  The snowflake worker's state file, $PGDATA/leaf_snowflake.state
- *	  (leaf_sf_state.c).  Only the worker (leaf_sf_worker.c) uses it.
+ *	  (leaf_sf_state.c).  Only the worker (leaf_sf_worker.c) and its
+ *	  sources of worker IDs (leaf_sf_source_*.c) use it.
  *
  *-------------------------------------------------------------------------
  */
@@ -38,16 +39,21 @@ typedef struct LeafSfStateFile
 											 * from another cluster, taken
 											 * as this one's, or "" */
 	int			worker_id;
-	char		source[16];		/* "setting", "zookeeper", "cache file" or
+	char		source[16];		/* the name of the source of worker_id
+								 * (leaf_sf_lease.h), or
 								 * LEAF_SF_SOURCE_SUPERSEDED */
 	char		node_address[LEAF_SF_ADDR_LEN];
 	char		zk_root[LEAF_ZK_PATH_LEN];
-	char		zk_node[LEAF_ZK_PATH_LEN];
+	char		lease_ref[LEAF_ZK_PATH_LEN];	/* the source's reference of
+												 * the lease: a forever node,
+												 * a table of worker IDs */
 	char		claimed_in[LEAF_ZK_PATH_LEN];	/* root where worker_id, set
 												 * by hand, was claimed */
 	int			declared;		/* recyclable ("bounded") as last declared
 								 * in ZooKeeper: 1, 0, or -1 if unknown */
-	int64		session_id;		/* ZooKeeper session that registered */
+	int64		lease_token;	/* the holder's token of the lease: the
+								 * ZooKeeper session that registered, the
+								 * token drawn in the allocation database */
 	int64		hwm_ms;			/* mark of worker_id, see marks[] */
 	int64		written_ms;		/* when the file was written */
 	bool		epoch_changed;	/* some mark was converted to a new epoch */
@@ -69,15 +75,15 @@ typedef struct LeafSfStateFile
 typedef struct LeafSfStateRecord
 {
 	int			worker_id;		/* the worker ID in use */
-	const char *source;			/* where it came from: "setting",
-								 * "zookeeper" or "cache file" */
+	const char *source;			/* where it came from: the name of a
+								 * source, or LEAF_SF_SOURCE_SUPERSEDED */
 	int64		hwm_ms;			/* its new high-water mark */
-	const char *zk_node;		/* its forever node, or "" */
-	int64		session_id;		/* ZooKeeper session that registered, or 0 */
+	const char *lease_ref;		/* the source's reference of the lease, or
+								 * "" */
+	int64		lease_token;	/* the holder's token of the lease, or 0 */
 	bool		recyclable;		/* declared recyclable in ZooKeeper */
 	const char *claimed_in;		/* root where a hand-set worker ID was
-								 * claimed, or ""; written for source
-								 * "setting" only */
+								 * claimed, or "" */
 } LeafSfStateRecord;
 
 extern void leaf_sf_state_read(LeafSfStateFile *file, const char *identity);

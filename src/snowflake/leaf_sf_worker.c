@@ -362,10 +362,10 @@ leaf_sf_file_write(LeafSfWorkerState *w, int64 hwm_ms)
 		strcmp(w->source, "zookeeper") == 0)
 		rec.source = LEAF_SF_SOURCE_SUPERSEDED;
 	rec.hwm_ms = hwm_ms;
-	rec.zk_node = w->node_path;
-	rec.session_id = w->session_id;
+	rec.lease_ref = w->node_path;
+	rec.lease_token = w->session_id;
 	rec.recyclable = leaf_sf_recyclable(w);
-	rec.claimed_in = w->claimed_in;
+	rec.claimed_in = strcmp(rec.source, "setting") == 0 ? w->claimed_in : "";
 	if (!leaf_sf_state_write(&w->file, &w->node, &rec))
 		return false;
 	w->file_hwm = hwm_ms;
@@ -430,8 +430,8 @@ leaf_sf_file_supersede(LeafSfWorkerState *w, int wid, int64 hwm)
 	rec.worker_id = wid;
 	rec.source = LEAF_SF_SOURCE_SUPERSEDED;
 	rec.hwm_ms = Max(hwm, 1);
-	rec.zk_node = "";
-	rec.session_id = 0;
+	rec.lease_ref = "";
+	rec.lease_token = 0;
 	rec.recyclable = leaf_sf_file_declared_recyclable(w);
 	rec.claimed_in = "";
 	written = leaf_sf_state_write(&w->file, &w->node, &rec);
@@ -504,7 +504,7 @@ leaf_sf_register(LeafSfWorkerState *w, LeafZkRegistration *reg)
 	int			from_file = -1;
 
 	known.own_session = w->session_id;
-	known.file_session = w->file.foreign ? 0 : w->file.session_id;
+	known.file_session = w->file.foreign ? 0 : w->file.lease_token;
 	known.moved_from = w->file.moved_from;
 	/*
 	 * What the file on disk names, even if this run no longer uses it: a
@@ -636,7 +636,7 @@ leaf_sf_db_file_token(LeafSfWorkerState *w)
 {
 	if (!w->file.valid || w->file.foreign || w->file.damaged)
 		return 0;
-	return w->file.session_id;
+	return w->file.lease_token;
 }
 
 /*
@@ -646,7 +646,7 @@ leaf_sf_db_file_token(LeafSfWorkerState *w)
 static int64
 leaf_sf_db_file_fleet(LeafSfWorkerState *w)
 {
-	const char *p = w->file.zk_node;
+	const char *p = w->file.lease_ref;
 
 	if (!w->file.valid || w->file.foreign || w->file.damaged ||
 		strncmp(p, LEAF_SF_DB_FLEET_PREFIX, strlen(LEAF_SF_DB_FLEET_PREFIX)) != 0)
@@ -1299,7 +1299,7 @@ leaf_sf_start(LeafSfWorkerState *w)
 	{
 		/* ZooKeeper holds the marks that count; the copy's are not ours */
 		leaf_sf_state_forget_marks(&w->file);
-		w->file.session_id = 0;
+		w->file.lease_token = 0;
 	}
 }
 
@@ -1564,7 +1564,7 @@ leaf_sf_fall_back(LeafSfWorkerState *w, long *delay)
 	else if (leaf_sf_file_stands_in(w))
 	{
 		w->wid = w->file.worker_id;
-		strlcpy(w->node_path, w->file.zk_node, sizeof(w->node_path));
+		strlcpy(w->node_path, w->file.lease_ref, sizeof(w->node_path));
 		w->floor_ms = Max(w->file.hwm_ms, w->last_issued);
 		w->have_floor = true;
 		w->source = "cache file";

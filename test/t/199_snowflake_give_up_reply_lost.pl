@@ -24,7 +24,7 @@ ok($node->poll_query_until('postgres', 'SELECT ready FROM leaf_snowflake_status'
 my $old = LeafZK::status($node, 'worker_id');
 ok(LeafZK::wait_state_file_names($node, $old),
 	"the state file names worker ID $old");
-my $path = LeafZK::state_file($node)->{zk_node};
+my $path = LeafZK::state_file($node)->{lease_ref};
 
 # the reply is lost 10 s after the write: time for the test to see the
 # write in ZooKeeper (a client is a JVM, slow on a loaded machine) and stop
