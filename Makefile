@@ -81,7 +81,7 @@ PROVE_FLAGS += -I $(srcdir)/test/lib --timer $(if $(LEAF_TEST_JOBS),-j$(LEAF_TES
 # The files that include <zookeeper/zookeeper.h> (through leaf_zk_client.h)
 # are compiled with THREADED, for the client's sync API; no other file
 # is.  After PGXS, which sets CPPFLAGS from PG_CPPFLAGS.
-LEAF_ZK_OBJS = $(addprefix src/snowflake/,leaf_sf_worker.o leaf_zk_assign.o leaf_zk_client.o)
+LEAF_ZK_OBJS = $(addprefix src/snowflake/,leaf_sf_source_setting.o leaf_sf_source_zk.o leaf_zk_assign.o leaf_zk_client.o)
 $(LEAF_ZK_OBJS) $(LEAF_ZK_OBJS:.o=.bc): override CPPFLAGS += -DTHREADED
 
 # The fault-injection run on its own, as long as asked (after make install):

@@ -13,10 +13,11 @@
  *	  restart the first segments of the tags in use before are loaded
  *	  before their first call (leaf_warm_start.c);
  *	- snowflake mode (leaf_snowflake.c; its worker in leaf_sf_worker.c,
- *	  leaf_sf_state.c, leaf_sf_ordinal.c, leaf_sf_db.c, leaf_zk_client.c
- *	  and leaf_zk_assign.c): IDs of a timestamp, a worker ID and a
- *	  sequence number (1+41+10+12 bits in the default layout, others set
- *	  by leaf.snowflake_layout, see leaf_sf_layout.h) from a lock-free
+ *	  with the state file in leaf_sf_state.c and the sources of worker IDs
+ *	  in leaf_sf_source_*.c over leaf_sf_ordinal.c, leaf_zk_assign.c,
+ *	  leaf_zk_client.c and leaf_sf_db.c): IDs of a timestamp, a worker ID
+ *	  and a sequence number (1+41+10+12 bits in the default layout, others
+ *	  set by leaf.snowflake_layout, see leaf_sf_layout.h) from a lock-free
  *	  generator in shared memory, with the worker ID set by hand, taken
  *	  from a pod ordinal, from ZooKeeper or as a lease in the allocation
  *	  database.

@@ -2,8 +2,9 @@
  *
  * leaf_sf_db.h
  *	  Snowflake worker IDs held as leases in the allocation database
- *	  (leaf_sf_db.c).  Only the snowflake worker (leaf_sf_worker.c) uses
- *	  it, and leaf_snowflake.c for the setting.
+ *	  (leaf_sf_db.c).  Only the worker's source of worker IDs from the
+ *	  database (leaf_sf_source_db.c) uses it, and the worker
+ *	  (leaf_sf_worker.c) and leaf_snowflake.c for the setting.
  *
  *-------------------------------------------------------------------------
  */
@@ -13,8 +14,9 @@
 #include "snowflake/leaf_snowflake.h"
 
 /*
- * What the state file records as the node of a worker ID from the
- * allocation database: this, then the fleet_id of its table of worker IDs.
+ * What the state file records as the reference of a lease in the
+ * allocation database (lease_ref): this, then the fleet_id of its table
+ * of worker IDs.
  */
 #define LEAF_SF_DB_FLEET_PREFIX "database fleet "
 

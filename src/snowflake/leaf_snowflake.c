@@ -60,6 +60,7 @@
 #include "common/leaf_common.h"
 #include "common/leaf_errcodes.h"
 #include "snowflake/leaf_sf_layout.h"
+#include "snowflake/leaf_sf_lease.h"
 #include "snowflake/leaf_snowflake.h"
 
 
@@ -149,7 +150,8 @@ typedef struct LeafSfShared
 	LeafSfPhase phase;			/* where the worker stands */
 	char		reason[LEAF_SF_REASON_LEN];	/* why not ready, or "" */
 	int			worker_id;		/* worker ID, -1 if not known yet */
-	char		source[16];		/* "setting", "zookeeper", "cache file" */
+	char		source[16];		/* name of the source of worker_id
+								 * (leaf_sf_lease.h) */
 	char		zk_state[32];	/* ZooKeeper connection state */
 	char		node_address[LEAF_SF_ADDR_LEN];	/* this node's address */
 	char		zk_node[LEAF_SF_ADDR_LEN * 2];	/* our forever node */
@@ -1443,6 +1445,8 @@ Datum
 leaf_snowflake_new_worker_id(PG_FUNCTION_ARGS)
 {
 	char		source[16];
+	const LeafSfSource *from;
+	bool		gives_up;
 	pid_t		pid;
 
 	leaf_require_preload();
@@ -1460,13 +1464,14 @@ leaf_snowflake_new_worker_id(PG_FUNCTION_ARGS)
 	SpinLockAcquire(&leaf_sf->mutex);
 	strlcpy(source, leaf_sf->source, sizeof(source));
 	pid = leaf_sf->worker_pid;
-	if ((strcmp(source, "zookeeper") == 0 || strcmp(source, "database") == 0) &&
-		pid != 0)
+	from = leaf_sf_source_named(source);
+	/* only a source that can give its worker ID up */
+	gives_up = from != NULL && from->give_up != NULL;
+	if (gives_up && pid != 0)
 		leaf_sf->new_id_requested = true;
 	SpinLockRelease(&leaf_sf->mutex);
 
-	if (pid == 0 ||
-		(strcmp(source, "zookeeper") != 0 && strcmp(source, "database") != 0))
+	if (pid == 0 || !gives_up)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the snowflake worker holds no worker ID from ZooKeeper or from the allocation database"),

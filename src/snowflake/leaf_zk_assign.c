@@ -28,7 +28,8 @@
  *
  * Nothing here keeps state between calls: what a call found comes back in
  * its result, with the reason to report when it did not succeed; the
- * worker (leaf_sf_worker.c) keeps it.  Every call is a series of blocking
+ * source of worker IDs from ZooKeeper (leaf_sf_source_zk.c) keeps it, or
+ * the source of hand-set ones (leaf_sf_source_setting.c) for a claim.  Every call is a series of blocking
  * requests on the worker's session.
  *
  *-------------------------------------------------------------------------

@@ -2,8 +2,8 @@
  *
  * leaf_zk_assign.h
  *	  Worker IDs from ZooKeeper (leaf_zk_assign.c): registration, claims
- *	  of hand-set worker IDs, giving a worker ID up.  Only the worker
- *	  (leaf_sf_worker.c) uses it.
+ *	  of hand-set worker IDs, giving a worker ID up.  Only the sources of
+ *	  worker IDs (leaf_sf_source_zk.c, leaf_sf_source_setting.c) use it.
  *
  *-------------------------------------------------------------------------
  */

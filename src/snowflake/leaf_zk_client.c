@@ -20,7 +20,7 @@
  *
  * The requests: creating leaf.zk_root with the nodes above it and its
  * folders, and one thin function per kind of request, so that the callers
- * (registration in leaf_zk_assign.c, the heartbeat in leaf_sf_worker.c)
+ * (registration in leaf_zk_assign.c, the heartbeat in leaf_sf_source_zk.c)
  * never call the client library themselves.
  *
  * The ZooKeeper C client runs its own threads.  Only its synchronous

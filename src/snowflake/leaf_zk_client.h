@@ -3,7 +3,8 @@
  * leaf_zk_client.h
  *	  The snowflake worker's ZooKeeper client (leaf_zk_client.c): the
  *	  session, the paths and the data of leaf's nodes, and every request
- *	  made to ZooKeeper.  Used by the worker (leaf_sf_worker.c) and
+ *	  made to ZooKeeper.  Used by the sources of worker IDs that talk to
+ *	  ZooKeeper (leaf_sf_source_zk.c, leaf_sf_source_setting.c) and
  *	  registration (leaf_zk_assign.c).
  *
  *-------------------------------------------------------------------------
@@ -86,7 +87,8 @@ typedef struct LeafZkNodeData
 								 * always written) */
 	bool		bounded;		/* the owner keeps its lease within hwm,
 								 * which allows a take-over (see
-								 * leaf_sf_record in leaf_sf_worker.c) */
+								 * leaf_sf_zk_bounded in
+								 * leaf_sf_source_zk.c) */
 } LeafZkNodeData;
 
 /* the address of a forever node given up on request: this, then the owner's */
