@@ -10,8 +10,11 @@
  * 'env:VARIABLE', the postmaster takes the digits after the last hyphen
  * (or a value that is only digits), adds leaf.worker_id_offset, and sets
  * leaf.worker_id to the sum before any process starts: from there on the
- * worker ID is a hand-set one in every respect (claimed in ZooKeeper when
- * leaf.zk_hosts is set, its marks kept in the state file).  Each
+ * worker ID is a hand-set one in every respect, taken by the worker's
+ * source of hand-set worker IDs (leaf_sf_source_setting.c: claimed in
+ * ZooKeeper when leaf.zk_hosts is set, its marks kept in the state file),
+ * which also waits out an earlier holder of an ordinal this data
+ * directory did not serve with last.  Each
  * StatefulSet of a fleet gets its own range with the offset.
  *
  * A value that holds no ordinal does not stop the server, which serves
