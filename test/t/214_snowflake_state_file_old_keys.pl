@@ -41,6 +41,7 @@ $alloc->safe_psql('postgres', q[
 CREATE ROLE leaf_node LOGIN;
 GRANT USAGE ON SCHEMA public TO leaf_node;
 GRANT SELECT, INSERT, UPDATE ON leaf_worker_lease, leaf_worker_lease_timeline, leaf_worker_lease_fleet TO leaf_node;
+GRANT EXECUTE ON FUNCTION leaf_worker_lease_take, leaf_worker_lease_renew, leaf_worker_lease_release, leaf_worker_lease_give_up, leaf_worker_lease_copy_check, leaf_worker_lease_fleet_check, leaf_worker_lease_pick TO leaf_node;
 ]);
 my $lease_ms = 2000;
 my $drift_ms = 2000;
