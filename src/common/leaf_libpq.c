@@ -295,3 +295,58 @@ leaf_pq_prefix(const char *what, char *buf, size_t len)
 	leaf_pq_format(what, msg, buf, len);
 	pfree(msg);
 }
+
+/*
+ * leaf's schema on the other server, quoted for a statement, into schema;
+ * asked before every request, so that what the statements name is always
+ * where leaf is now.
+ *
+ * Every statement leaf sends there names leaf's objects by that schema's
+ * name, so whoever may rename the schema, or drop it and make another of
+ * the same name, decides what those statements run, as the role leaf
+ * connects as.  Only a superuser, or that role itself, may own it, then;
+ * a schema owned by pg_database_owner (as public is) is the database
+ * owner's.  Returns false, with the reason, if leaf is not installed
+ * there or its schema has any other owner; else *extoid is the
+ * extension's OID, which tells a rename from a new extension.
+ */
+bool
+leaf_pq_leaf_schema(LeafPq *pq, char *schema, size_t schemalen, Oid *extoid,
+					char *reason, size_t reasonlen)
+{
+	PGresult   *res;
+	bool		ok = false;
+
+	res = leaf_pq_exec(pq,
+					   "SELECT pg_catalog.quote_ident(n.nspname), o.rolname, "
+					   "o.rolsuper OR o.rolname OPERATOR(pg_catalog.=) CURRENT_USER, e.oid "
+					   "FROM pg_catalog.pg_extension e "
+					   "JOIN pg_catalog.pg_namespace n "
+					   "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
+					   "JOIN pg_catalog.pg_roles o ON o.oid OPERATOR(pg_catalog.=) "
+					   "CASE WHEN n.nspowner OPERATOR(pg_catalog.=) "
+					   "'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid "
+					   "THEN (SELECT d.datdba FROM pg_catalog.pg_database d "
+					   "WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) "
+					   "ELSE n.nspowner END "
+					   "WHERE e.extname OPERATOR(pg_catalog.=) 'leaf'",
+					   0, NULL, reason, reasonlen);
+	if (res == NULL)
+		return false;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		leaf_pq_error(pq, "could not find leaf's schema", res, reason, reasonlen);
+	else if (PQntuples(res) != 1)
+		snprintf(reason, reasonlen, "extension \"leaf\" is not installed in the database");
+	else if (PQgetvalue(res, 0, 2)[0] != 't')
+		snprintf(reason, reasonlen,
+				 "leaf's schema %s belongs to role \"%s\", which is neither a superuser nor the role leaf connects as, so that role could choose what leaf's statements run (give the schema, or the database if the schema is owned by pg_database_owner, to a superuser)",
+				 PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+	else
+	{
+		strlcpy(schema, PQgetvalue(res, 0, 0), schemalen);
+		*extoid = (Oid) strtoul(PQgetvalue(res, 0, 3), NULL, 10);
+		ok = true;
+	}
+	PQclear(res);
+	return ok;
+}

@@ -63,5 +63,7 @@ extern void leaf_pq_finish(LeafPq *pq);
 extern void leaf_pq_error(const LeafPq *pq, const char *what,
 						  const PGresult *res, char *buf, size_t len);
 extern void leaf_pq_prefix(const char *what, char *buf, size_t len);
+extern bool leaf_pq_leaf_schema(LeafPq *pq, char *schema, size_t schemalen,
+								Oid *extoid, char *reason, size_t reasonlen);
 
 #endif							/* LEAF_LIBPQ_H */

@@ -122,6 +122,31 @@ leaf_cutover_exec(LeafPq *pq, const char *sql, int nparams,
 }
 
 /*
+ * The owner of the publisher's leaf schema must be one to trust with the
+ * statements the cut-over runs there (leaf_pq_leaf_schema()).
+ */
+static void
+leaf_cutover_trust_publisher(LeafPq *pq)
+{
+	char		nsp[2 * NAMEDATALEN + 3];
+	char		reason[LEAF_ERRMSG_LEN];
+	Oid			extoid;
+
+	if (leaf_pq_leaf_schema(pq, nsp, sizeof(nsp), &extoid,
+							reason, sizeof(reason)))
+		return;
+	if (pq->failure != LEAF_PQ_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_EXCEPTION),
+				 errmsg("could not fence the publisher's leaf: %s", reason)));
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("the publisher's leaf is in a schema that an untrusted role controls"),
+			 errdetail("%s.", reason),
+			 errhint("Have a superuser own the publisher's database, or leaf's schema there (ALTER SCHEMA ... OWNER TO ...).")));
+}
+
+/*
  * The publisher's extension: its schema, checked to be 1.4 or later, and
  * neither this database nor in fleet mode.
  */
@@ -170,6 +195,7 @@ leaf_cutover_publisher_schema(LeafPq *pq, uint64 sysid, char **pubsys,
 				 errmsg("the publisher draws its segments from a fleet's allocation database"),
 				 errhint("Set \"leaf.alloc_conninfo\" here as on the publisher: the counters are in the allocation database.")));
 	PQclear(res);
+	leaf_cutover_trust_publisher(pq);
 	return nsp;
 }
 

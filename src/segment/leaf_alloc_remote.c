@@ -543,15 +543,54 @@ leaf_remote_identify(char *errbuf, size_t errlen)
 }
 
 /*
+ * Before every request: where leaf_alloc is now, and that the owner of
+ * its schema is to be trusted with what the requests run
+ * (leaf_pq_leaf_schema()).  A rename of the schema by that owner is
+ * followed; an extension created anew is another allocation database,
+ * which only a new connection's identity tells (*same false, the
+ * connection closed).
+ */
+static bool
+leaf_remote_schema(bool *same, char *errbuf, size_t errlen)
+{
+	char		nsp[2 * NAMEDATALEN + 3];
+	Oid			extoid;
+
+	*same = true;
+	if (!leaf_pq_leaf_schema(&leaf_remote_pq, nsp, sizeof(nsp), &extoid,
+							 errbuf, errlen))
+	{
+		leaf_pq_prefix("allocation database", errbuf, errlen);
+		leaf_remote_disconnect();
+		return false;
+	}
+	if (extoid != leaf_remote_ident.extoid)
+	{
+		*same = false;
+		leaf_remote_disconnect();
+		return true;
+	}
+	snprintf(leaf_qual_table, sizeof(leaf_qual_table), "%s.leaf_alloc", nsp);
+	return true;
+}
+
+/*
  * Make sure there is a working connection; returns false with the reason
  * in errbuf.
  */
 static bool
 leaf_remote_connect(char *errbuf, size_t errlen)
 {
+	bool		same;
+
 	if (leaf_remote_pq.conn != NULL && PQstatus(leaf_remote_pq.conn) == CONNECTION_OK &&
 		leaf_conn_info != NULL && strcmp(leaf_conn_info, leaf_alloc_conninfo) == 0)
-		return true;
+	{
+		if (!leaf_remote_schema(&same, errbuf, errlen))
+			return false;
+		if (same)
+			return true;
+	}
 
 	if (!leaf_remote_open(errbuf, errlen))
 		return false;
@@ -559,6 +598,13 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 		return false;
 	if (!leaf_remote_identify(errbuf, errlen))
 		return false;
+	if (!leaf_remote_schema(&same, errbuf, errlen))
+		return false;
+	if (!same)
+	{
+		snprintf(errbuf, errlen, "allocation database: extension \"leaf\" was created anew while connecting");
+		return false;
+	}
 	return leaf_remote_shape_ok(errbuf, errlen);
 }
 

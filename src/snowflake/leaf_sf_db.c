@@ -287,6 +287,32 @@ leaf_sf_db_open(const LeafSfNode *node, char *reason, size_t reasonlen)
 }
 
 /*
+ * Before every request: where leaf's schema is now, and that its owner is
+ * to be trusted with what the requests run (leaf_pq_leaf_schema()).  The
+ * names of the lease functions and of the copy identity follow a rename
+ * by that owner.
+ */
+static bool
+leaf_sf_db_schema(char *reason, size_t reasonlen)
+{
+	char		nsp[2 * NAMEDATALEN + 3];
+	Oid			extoid;
+
+	if (!leaf_pq_leaf_schema(&leaf_sf_pq, nsp, sizeof(nsp), &extoid,
+							 reason, reasonlen))
+	{
+		leaf_pq_prefix("allocation database", reason, reasonlen);
+		leaf_sf_db_disconnect();
+		return false;
+	}
+	snprintf(leaf_sf_lease_table, sizeof(leaf_sf_lease_table),
+			 "%s.leaf_worker_lease", nsp);
+	snprintf(leaf_sf_identity_view, sizeof(leaf_sf_identity_view),
+			 "%s.leaf_copy_identity", nsp);
+	return true;
+}
+
+/*
  * Make sure there is a connection, with the schema of leaf's tables
  * known.
  */
@@ -300,7 +326,7 @@ leaf_sf_db_connect(const LeafSfNode *node, char *reason, size_t reasonlen)
 		PQtransactionStatus(leaf_sf_pq.conn) == PQTRANS_IDLE &&
 		leaf_sf_conn_info != NULL &&
 		strcmp(leaf_sf_conn_info, leaf_sf_db_conninfo()) == 0)
-		return true;
+		return leaf_sf_db_schema(reason, reasonlen);
 	if (!leaf_sf_db_open(node, reason, reasonlen))
 		return false;
 
@@ -332,12 +358,8 @@ leaf_sf_db_connect(const LeafSfNode *node, char *reason, size_t reasonlen)
 		leaf_sf_db_disconnect();
 		return false;
 	}
-	snprintf(leaf_sf_lease_table, sizeof(leaf_sf_lease_table),
-			 "%s.leaf_worker_lease", PQgetvalue(res, 0, 0));
-	snprintf(leaf_sf_identity_view, sizeof(leaf_sf_identity_view),
-			 "%s.leaf_copy_identity", PQgetvalue(res, 0, 0));
 	PQclear(res);
-	return true;
+	return leaf_sf_db_schema(reason, reasonlen);
 }
 
 /*
