@@ -486,24 +486,21 @@ leaf_remote_session(char *errbuf, size_t errlen)
 }
 
 /*
- * Find out, on the new connection, where leaf_alloc is, and which
- * allocation database this is: the server's system identifier (kept by
- * streaming replicas, so a failover is not a change), the database and
- * the extension.  Returns false, with the reason in errbuf and the
- * connection closed, if that failed.
+ * Find out, on the new connection, which allocation database this is
+ * (where leaf_alloc is, leaf_remote_schema() says): the server's system
+ * identifier (kept by streaming replicas, so a failover is not a
+ * change), the database and the extension.  Returns false, with the
+ * reason in errbuf and the connection closed, if that failed.
  */
 static bool
 leaf_remote_identify(char *errbuf, size_t errlen)
 {
 	PGresult   *res;
 
-	res = leaf_remote_exec("SELECT pg_catalog.quote_ident(n.nspname), "
-						   "c.system_identifier, d.oid, e.oid, "
+	res = leaf_remote_exec("SELECT c.system_identifier, d.oid, e.oid, "
 						   "CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL "
 						   "ELSE " LEAF_COPY_TIMELINE_HEX_SQL " END "
 						   "FROM pg_catalog.pg_extension e "
-						   "JOIN pg_catalog.pg_namespace n "
-						   "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
 						   "JOIN pg_catalog.pg_database d "
 						   "ON d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database() "
 						   "CROSS JOIN pg_catalog.pg_control_system() c "
@@ -526,16 +523,14 @@ leaf_remote_identify(char *errbuf, size_t errlen)
 		leaf_remote_disconnect();
 		return false;
 	}
-	snprintf(leaf_qual_table, sizeof(leaf_qual_table), "%s.leaf_alloc",
-			 PQgetvalue(res, 0, 0));
 	memset(&leaf_remote_ident, 0, sizeof(leaf_remote_ident));
 	leaf_remote_ident.remote = true;
-	leaf_remote_ident.sysid = strtoi64(PQgetvalue(res, 0, 1), NULL, 10);
-	leaf_remote_ident.dboid = (Oid) strtoul(PQgetvalue(res, 0, 2), NULL, 10);
-	leaf_remote_ident.extoid = (Oid) strtoul(PQgetvalue(res, 0, 3), NULL, 10);
+	leaf_remote_ident.sysid = strtoi64(PQgetvalue(res, 0, 0), NULL, 10);
+	leaf_remote_ident.dboid = (Oid) strtoul(PQgetvalue(res, 0, 1), NULL, 10);
+	leaf_remote_ident.extoid = (Oid) strtoul(PQgetvalue(res, 0, 2), NULL, 10);
 	/* the timeline part of the name of the WAL file being written */
-	if (!PQgetisnull(res, 0, 4))
-		leaf_remote_ident.timeline = (uint32) strtoul(PQgetvalue(res, 0, 4), NULL, 16);
+	if (!PQgetisnull(res, 0, 3))
+		leaf_remote_ident.timeline = (uint32) strtoul(PQgetvalue(res, 0, 3), NULL, 16);
 	snprintf(leaf_remote_ident.address, sizeof(leaf_remote_ident.address),
 			 "%s:%s/%s", PQhost(leaf_remote_pq.conn), PQport(leaf_remote_pq.conn), PQdb(leaf_remote_pq.conn));
 	PQclear(res);
