@@ -97,6 +97,8 @@
 
 /* how long a connection, or an acquisition, may take */
 #define LEAF_SF_DB_CONNECT_MS	5000
+/* the release of a lease at a clean stop, which the stop waits for */
+#define LEAF_SF_DB_RELEASE_MS	4000
 
 static bool leaf_sf_db_stop(void);
 
@@ -834,10 +836,13 @@ leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm)
 
 	/*
 	 * The stop is why we are here: a renewal it interrupted closed the
-	 * connection, and the release opens a new one within its second.
+	 * connection, and the release opens a new one.  It has a few seconds:
+	 * a connection, the check of leaf's schema and the release, which a
+	 * loaded allocation database may take more than a second to answer,
+	 * and the stop waits for them.
 	 */
 	leaf_sf_releasing = true;
-	(void) leaf_sf_db_end_lease(node, lease, hwm, false, 1000,
+	(void) leaf_sf_db_end_lease(node, lease, hwm, false, LEAF_SF_DB_RELEASE_MS,
 								reason, sizeof(reason));
 	leaf_sf_releasing = false;
 }

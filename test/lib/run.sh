@@ -202,8 +202,12 @@ report() {
 		case "$f" in
 			test/t/*)
 				f=${f#test/t/}
-				echo "== $dir/tmp_check/log/regress_log_${f%.pl}"
-				tail -n 80 "$dir/tmp_check/log/regress_log_${f%.pl}"
+				log="$dir/tmp_check/log/regress_log_${f%.pl}"
+				echo "== $log: the failed assertions"
+				# each "not ok" with the diagnostics that follow it
+				awk '/ not ok /{n = 12} n > 0 {print; n--}' "$log" | head -n 60
+				echo "== $log: its end"
+				tail -n 60 "$log"
 				;;
 		esac
 	done

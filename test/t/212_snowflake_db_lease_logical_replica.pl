@@ -114,7 +114,7 @@ sub held_back
 			return $ready || $reason =~ $re;
 		},
 		$node->name . ' to be held back or to serve',
-		$secs // 30);
+		$secs // 120);
 	note $node->name . ($ready ? " serves with worker ID $wid" : " does not serve: $reason");
 	return ($ready, $reason);
 }
@@ -309,9 +309,9 @@ LeafTest::wait_until(
 			q[SELECT * FROM leaf_alloc_cutover('leaf_sub')]);
 		return !defined $state || $state ne '55000' || $err !~ /worker ID/;
 	},
-	'the cut-over once a and c stopped', 10);
+	'the cut-over once a and c stopped', 60);
 is($state, undef, '5: then leaf_alloc_cutover() succeeds') or diag $err;
-ok(LeafTest::sf_wait_ready($b, 30), '5: b, on the subscriber, serves after the cut-over');
+ok(LeafTest::sf_wait_ready($b, 120), '5: b, on the subscriber, serves after the cut-over');
 my $wb = (status($b))[1];
 note "b serves with worker ID $wb";
 distinct_holders('5, after the cut-over');
@@ -347,13 +347,13 @@ LeafTest::wait_until(
 			q[SELECT * FROM leaf_alloc_cutover('leaf_back')]);
 		return !defined $state || $state ne '55000' || $err !~ /worker ID/;
 	},
-	'the cut-over back once b stopped', 10);
+	'the cut-over back once b stopped', 60);
 is($state, undef, '6: leaf_alloc_cutover() on the publisher takes the fleet back') or diag $err;
 is($pub->safe_psql('postgres', 'SELECT moved_to IS NULL FROM leaf_worker_lease_fleet'),
 	't', '6: ... and clears the mark of the move there');
 isnt($sub->safe_psql('postgres', 'SELECT moved_to FROM leaf_worker_lease_fleet'),
 	'', '6: ... and fences the former subscriber');
-ok(LeafTest::sf_wait_ready($c, 40), '6: c serves on the publisher again');
+ok(LeafTest::sf_wait_ready($c, 120), '6: c serves on the publisher again');
 $b->start;
 $running{b} = 1;
 ($ready, $reason) = held_back($b, qr/moved/);
@@ -379,7 +379,7 @@ RESET ROLE;
 is($state, '42725', '7: a call of leaf_copy_status() by name is ambiguous now');
 # a restart takes the worker ID again, through the view
 $c->restart;
-ok(LeafTest::sf_wait_ready($c, 30), '7: c takes its worker ID again and serves');
+ok(LeafTest::sf_wait_ready($c, 120), '7: c takes its worker ID again and serves');
 Time::HiRes::sleep(1.5);
 ok((status($c))[0], '7: ... and renews it');
 $pub->safe_psql('postgres', 'DROP FUNCTION public.leaf_copy_status(integer)');
