@@ -35,7 +35,9 @@
 
 #include <signal.h>
 
+#include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
@@ -46,6 +48,7 @@
 #include "storage/spin.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -75,6 +78,9 @@ typedef struct LeafWorkerSlot
 {
 	Oid			dboid;			/* lock: database served, InvalidOid if
 								 * free */
+	Oid			owner;			/* lock: its owner, whose share the slot
+								 * counts in; InvalidOid for a superuser,
+								 * or an owner not known at the launch */
 	pid_t		pid;			/* lock and mutex: 0 while starting */
 	Latch	   *latch;			/* lock and mutex: the worker's latch, NULL
 								 * while starting */
@@ -112,8 +118,9 @@ typedef struct LeafWorkerView
 static Oid	leaf_my_dboid = InvalidOid;
 static volatile LeafWorkerSlot *leaf_my_slot = NULL;
 
-/* leaf.max_databases: the number of slots */
+/* leaf.max_databases: the number of slots; leaf.max_databases_per_owner */
 static int	leaf_max_databases = 8;
+static int	leaf_max_databases_per_owner = -1;
 
 /* Define the setting that sizes the registry. */
 void
@@ -126,6 +133,16 @@ leaf_alloc_slots_init_settings(void)
 							&leaf_max_databases,
 							8, 1, 128,
 							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.max_databases_per_owner",
+							"Sets the number of databases of one owner that can use segment mode at once.",
+							"-1 means half of leaf.max_databases (at least one); 0 means all of them.  "
+							"Databases owned by superusers count for no owner.",
+							&leaf_max_databases_per_owner,
+							-1, -1, 128,
+							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
 }
@@ -235,6 +252,63 @@ leaf_launch_lost(const LeafWorkerView *view)
 }
 
 /*
+ * The owner of a database whose allocator counts in that owner's share:
+ * pg_database.datdba, or InvalidOid for a superuser, or when it cannot
+ * be read (outside a transaction).
+ */
+static Oid
+leaf_slot_owner(Oid dboid)
+{
+	HeapTuple	tup;
+	Oid			owner = InvalidOid;
+
+	if (!IsTransactionState())
+		return InvalidOid;
+	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
+	if (HeapTupleIsValid(tup))
+	{
+		owner = ((Form_pg_database) GETSTRUCT(tup))->datdba;
+		ReleaseSysCache(tup);
+	}
+	if (OidIsValid(owner) && superuser_arg(owner))
+		owner = InvalidOid;
+	return owner;
+}
+
+/*
+ * Refuse, the lock released, a launch for a database whose owner's other
+ * databases hold leaf.max_databases_per_owner allocators already, so that
+ * one role's databases (copies of its own, say) never take them all.
+ * Caller holds the exclusive lock.
+ */
+static void
+leaf_slot_check_owner(Oid owner)
+{
+	int			limit = leaf_max_databases_per_owner;
+	int			n = 0;
+	int			i;
+
+	Assert(LWLockHeldByMeInMode(leaf_slots->lock, LW_EXCLUSIVE));
+	if (limit < 0)
+		limit = Max(leaf_max_databases / 2, 1);
+	if (!OidIsValid(owner) || limit == 0 || limit >= leaf_max_databases)
+		return;
+	for (i = 0; i < leaf_max_databases; i++)
+		if (OidIsValid(leaf_slots->workers[i].dboid) &&
+			leaf_slots->workers[i].owner == owner)
+			n++;
+	if (n < limit)
+		return;
+	LWLockRelease(leaf_slots->lock);
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+			 errmsg("too many databases of this database's owner use leaf segment mode"),
+			 errdetail("The databases of one owner may have %d allocator workers at once, of %d.",
+					   limit, leaf_max_databases),
+			 errhint("Increase \"leaf.max_databases_per_owner\", or wait until an allocator of that owner's other databases exits (\"leaf.alloc_idle_timeout\").")));
+}
+
+/*
  * Claim the slot of a database and start its worker, unless it has one
  * (or one is starting).
  */
@@ -245,6 +319,7 @@ leaf_launch_alloc_worker(Oid dboid)
 	LeafWorkerSlot *w;
 	bool		ok;
 	char	   *dbname;
+	Oid			owner = leaf_slot_owner(dboid);
 
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -262,7 +337,10 @@ leaf_launch_alloc_worker(Oid dboid)
 		}
 	}
 	else
+	{
+		leaf_slot_check_owner(owner);
 		w = leaf_slot_find(InvalidOid);
+	}
 	if (w == NULL)
 	{
 		LWLockRelease(leaf_slots->lock);
@@ -275,6 +353,7 @@ leaf_launch_alloc_worker(Oid dboid)
 	}
 	SpinLockAcquire(&leaf_slots->mutex);
 	w->dboid = dboid;
+	w->owner = owner;
 	w->pid = 0;
 	w->latch = NULL;
 	w->started = now;
@@ -315,6 +394,19 @@ leaf_launch_alloc_worker(Oid dboid)
 				 errmsg("could not start the leaf allocator worker"),
 				 errhint("Consider increasing configuration parameter \"max_worker_processes\".")));
 	}
+}
+
+/*
+ * Wake the allocator worker of a database, if it runs; launch none.
+ */
+void
+leaf_wake_running_worker(Oid dboid)
+{
+	LeafWorkerView view;
+
+	(void) leaf_slot_lookup(dboid, &view);
+	if (view.latch != NULL)
+		SetLatch(view.latch);
 }
 
 /*
@@ -472,6 +564,8 @@ leaf_alloc_slot_attach(Oid dboid)
 		return false;
 	}
 	SpinLockAcquire(&leaf_slots->mutex);
+	if (w->dboid != dboid)
+		w->owner = InvalidOid;	/* not launched: no owner's share */
 	w->dboid = dboid;
 	w->pid = MyProcPid;
 	w->latch = MyLatch;

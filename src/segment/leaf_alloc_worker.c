@@ -547,10 +547,13 @@ leaf_worker_idle(long timeout)
 	now = GetCurrentTimestamp();
 	idle_left = leaf_alloc_idle_timeout_ms -
 		TimestampDifferenceMilliseconds(leaf_last_busy, now);
+	/* a database whose every tag is refused holds no allocator */
+	if (idle_left > 0 && leaf_loads_refused(leaf_worker_dboid))
+		idle_left = 0;
 	if (idle_left <= 0 && leaf_alloc_slot_give_up(leaf_worker_loads_wanted))
 	{
 		ereport(DEBUG1,
-				(errmsg("leaf allocator exiting for database \"%s\": nothing to load for %d ms",
+				(errmsg("leaf allocator exiting for database \"%s\": nothing to load for %d ms, or every biz_tag refused",
 						leaf_worker_dbname, leaf_alloc_idle_timeout_ms)));
 		proc_exit(0);
 	}
@@ -633,7 +636,8 @@ leaf_alloc_worker_main(Datum main_arg)
 		if (timeout < 0 || timeout > leaf_tag_refresh_ms)
 			timeout = leaf_tag_refresh_ms;
 
-		if (leaf_alloc_idle_timeout_ms > 0)
+		if (leaf_alloc_idle_timeout_ms > 0 ||
+			leaf_loads_refused(leaf_worker_dboid))
 			timeout = leaf_worker_idle(timeout);
 
 		/*

@@ -59,6 +59,12 @@
 #include "segment/leaf_segment.h"
 #include "segment/leaf_segment_shmem.h"
 
+/*
+ * After a tag's load was refused for good (a copy, a replica, a fence),
+ * its callers start no allocator for this long (leaf_wake_for).
+ */
+#define LEAF_REFUSAL_HOLD_MS	1000
+
 PG_FUNCTION_INFO_V1(leaf_segment_nextval);
 PG_FUNCTION_INFO_V1(leaf_segment_nextvals);
 PG_FUNCTION_INFO_V1(leaf_segments);
@@ -111,12 +117,11 @@ typedef struct LeafBackendEntry
 
 static HTAB *leaf_backend_tags = NULL;
 
-static LeafSegShared *leaf_seg = NULL;
+LeafSegShared *leaf_seg = NULL;
 static HTAB *leaf_tag_hash = NULL;
 
-/* leaf.max_tags and leaf.max_tags_per_database */
-static int	leaf_max_tags = 1024;
-static int	leaf_max_tags_per_database = -1;
+/* leaf.max_tags */
+int			leaf_max_tags = 1024;
 
 /* Define the settings of the tag slots. */
 void
@@ -130,19 +135,8 @@ leaf_segment_init_settings(void)
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("leaf.max_tags_per_database",
-							"Sets the number of biz_tags one database may hold in shared memory.",
-							"-1 means half of leaf.max_tags; 0 means all of them.  "
-							"ALTER DATABASE ... SET gives one database another share.",
-							&leaf_max_tags_per_database,
-							-1, -1, 1000000,
-							PGC_SUSET,
-							0,
-							NULL, NULL, NULL);
+	leaf_tag_share_init_settings();
 }
-
-static int	leaf_slots_in_use(void);
 
 static Size
 leaf_segment_shmem_size(void)
@@ -221,16 +215,17 @@ leaf_segment_check_ready(void)
 /*
  * Free a tag slot, if it still holds the given generation.  Callers that
  * cached a pointer to it see the generation change and look the tag up
- * again; those waiting for a load of it are woken to do so.
+ * again; those waiting for a load of it are woken to do so (by the
+ * caller of the _locked form, once it released the lock).
  */
-void
-leaf_free_slot(int slotno, uint64 generation)
+static bool
+leaf_free_slot_locked(int slotno, uint64 generation)
 {
 	LeafTagSlot *slot = &leaf_seg->slots[slotno];
 	LeafTagKey	key;
 	bool		freed = false;
 
-	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
+	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
 	SpinLockAcquire(&slot->mutex);
 	if (slot->generation != 0 && slot->generation == generation)
 	{
@@ -246,9 +241,19 @@ leaf_free_slot(int slotno, uint64 generation)
 		memcpy(key.tag, slot->tag, sizeof(key.tag));
 		(void) hash_search(leaf_tag_hash, &key, HASH_REMOVE, NULL);
 	}
+	return freed;
+}
+
+void
+leaf_free_slot(int slotno, uint64 generation)
+{
+	bool		freed;
+
+	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
+	freed = leaf_free_slot_locked(slotno, generation);
 	LWLockRelease(leaf_seg->lock);
 	if (freed)
-		ConditionVariableBroadcast(&slot->cv);
+		ConditionVariableBroadcast(&leaf_seg->slots[slotno].cv);
 }
 
 /*
@@ -261,7 +266,7 @@ leaf_free_slots(Oid dboid, Oid keep_extoid)
 {
 	int			i;
 
-	for (i = 0; i < leaf_slots_in_use(); i++)
+	for (i = 0; i < leaf_tag_slots_in_use(); i++)
 	{
 		LeafTagSlot *slot = &leaf_seg->slots[i];
 		uint64		gen = 0;
@@ -291,8 +296,8 @@ leaf_discard_database_segments(Oid dboid)
  * How many slots to look at when scanning for slots in use: the ones past
  * this have never been taken.
  */
-static int
-leaf_slots_in_use(void)
+int
+leaf_tag_slots_in_use(void)
 {
 	uint32		n = pg_atomic_read_u32(&leaf_seg->nslots_used);
 
@@ -320,7 +325,7 @@ leaf_loads_wanted(Oid dboid)
 	bool		pending = false;
 	int			i;
 
-	for (i = 0; i < leaf_slots_in_use() && !pending; i++)
+	for (i = 0; i < leaf_tag_slots_in_use() && !pending; i++)
 	{
 		LeafTagSlot *slot = &leaf_seg->slots[i];
 
@@ -329,6 +334,32 @@ leaf_loads_wanted(Oid dboid)
 		SpinLockRelease(&slot->mutex);
 	}
 	return pending;
+}
+
+/*
+ * Is every slot of database dboid refused (leaf_slot_refused), and there
+ * is one at least?  Its allocator then has nothing to stay for.
+ */
+bool
+leaf_loads_refused(Oid dboid)
+{
+	bool		any = false;
+	bool		refused = true;
+	int			i;
+
+	for (i = 0; i < leaf_tag_slots_in_use() && refused; i++)
+	{
+		LeafTagSlot *slot = &leaf_seg->slots[i];
+
+		SpinLockAcquire(&slot->mutex);
+		if (slot->generation != 0 && slot->dboid == dboid)
+		{
+			any = true;
+			refused = leaf_slot_refused(slot);
+		}
+		SpinLockRelease(&slot->mutex);
+	}
+	return any && refused;
 }
 
 /*
@@ -344,7 +375,7 @@ leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
 	int			njobs = 0;
 	int			i;
 
-	for (i = 0; i < leaf_slots_in_use() && njobs < maxjobs; i++)
+	for (i = 0; i < leaf_tag_slots_in_use() && njobs < maxjobs; i++)
 	{
 		LeafTagSlot *slot = &leaf_seg->slots[i];
 		LeafLoadJob *job = &jobs[njobs];
@@ -492,7 +523,7 @@ leaf_free_stale_slots(Oid dboid, HTAB *tags)
 {
 	int			i;
 
-	for (i = 0; i < leaf_slots_in_use(); i++)
+	for (i = 0; i < leaf_tag_slots_in_use(); i++)
 	{
 		LeafTagSlot *slot = &leaf_seg->slots[i];
 		char		tag[LEAF_TAG_MAXLEN + 1];
@@ -700,7 +731,7 @@ leaf_check_unverified(const LeafTagKey *key)
 	int			i;
 
 	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
-	for (i = 0; i < leaf_slots_in_use(); i++)
+	for (i = 0; i < leaf_tag_slots_in_use(); i++)
 	{
 		LeafTagSlot *slot = &leaf_seg->slots[i];
 
@@ -717,43 +748,6 @@ leaf_check_unverified(const LeafTagKey *key)
 				 errdetail("A database may hold %d biz_tags that the allocation database has not served yet.",
 						   limit),
 				 errhint("Check the names of the biz_tags in use; slots of unknown biz_tags are freed within \"leaf.tag_refresh_interval\".")));
-}
-
-/*
- * One database may hold leaf.max_tags_per_database slots (by default half
- * of leaf.max_tags), so that the tags of one database never leave
- * another none.  Caller holds the exclusive leaf_seg->lock (and releases
- * it if we throw: LWLocks are released at error exit).
- */
-static void
-leaf_check_database_share(const LeafTagKey *key)
-{
-	int			limit = leaf_max_tags_per_database;
-	int			n = 0;
-	int			i;
-
-	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
-	if (limit < 0)
-		limit = leaf_max_tags / 2;
-	if (limit == 0 || limit >= leaf_max_tags)
-		return;
-
-	for (i = 0; i < leaf_slots_in_use(); i++)
-	{
-		LeafTagSlot *slot = &leaf_seg->slots[i];
-
-		SpinLockAcquire(&slot->mutex);
-		if (slot->generation != 0 && slot->dboid == key->dboid)
-			n++;
-		SpinLockRelease(&slot->mutex);
-	}
-	if (n >= limit)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("too many biz_tags in use in this database"),
-				 errdetail("A database may hold %d biz_tags in shared memory, of %d over all databases.",
-						   limit, leaf_max_tags),
-				 errhint("Increase \"leaf.max_tags_per_database\" (and \"leaf.max_tags\"), or delete the biz_tags this database no longer uses.")));
 }
 
 /*
@@ -804,7 +798,8 @@ leaf_find_slot(const LeafTagKey *key, uint64 *generation)
  * leaf_seg->lock.
  */
 static void
-leaf_init_slot(LeafTagSlot *slot, const LeafTagKey *key, uint64 generation)
+leaf_init_slot(LeafTagSlot *slot, const LeafTagKey *key, Oid owner,
+			   uint64 generation)
 {
 	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
 
@@ -812,6 +807,7 @@ leaf_init_slot(LeafTagSlot *slot, const LeafTagKey *key, uint64 generation)
 	slot->dboid = key->dboid;
 	slot->extoid = key->extoid;
 	memcpy(slot->tag, key->tag, sizeof(slot->tag));
+	slot->owner = owner;
 	memset(slot->seg, 0, sizeof(slot->seg));
 	slot->cur = 0;
 	slot->next_ready = false;
@@ -846,46 +842,41 @@ leaf_init_slot(LeafTagSlot *slot, const LeafTagKey *key, uint64 generation)
 }
 
 /*
- * Take a free slot for the tag of key, which has none, and enter it in
- * the tag hash; returns the slot, its new generation in *generation.
- * Caller holds the exclusive leaf_seg->lock, which is released before the
- * error if no slot is free.
+ * Take a slot for the tag of key, which has none, in the database of
+ * owner (leaf_tag_share_owner), and enter it in the tag hash; returns
+ * the slot, its new generation in *generation.  The slot is a free one,
+ * or one taken over as the shares allow (leaf_tag_share.c), whose callers
+ * are woken to look their tag up again.  Caller holds the exclusive
+ * leaf_seg->lock, which is released before the error if there is no
+ * room.
  */
 static LeafTagSlot *
-leaf_new_slot(const LeafTagKey *key, uint64 *generation)
+leaf_new_slot(const LeafTagKey *key, Oid owner, uint64 *generation)
 {
-	LeafTagEntry *entry = NULL;
+	LeafTagEntry *entry;
 	LeafTagSlot *slot;
+	uint64		evict;
 	bool		found;
-	int			i;
+	int			slotno;
 
 	Assert(LWLockHeldByMeInMode(leaf_seg->lock, LW_EXCLUSIVE));
 
-	for (i = 0; i < leaf_max_tags; i++)
-		if (leaf_seg->slots[i].generation == 0)
-			break;
-	if (i < leaf_max_tags)
-		entry = hash_search(leaf_tag_hash, key, HASH_ENTER_NULL, &found);
-	if (entry == NULL)
-	{
-		LWLockRelease(leaf_seg->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-				 errmsg("too many biz_tags in use"),
-				 errdetail("Shared memory holds %d biz_tags over all databases.",
-						   leaf_max_tags),
-				 errhint("Increase \"leaf.max_tags\" and restart the server.")));
-	}
-	entry->slotno = i;
-	slot = &leaf_seg->slots[i];
-	if (i >= (int) pg_atomic_read_u32(&leaf_seg->nslots_used))
-		pg_atomic_write_u32(&leaf_seg->nslots_used, i + 1);
+	slotno = leaf_tag_share_pick(key->dboid, owner, &evict);
+	slot = &leaf_seg->slots[slotno];
+	if (evict != 0 && leaf_free_slot_locked(slotno, evict))
+		ConditionVariableBroadcast(&slot->cv);
+	/* the hash is sized for every slot: an entry for a free one fits */
+	entry = hash_search(leaf_tag_hash, key, HASH_ENTER, &found);
+	Assert(!found);
+	entry->slotno = slotno;
+	if (slotno >= (int) pg_atomic_read_u32(&leaf_seg->nslots_used))
+		pg_atomic_write_u32(&leaf_seg->nslots_used, slotno + 1);
 
 	SpinLockAcquire(&leaf_seg->mutex);
 	*generation = leaf_seg->next_generation++;
 	SpinLockRelease(&leaf_seg->mutex);
 
-	leaf_init_slot(slot, key, *generation);
+	leaf_init_slot(slot, key, owner, *generation);
 	return slot;
 }
 
@@ -900,6 +891,7 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 	LeafTagEntry *entry;
 	LeafTagSlot *slot;
 	Oid			nsp;
+	Oid			owner;
 
 	if (RecoveryInProgress())
 		ereport(ERROR,
@@ -921,15 +913,14 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 	 */
 	if (!leaf_remote_enabled() && !leaf_tag_exists(nsp, tag))
 		leaf_report_unknown_tag(tag);
+	owner = leaf_tag_share_owner();
 
 	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
 	entry = hash_search(leaf_tag_hash, &key, HASH_FIND, NULL);
 	if (entry == NULL && leaf_remote_enabled())
 		leaf_check_unverified(&key);
 	if (entry == NULL)
-		leaf_check_database_share(&key);
-	if (entry == NULL)
-		slot = leaf_new_slot(&key, generation);
+		slot = leaf_new_slot(&key, owner, generation);
 	else
 	{
 		slot = &leaf_seg->slots[entry->slotno];
@@ -969,7 +960,7 @@ leaf_segment_warm(const char *tag)
 LeafTagInUse *
 leaf_segment_tags_in_use(int *ntags)
 {
-	int			nslots = leaf_slots_in_use();
+	int			nslots = leaf_tag_slots_in_use();
 	LeafTagInUse *tags = palloc(sizeof(LeafTagInUse) * Max(nslots, 1));
 	int			n = 0;
 	int			i;
@@ -1043,6 +1034,30 @@ leaf_take(LeafTagSlot *slot, uint64 generation, int64 n, int64 want,
 	SpinLockRelease(&slot->mutex);
 
 	return take;
+}
+
+/*
+ * Wake the allocator of the current database for a load of a slot, or
+ * start one.  A tag refused less than LEAF_REFUSAL_HOLD_MS ago starts
+ * none: calls to a refused database (a copy) do not keep an allocator
+ * alive, and a caller waiting for the load starts one after that time.
+ */
+static void
+leaf_wake_for(LeafTagSlot *slot, uint64 generation)
+{
+	TimestampTz refused_at = 0;
+
+	SpinLockAcquire(&slot->mutex);
+	if (slot->generation == generation && slot->fail_current &&
+		slot->fail_final && slot->fail_refusal.message[0] != '\0')
+		refused_at = slot->last_failure;
+	SpinLockRelease(&slot->mutex);
+	if (refused_at != 0 &&
+		!TimestampDifferenceExceeds(refused_at, GetCurrentTimestamp(),
+									LEAF_REFUSAL_HOLD_MS))
+		leaf_wake_running_worker(MyDatabaseId);
+	else
+		leaf_wake_worker(MyDatabaseId);
 }
 
 /*
@@ -1148,7 +1163,7 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 	}
 
 	/* start a worker if there is none (it may have exited or been killed) */
-	leaf_wake_worker(MyDatabaseId);
+	leaf_wake_for(slot, generation);
 	/* named once per process: the name is looked up under a lock */
 	if (leaf_segment_wait_event == 0)
 		leaf_segment_wait_event = WaitEventExtensionNew("LeafSegment");
@@ -1222,7 +1237,7 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 		got = leaf_take(cache->slot, cache->generation, n, want,
 						&first, &wake, &collected);
 		if (wake)
-			leaf_wake_worker(MyDatabaseId);
+			leaf_wake_for(cache->slot, cache->generation);
 		if (got < 0)
 		{
 			/* the slot was freed (tag deleted): look it up again */
@@ -1332,11 +1347,11 @@ leaf_segment_nextval(PG_FUNCTION_ARGS)
 				  &first, &wake, NULL) == 1)
 	{
 		if (unlikely(wake))
-			leaf_wake_worker(MyDatabaseId);
+			leaf_wake_for(cache->slot, cache->generation);
 		PG_RETURN_INT64(first);
 	}
 	if (wake)
-		leaf_wake_worker(MyDatabaseId);
+		leaf_wake_for(cache->slot, cache->generation);
 
 	leaf_take_ids(cache, 1, leaf_emit_one, &first);
 	PG_RETURN_INT64(first);
@@ -1608,7 +1623,7 @@ leaf_segments(PG_FUNCTION_ARGS)
 	leaf_segment_check_ready();
 	InitMaterializedSRF(fcinfo, 0);
 
-	for (i = 0; i < leaf_slots_in_use(); i++)
+	for (i = 0; i < leaf_tag_slots_in_use(); i++)
 	{
 		LeafSlotView view;
 		Datum		values[20];
@@ -1651,7 +1666,7 @@ leaf_segment_errors(PG_FUNCTION_ARGS)
 	leaf_segment_check_ready();
 	InitMaterializedSRF(fcinfo, 0);
 
-	for (i = 0; i < leaf_slots_in_use(); i++)
+	for (i = 0; i < leaf_tag_slots_in_use(); i++)
 	{
 		LeafSlotView view;
 		const LeafTagSlot *copy = &view.slot;

@@ -60,6 +60,9 @@ typedef struct LeafTagSlot
 	Oid			dboid;			/* (key) database of the tag */
 	Oid			extoid;			/* (key) leaf extension in that database */
 	char		tag[LEAF_TAG_MAXLEN + 1];	/* (key) the biz_tag */
+	Oid			owner;			/* (key) the database's owner, whose share
+								 * the slot counts in (leaf_tag_share.c);
+								 * InvalidOid for a superuser */
 
 	LeafSegment seg[2];			/* the double buffer */
 	int			cur;			/* index of the buffer in use */
@@ -118,10 +121,37 @@ typedef struct LeafSegShared
 } LeafSegShared;
 
 /*
+ * Is a slot's tag refused: its last load was refused for the database as
+ * a whole (a copy, a replica, a fence: a LeafRefusal, not an unknown tag),
+ * no load is asked for and it has no ID left?  Such a slot holds nothing:
+ * it counts in no share, is taken over first, and the allocator of its
+ * database does not stay for it.  Caller holds the slot's mutex.
+ */
+static inline bool
+leaf_slot_refused(const LeafTagSlot *slot)
+{
+	return slot->fail_current && slot->fail_final &&
+		slot->fail_refusal.message[0] != '\0' && !slot->loading &&
+		!slot->next_ready && slot->seg[slot->cur].next >= slot->seg[slot->cur].max;
+}
+
+/* leaf_segment.c: the pool of slots, for leaf_tag_share.c */
+extern LeafSegShared *leaf_seg;
+extern int leaf_max_tags;
+extern int	leaf_tag_slots_in_use(void);
+
+/* leaf_tag_share.c: who may take a slot */
+extern void leaf_tag_share_init_settings(void);
+extern Oid	leaf_tag_share_owner(void);
+extern int	leaf_tag_share_guaranteed(void);
+extern int	leaf_tag_share_pick(Oid dboid, Oid owner, uint64 *evict);
+
+/*
  * leaf_segment.c, for the allocator worker of database dboid: the loads
  * its callers wait for, publishing their outcome, freeing slots.
  */
 extern bool leaf_loads_wanted(Oid dboid);
+extern bool leaf_loads_refused(Oid dboid);
 extern int	leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
 							   int maxjobs, long *next_retry);
 extern void leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
