@@ -16,7 +16,9 @@
  * the slots of tags that were deleted from leaf_alloc.  When the
  * extension is dropped, the worker frees the database's slots and exits.
  * When it starts, it first asks for the first segments of the tags that
- * the warm start's file lists for its database (leaf_warm_start.c).
+ * the warm start's file lists for its database (leaf_warm_start.c), and
+ * exits at once if a lock on leaf_alloc held that up, with nothing to
+ * load.
  *
  * A failed load is recorded in the tag's slot.  Failures that retrying
  * cannot mend (tag deleted, bigint range used up, max_id moved back) end
@@ -70,6 +72,14 @@
  * default): the retries still wait out a lock released within that.
  */
 #define LEAF_LOAD_LOCK_TIMEOUT_MS	"1000"
+
+/*
+ * lock_timeout of the warm start's transactions, in ms.  A database whose
+ * leaf_alloc is locked (LOCK TABLE in a prepared transaction survives a
+ * restart) gives up its warm start after this one wait, and its
+ * allocator exits (see leaf_warm_start.c).
+ */
+#define LEAF_WARM_LOCK_TIMEOUT_MS	"200"
 
 static Oid	leaf_worker_dboid = InvalidOid;
 
@@ -566,11 +576,28 @@ leaf_worker_idle(long timeout)
  * The warm start: the first segments of the tags the file lists for this
  * database are asked for before any caller does.  Each database's
  * allocator does its own, so a lock in one database holds up no other.
+ * One that found leaf_alloc locked, with nothing asked for, gives its
+ * slot back at once, before it says it is done: the first call starts
+ * it again.
  */
 static void
 leaf_worker_warm_start(void)
 {
-	leaf_warm_start_database(leaf_worker_dboid, leaf_worker_dbname);
+	bool		locked;
+
+	SetConfigOption("lock_timeout", LEAF_WARM_LOCK_TIMEOUT_MS, PGC_SUSET,
+					PGC_S_OVERRIDE);
+	locked = leaf_warm_start_database(leaf_worker_dboid, leaf_worker_dbname);
+	SetConfigOption("lock_timeout", LEAF_LOAD_LOCK_TIMEOUT_MS, PGC_SUSET,
+					PGC_S_OVERRIDE);
+	if (locked && leaf_alloc_slot_give_up(leaf_worker_loads_wanted))
+	{
+		ereport(LOG,
+				(errmsg("leaf allocator exiting for database \"%s\": its warm start found leaf_alloc locked",
+						leaf_worker_dbname),
+				 errdetail("The next call of leaf_segment_nextval there starts it again.")));
+		proc_exit(0);
+	}
 	leaf_alloc_slot_warmed();
 }
 

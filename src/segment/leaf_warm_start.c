@@ -20,7 +20,8 @@
  *	  caller could not load is not loaded, and the refusal waits in the
  *	  tag's slot for the first caller, as it would have.  Databases warm
  *	  side by side, each in its own allocator: a lock on leaf_alloc in one
- *	  holds up that database only.
+ *	  holds up that database only, and only for one wait of the warm
+ *	  start's lock_timeout, after which its allocator exits.
  *	- a static background worker (the "leader", started once the server
  *	  accepts writes) reads the file at start and starts the allocators of
  *	  its databases, the most recently used first, without waiting for
@@ -862,9 +863,11 @@ leaf_warm_one_tag(void *arg)
 /*
  * Ask for the first segments of tags, each in a transaction of its own.
  * Returns how many were asked for; *skipped counts those that failed.
+ * Stops at the first lock wait that timed out, setting *locked: a lock
+ * on leaf_alloc holds up every tag alike.
  */
 static int
-leaf_warm_ask(List *tags, const char *dbname, int *skipped)
+leaf_warm_ask(List *tags, const char *dbname, int *skipped, bool *locked)
 {
 	ListCell   *lc;
 	int			asked = 0;
@@ -890,9 +893,14 @@ leaf_warm_ask(List *tags, const char *dbname, int *skipped)
 				(errmsg("leaf warm start skips biz_tag \"%s\" of database \"%s\"",
 						ask.tag, dbname),
 				 errdetail_internal("%s", err)));
-		/* no room for more: the others would fail the same way */
+		/* no room for more, or a lock: the others would fail the same way */
 		if (sqlstate == ERRCODE_INSUFFICIENT_RESOURCES)
 			break;
+		if (sqlstate == ERRCODE_LOCK_NOT_AVAILABLE)
+		{
+			*locked = true;
+			break;
+		}
 	}
 	return asked;
 }
@@ -902,10 +910,11 @@ leaf_warm_ask(List *tags, const char *dbname, int *skipped)
  * segments of the tags the file lists for the database, used within
  * leaf.warm_start_max_age, that have no slot yet, as their first callers
  * would.  The allocator loads them next.  A lock held on leaf_alloc makes
- * each tag wait the allocator's lock_timeout, then skips it: its first
- * caller loads it, as without the warm start.
+ * the first tag wait the lock_timeout the allocator sets for the warm
+ * start, then skips it and the tags after it: their first callers load
+ * them, as without the warm start.  Returns true then.
  */
-void
+bool
 leaf_warm_start_database(Oid dboid, const char *dbname)
 {
 	MemoryContext cxt;
@@ -913,10 +922,11 @@ leaf_warm_start_database(Oid dboid, const char *dbname)
 	List	   *tags;
 	int			asked = 0;
 	int			skipped = 0;
+	bool		locked = false;
 
 	/* as for the leader: see the file's comment */
 	if (!leaf_warm_start || IsBinaryUpgrade || RecoveryInProgress())
-		return;
+		return false;
 
 	cxt = AllocSetContextCreate(TopMemoryContext, "leaf warm start",
 								ALLOCSET_DEFAULT_SIZES);
@@ -926,12 +936,18 @@ leaf_warm_start_database(Oid dboid, const char *dbname)
 	{
 		/* leaf_in_transaction leaves another memory context current */
 		MemoryContextSwitchTo(cxt);
-		asked = leaf_warm_ask(tags, dbname, &skipped);
+		asked = leaf_warm_ask(tags, dbname, &skipped, &locked);
 		if (asked > 0 || skipped > 0)
 			ereport(LOG,
 					(errmsg("leaf warm start asked for the first segments of %d biz_tags of database \"%s\"",
 							asked, dbname)));
+		if (locked)
+			ereport(LOG,
+					(errmsg("leaf warm start skips the other biz_tags of database \"%s\": a lock wait timed out",
+							dbname),
+					 errdetail("They are loaded at their first call.")));
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
+	return locked;
 }

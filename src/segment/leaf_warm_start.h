@@ -10,6 +10,6 @@
 #ifndef LEAF_WARM_START_H
 #define LEAF_WARM_START_H
 
-extern void leaf_warm_start_database(Oid dboid, const char *dbname);
+extern bool leaf_warm_start_database(Oid dboid, const char *dbname);
 
 #endif							/* LEAF_WARM_START_H */
