@@ -648,30 +648,35 @@ leaf_alloc_slot_warmed(void)
 }
 
 /*
- * Is the allocator of a database starting, or running and not yet done
- * with the tags the warm start file lists for it?  A launch taken for
- * lost is not: no worker will ask for them.
+ * Where the allocator of a database is with the tags the warm start file
+ * lists for it: none (no allocator, or a launch taken for lost: no worker
+ * will ask for them), starting or asking for them, or done with them and
+ * running.
  */
-bool
-leaf_alloc_slot_warming(Oid dboid)
+LeafWarmState
+leaf_alloc_slot_warm_state(Oid dboid)
 {
 	LeafWorkerSlot *w;
-	bool		warming = false;
+	LeafWarmState state = LEAF_WARM_NONE;
 
 	LWLockAcquire(leaf_slots->lock, LW_SHARED);
 	w = leaf_slot_find(dboid);
 	if (w != NULL)
 	{
 		LeafWorkerView view;
+		bool		warmed;
 
 		leaf_slot_copy(w, &view);
 		SpinLockAcquire(&leaf_slots->mutex);
-		warming = !w->warmed;
+		warmed = w->warmed;
 		SpinLockRelease(&leaf_slots->mutex);
-		warming = warming && !leaf_launch_lost(&view);
+		if (warmed)
+			state = LEAF_WARM_DONE;
+		else if (!leaf_launch_lost(&view))
+			state = LEAF_WARM_WARMING;
 	}
 	LWLockRelease(leaf_slots->lock);
-	return warming;
+	return state;
 }
 
 /*

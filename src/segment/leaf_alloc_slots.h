@@ -19,8 +19,15 @@ extern void leaf_wake_running_worker(Oid dboid);
 extern void leaf_stop_alloc_worker(Oid dboid, const char *command);
 extern void leaf_alloc_slot_source(Oid dboid, char *buf, size_t len);
 
-/* the warm start's leader: is a database's allocator still warming? */
-extern bool leaf_alloc_slot_warming(Oid dboid);
+/* the warm start's leader: where is a database's allocator with it? */
+typedef enum LeafWarmState
+{
+	LEAF_WARM_NONE,				/* no allocator (or a launch lost) */
+	LEAF_WARM_WARMING,			/* starting, or asking for the file's tags */
+	LEAF_WARM_DONE				/* done with them, and running */
+} LeafWarmState;
+
+extern LeafWarmState leaf_alloc_slot_warm_state(Oid dboid);
 
 /* the allocator worker: its own slot */
 extern bool leaf_alloc_slot_attach(Oid dboid);

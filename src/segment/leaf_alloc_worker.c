@@ -77,7 +77,8 @@
  * lock_timeout of the warm start's transactions, in ms.  A database whose
  * leaf_alloc is locked (LOCK TABLE in a prepared transaction survives a
  * restart) gives up its warm start after this one wait, and its
- * allocator exits (see leaf_warm_start.c).
+ * allocator exits: it takes the place of no other database's warm start
+ * for longer (see leaf_warm_start.c).
  */
 #define LEAF_WARM_LOCK_TIMEOUT_MS	"200"
 
@@ -577,8 +578,8 @@ leaf_worker_idle(long timeout)
  * database are asked for before any caller does.  Each database's
  * allocator does its own, so a lock in one database holds up no other.
  * One that found leaf_alloc locked, with nothing asked for, gives its
- * slot back at once, before it says it is done: the first call starts
- * it again.
+ * slot back at once, before it says it is done: the leader then gives
+ * its place to the next database, and the first call starts it again.
  */
 static void
 leaf_worker_warm_start(void)

@@ -25,13 +25,17 @@
  *	- a static background worker (the "leader", started once the server
  *	  accepts writes) reads the file at start and starts the allocators of
  *	  its databases, the most recently used first, without waiting for
- *	  them; then, every second, it looks at the tags that have a slot, and
- *	  writes the file again when one came or went, and every
- *	  leaf.warm_start_interval when one was used (IDs handed out) since;
- *	  and once more when it is stopped (a clean shutdown).  A tag of the
- *	  file stays listed while the allocator of its database is starting
- *	  or has not asked for it yet, so that the file it reads still holds
- *	  it.
+ *	  them, as long as half of leaf.max_databases (the places) is not
+ *	  taken by allocators still warming or warmed; an allocator that exits
+ *	  before it is seen warmed (leaf_alloc locked) gives its place to the
+ *	  next database, which the leader starts at its next look, every
+ *	  LEAF_WARM_LAUNCH_MS while one waits.  Every second, it looks at the
+ *	  tags that have a slot, and writes the file again when one came or
+ *	  went, and every leaf.warm_start_interval when one was used (IDs
+ *	  handed out) since; and once more when it is stopped (a clean
+ *	  shutdown).  A tag of the file stays listed while its database waits
+ *	  for a place, or its allocator is starting or has not asked for it
+ *	  yet, so that the file the allocator reads still holds it.
  *
  * The file lists, for each tag with a slot, its database's OID, the last
  * time IDs of it were seen handed out (or, for a tag preloaded and not
@@ -102,6 +106,9 @@ PGDLLEXPORT void leaf_warm_start_main(Datum main_arg);
 /* How often the leader looks at the tags that have a slot, in ms. */
 #define LEAF_WARM_CHECK_MS		1000
 
+/* How often it looks for a free place while a database waits, in ms. */
+#define LEAF_WARM_LAUNCH_MS		50
+
 /* Restart of a leader that failed, in s. */
 #define LEAF_WARM_RESTART_S		10
 
@@ -132,6 +139,8 @@ typedef struct LeafWarmEntry
 								 * read) */
 	bool		pending;		/* read from the file; the allocator of its
 								 * database has not asked for it yet */
+	bool		queued;			/* read from the file; its database waits
+								 * for a place of the warm start */
 } LeafWarmEntry;
 
 /* Define the settings of the warm start. */
@@ -287,6 +296,7 @@ leaf_warm_read_entry(HTAB *entries, const char *line)
 		e->listed = false;
 		e->in_file = true;
 		e->pending = false;
+		e->queued = false;
 	}
 	return NULL;
 }
@@ -520,12 +530,33 @@ leaf_warm_launch(Oid dboid)
 	return ok;
 }
 
+/* Where a database of the file is in the warm start. */
+typedef enum LeafWarmDbState
+{
+	LEAF_WARM_DB_QUEUED,		/* waits for a place */
+	LEAF_WARM_DB_WARMING,		/* launched: holds a place while its
+								 * allocator asks for its tags */
+	LEAF_WARM_DB_WARMED,		/* seen done and running: keeps its place */
+	LEAF_WARM_DB_OUT			/* holds no place: not launched, or its
+								 * allocator went before it was seen done */
+} LeafWarmDbState;
+
 /* A database of the file, and the last use of its most recent tag. */
 typedef struct LeafWarmDbUse
 {
 	Oid			dboid;
 	pg_time_t	last_used;
+	LeafWarmDbState state;
 } LeafWarmDbUse;
+
+/* The leader's warm start: the databases of the file, and the places. */
+typedef struct LeafWarmLaunch
+{
+	LeafWarmDbUse *dbs;			/* the most recently used first */
+	int			ndbs;
+	int			places;			/* half of leaf.max_databases */
+	pg_time_t	read_at;		/* when the file was read */
+} LeafWarmLaunch;
 
 /* qsort: the most recently used database first */
 static int
@@ -564,6 +595,7 @@ leaf_warm_recent_databases(HTAB *entries, pg_time_t now, int *ndbs)
 		{
 			dbs[n].dboid = e->key.dboid;
 			dbs[n].last_used = e->last_used;
+			dbs[n].state = LEAF_WARM_DB_QUEUED;
 			n++;
 		}
 		else
@@ -574,9 +606,13 @@ leaf_warm_recent_databases(HTAB *entries, pg_time_t now, int *ndbs)
 	return dbs;
 }
 
-/* Mark the recent entries of database dboid as waiting for its allocator. */
+/*
+ * Mark the recent entries of database dboid: queued for a place, or
+ * pending, waiting for its allocator to ask for them.
+ */
 static void
-leaf_warm_mark_pending(HTAB *entries, Oid dboid, pg_time_t now)
+leaf_warm_mark(HTAB *entries, Oid dboid, pg_time_t now, bool queued,
+			   bool pending)
 {
 	HASH_SEQ_STATUS seq;
 	LeafWarmEntry *e;
@@ -584,7 +620,100 @@ leaf_warm_mark_pending(HTAB *entries, Oid dboid, pg_time_t now)
 	hash_seq_init(&seq, entries);
 	while ((e = hash_seq_search(&seq)) != NULL)
 		if (e->key.dboid == dboid && leaf_warm_recent(e, now))
-			e->pending = true;
+		{
+			e->queued = queued;
+			e->pending = pending;
+		}
+}
+
+/*
+ * The places held now: by each database launched whose allocator is
+ * still asking for its tags, and by each seen done with them and running.
+ * One whose allocator went before it was seen done gives its place back:
+ * an allocator that found leaf_alloc locked exits at once (see
+ * leaf_warm_start_database).  Sets *warming if an allocator still asks.
+ */
+static int
+leaf_warm_places_held(LeafWarmLaunch *launch, bool *warming)
+{
+	int			held = 0;
+	int			i;
+
+	*warming = false;
+	for (i = 0; i < launch->ndbs; i++)
+	{
+		LeafWarmDbUse *db = &launch->dbs[i];
+
+		if (db->state == LEAF_WARM_DB_WARMING)
+		{
+			LeafWarmState state = leaf_alloc_slot_warm_state(db->dboid);
+
+			if (state == LEAF_WARM_DONE)
+				db->state = LEAF_WARM_DB_WARMED;
+			else if (state == LEAF_WARM_NONE)
+				db->state = LEAF_WARM_DB_OUT;
+			else
+				*warming = true;
+		}
+		if (db->state == LEAF_WARM_DB_WARMING ||
+			db->state == LEAF_WARM_DB_WARMED)
+			held++;
+	}
+	return held;
+}
+
+/*
+ * Launch the allocators of the queued databases, in their order, while
+ * a place is free.  When none is, and no allocator still asks for its
+ * tags (which could give its place back), the databases still queued are
+ * skipped.  Returns true while a database is queued.
+ */
+static bool
+leaf_warm_launch_more(HTAB *entries, LeafWarmLaunch *launch)
+{
+	bool		warming;
+	int			held = leaf_warm_places_held(launch, &warming);
+	bool		queued = false;
+	int			i;
+
+	for (i = 0; i < launch->ndbs; i++)
+	{
+		LeafWarmDbUse *db = &launch->dbs[i];
+
+		if (db->state != LEAF_WARM_DB_QUEUED)
+			continue;
+		if (held < launch->places)
+		{
+			bool		ok = leaf_warm_launch(db->dboid);
+
+			db->state = ok ? LEAF_WARM_DB_WARMING : LEAF_WARM_DB_OUT;
+			leaf_warm_mark(entries, db->dboid, launch->read_at, false, ok);
+			if (ok)
+			{
+				held++;
+				warming = true;
+			}
+		}
+		else if (warming)
+			queued = true;
+		else
+		{
+			ereport(LOG,
+					(errmsg("leaf warm start skips the database with OID %u: it warmed as many databases as half of \"leaf.max_databases\" (%d)",
+							db->dboid, launch->places),
+					 errdetail("Its biz_tags are loaded at their first call.")));
+			db->state = LEAF_WARM_DB_OUT;
+			leaf_warm_mark(entries, db->dboid, launch->read_at, false, false);
+		}
+	}
+	if (!queued)
+	{
+		/* every database is launched or skipped: nothing more to track */
+		pfree(launch->dbs);
+		launch->dbs = NULL;
+		launch->ndbs = 0;
+	}
+	return queued;
 }
 
 /*
@@ -592,45 +721,39 @@ leaf_warm_mark_pending(HTAB *entries, Oid dboid, pg_time_t now)
  * have a tag used within leaf.warm_start_max_age and still exist are
  * started, the most recently used first, and each warms its own database
  * (leaf_warm_start_database).  Each stays until leaf.alloc_idle_timeout,
- * so at most half of leaf.max_databases are started: the other
- * allocators stay free for the databases whose callers come first.
+ * so they take at most half of leaf.max_databases (the places), leaving
+ * the other allocators free for the databases whose callers come first.
+ * A database whose allocator found leaf_alloc locked gives its place back
+ * at once, to the next database: the leader launches more, without
+ * waiting, each time it looks (leaf_warm_launch_more), while a database
+ * waits for a place.  Returns true while one does.
  */
-static void
-leaf_warm_start_databases(HTAB *entries)
+static bool
+leaf_warm_start_databases(HTAB *entries, LeafWarmLaunch *launch)
 {
 	List	   *exist = leaf_warm_databases();
-	pg_time_t	now = timestamptz_to_time_t(GetCurrentTimestamp());
-	LeafWarmDbUse *dbs;
-	int			ndbs;
-	int			warmed = 0;
-	int			budget = Max(leaf_alloc_slots_max() / 2, 1);
 	int			i;
 
-	dbs = leaf_warm_recent_databases(entries, now, &ndbs);
-	for (i = 0; i < ndbs; i++)
+	launch->read_at = timestamptz_to_time_t(GetCurrentTimestamp());
+	launch->places = Max(leaf_alloc_slots_max() / 2, 1);
+	launch->dbs = leaf_warm_recent_databases(entries, launch->read_at,
+											 &launch->ndbs);
+	for (i = 0; i < launch->ndbs; i++)
 	{
-		Oid			dboid = dbs[i].dboid;
+		LeafWarmDbUse *db = &launch->dbs[i];
 
-		CHECK_FOR_INTERRUPTS();
-		if (ShutdownRequestPending)
-			break;
-		if (!list_member_oid(exist, dboid))
+		if (list_member_oid(exist, db->dboid))
+			leaf_warm_mark(entries, db->dboid, launch->read_at, true, false);
+		else
+		{
 			ereport(LOG,
 					(errmsg("leaf warm start skips the database with OID %u: it no longer exists",
-							dboid)));
-		else if (warmed >= budget)
-			ereport(LOG,
-					(errmsg("leaf warm start skips the database with OID %u: it warmed as many databases as half of \"leaf.max_databases\" (%d)",
-							dboid, budget),
-					 errdetail("Its biz_tags are loaded at their first call.")));
-		else if (leaf_warm_launch(dboid))
-		{
-			leaf_warm_mark_pending(entries, dboid, now);
-			warmed++;
+							db->dboid)));
+			db->state = LEAF_WARM_DB_OUT;
 		}
 	}
-	pfree(dbs);
 	list_free(exist);
+	return leaf_warm_launch_more(entries, launch);
 }
 
 /*
@@ -680,6 +803,7 @@ leaf_warm_see_slots(HTAB *entries, pg_time_t now, bool *used)
 		e->ids_issued = tags[i].ids_issued;
 		e->seen = true;
 		e->pending = false;
+		e->queued = false;
 	}
 	pfree(tags);
 }
@@ -705,19 +829,21 @@ leaf_warm_update(HTAB *entries, bool *used)
 	/*
 	 * The file lists the tags that have a slot and were used within
 	 * leaf.warm_start_max_age, and those of the file that the allocator
-	 * of their database has yet to ask for.  Other tags without a slot
-	 * are forgotten; those with one are kept with their last use, even
-	 * when it is too old.
+	 * of their database has yet to ask for, or that wait for a place.
+	 * Other tags without a slot are forgotten; those with one are kept
+	 * with their last use, even when it is too old.
 	 */
 	hash_seq_init(&seq, entries);
 	while ((e = hash_seq_search(&seq)) != NULL)
 	{
-		if (e->pending && !leaf_alloc_slot_warming(e->key.dboid))
+		if (e->pending &&
+			leaf_alloc_slot_warm_state(e->key.dboid) != LEAF_WARM_WARMING)
 			e->pending = false;
-		e->listed = (e->seen || e->pending) && leaf_warm_recent(e, now);
+		e->listed = (e->seen || e->pending || e->queued) &&
+			leaf_warm_recent(e, now);
 		if (e->listed != e->in_file)
 			changed = true;
-		if (!e->seen && !e->pending)
+		if (!e->seen && !e->pending && !e->queued)
 			(void) hash_search(entries, &e->key, HASH_REMOVE, NULL);
 	}
 	return changed;
@@ -727,6 +853,8 @@ void
 leaf_warm_start_main(Datum main_arg)
 {
 	HTAB	   *entries;
+	LeafWarmLaunch launch;
+	bool		launching = false;
 	bool		dirty;
 	bool		used = false;
 	bool		failed = false;
@@ -747,7 +875,7 @@ leaf_warm_start_main(Datum main_arg)
 		ereport(LOG,
 				(errmsg("leaf warm start read %ld biz_tags from file \"%s\"",
 						hash_get_num_entries(entries), LEAF_WARM_FILE)));
-		leaf_warm_start_databases(entries);
+		launching = leaf_warm_start_databases(entries, &launch);
 	}
 
 	wait_event = WaitEventExtensionNew("LeafWarmStartMain");
@@ -769,6 +897,8 @@ leaf_warm_start_main(Datum main_arg)
 		}
 		stop = ShutdownRequestPending;
 
+		if (launching && !stop)
+			launching = leaf_warm_launch_more(entries, &launch);
 		if (leaf_warm_update(entries, &used))
 			dirty = true;
 		now = GetCurrentTimestamp();
@@ -787,7 +917,8 @@ leaf_warm_start_main(Datum main_arg)
 			proc_exit(0);
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 LEAF_WARM_CHECK_MS, wait_event);
+						 launching ? LEAF_WARM_LAUNCH_MS : LEAF_WARM_CHECK_MS,
+						 wait_event);
 	}
 }
 
