@@ -887,3 +887,175 @@ REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_take(text, text, integer, b
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_renew(integer, text, bigint, bigint, bigint, bigint, integer, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_release(integer, text, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_give_up(integer, text, bigint, bigint) FROM PUBLIC;
+
+--
+-- Segment mode: what an administrator does to the counters by hand, as
+-- functions.  A statement such as DELETE FROM leaf_alloc WHERE biz_tag =
+-- '...' resolves its table, its operators and its functions through the
+-- caller's search_path, which the owner of the database chooses (ALTER
+-- DATABASE ... SET search_path): an operator = for varchar of the
+-- owner's ran as the superuser who followed the documentation.  These
+-- functions pin search_path to pg_catalog, name every operator, and reach
+-- leaf's tables through the schema the extension is in at the call,
+-- found by OID; they run as their caller (SECURITY INVOKER), so each
+-- needs the privileges of the statement it stands for.
+--
+
+--
+-- Retire a tag: delete its row of leaf_alloc, whose trigger keeps its
+-- max_id in leaf_alloc_retired.  Returns that max_id.
+--
+CREATE FUNCTION @extschema@.leaf_segment_retire(biz_tag text)
+RETURNS bigint
+LANGUAGE plpgsql STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp name;
+	mark bigint;
+BEGIN
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_catalog.pg_extension e
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	EXECUTE pg_catalog.format('DELETE FROM %I.leaf_alloc '
+							  'WHERE biz_tag OPERATOR(pg_catalog.=) $1 '
+							  'RETURNING max_id', nsp)
+		INTO mark USING $1;
+	IF mark IS NULL THEN
+		RAISE EXCEPTION 'biz_tag "%" does not exist', $1
+			USING ERRCODE = 'LF001',
+				  DETAIL = 'leaf_alloc holds no row for it.';
+	END IF;
+	RETURN mark;
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.leaf_segment_retire(text) IS
+'deletes a biz_tag from leaf_alloc, leaving its max_id in leaf_alloc_retired; returns that max_id';
+
+--
+-- Change a tag: its step, its max_id (raised only: the trigger
+-- leaf_alloc_guard refuses a lower one with LF005) and its description;
+-- what is NULL stays as it is.
+--
+CREATE FUNCTION @extschema@.leaf_segment_alter(biz_tag text,
+											   step integer DEFAULT NULL,
+											   max_id bigint DEFAULT NULL,
+											   description text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp name;
+	cnt bigint;
+BEGIN
+	IF $1 IS NULL THEN
+		RAISE EXCEPTION 'biz_tag must not be null'
+			USING ERRCODE = '22004';
+	END IF;
+	IF $2 OPERATOR(pg_catalog.<=) 0 THEN
+		RAISE EXCEPTION 'step of biz_tag "%" must be positive', $1
+			USING ERRCODE = '22023',
+				  DETAIL = pg_catalog.format('step is %s.', $2);
+	END IF;
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_catalog.pg_extension e
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	EXECUTE pg_catalog.format('UPDATE %I.leaf_alloc '
+							  'SET step = COALESCE($2, step), '
+							  'max_id = COALESCE($3, max_id), '
+							  'description = COALESCE($4, description) '
+							  'WHERE biz_tag OPERATOR(pg_catalog.=) $1', nsp)
+		USING $1, $2, $3, $4;
+	GET DIAGNOSTICS cnt = ROW_COUNT;
+	IF cnt OPERATOR(pg_catalog.=) 0 THEN
+		RAISE EXCEPTION 'biz_tag "%" does not exist', $1
+			USING ERRCODE = 'LF001',
+				  DETAIL = 'leaf_alloc holds no row for it.',
+				  HINT = 'Add it with leaf_segment_create().';
+	END IF;
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.leaf_segment_alter(text, integer, bigint, text) IS
+'changes the step, max_id (upwards only) or description of a biz_tag in leaf_alloc; NULL leaves a column as it is';
+
+--
+-- Raise the max_id of one tag, or of every tag of leaf_alloc (biz_tag
+-- NULL), by raise_by.  Returns how many tags it raised.
+--
+CREATE FUNCTION @extschema@.leaf_segment_raise(raise_by bigint,
+											   biz_tag text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp name;
+	cnt bigint;
+BEGIN
+	IF $1 IS NULL OR $1 OPERATOR(pg_catalog.<=) 0 THEN
+		RAISE EXCEPTION 'raise_by must be positive'
+			USING ERRCODE = '22023',
+				  DETAIL = pg_catalog.format('raise_by is %s.', COALESCE($1::text, 'NULL')),
+				  HINT = 'max_id never moves backwards.';
+	END IF;
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_catalog.pg_extension e
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	EXECUTE pg_catalog.format('UPDATE %I.leaf_alloc '
+							  'SET max_id = max_id OPERATOR(pg_catalog.+) $1 '
+							  'WHERE $2 IS NULL OR biz_tag OPERATOR(pg_catalog.=) $2', nsp)
+		USING $1, $2;
+	GET DIAGNOSTICS cnt = ROW_COUNT;
+	IF $2 IS NOT NULL AND cnt OPERATOR(pg_catalog.=) 0 THEN
+		RAISE EXCEPTION 'biz_tag "%" does not exist', $2
+			USING ERRCODE = 'LF001',
+				  DETAIL = 'leaf_alloc holds no row for it.',
+				  HINT = 'Add it with leaf_segment_create().';
+	END IF;
+	RETURN cnt;
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.leaf_segment_raise(bigint, text) IS
+'raises max_id of a biz_tag, or of every biz_tag when it is NULL, by raise_by; returns how many it raised';
+
+--
+-- Forget the mark a retired tag left in leaf_alloc_retired, so that the
+-- name starts over when it is created again.  Returns the mark.  For the
+-- owner of leaf_alloc_retired, as the DELETE it stands for.
+--
+CREATE FUNCTION @extschema@.leaf_segment_forget(biz_tag text)
+RETURNS bigint
+LANGUAGE plpgsql STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp name;
+	mark bigint;
+BEGIN
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_catalog.pg_extension e
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	EXECUTE pg_catalog.format('DELETE FROM %I.leaf_alloc_retired '
+							  'WHERE biz_tag OPERATOR(pg_catalog.=) $1 '
+							  'RETURNING max_id', nsp)
+		INTO mark USING $1;
+	IF mark IS NULL THEN
+		RAISE EXCEPTION 'biz_tag "%" has no mark in leaf_alloc_retired', $1
+			USING ERRCODE = 'LF001';
+	END IF;
+	RETURN mark;
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.leaf_segment_forget(text) IS
+'deletes the mark of a retired biz_tag from leaf_alloc_retired, so that the name starts over; returns the mark';
+
+REVOKE ALL ON FUNCTION @extschema@.leaf_segment_forget(text) FROM PUBLIC;
