@@ -2,9 +2,11 @@
 -- admin_acts: what an administrator does to the counters of a database
 -- that another role owns.  The owner sets the database's search_path to
 -- a schema of its own, with operators that stand in for the built-in
--- ones of the statements on leaf_alloc and leaf_alloc_retired and record
--- who ran them.  The statements by hand run them as the superuser; leaf's
--- functions for the same acts (retire, alter, raise, forget) run none.
+-- ones of the statements on leaf_alloc, leaf_alloc_retired and the
+-- tables of worker IDs and record who ran them.  The statements by hand
+-- run them as the superuser; leaf's functions for the same acts (retire,
+-- alter, raise, forget a tag's mark, forget a worker ID, reset the
+-- fleet's settings) run none.
 --
 \set VERBOSITY default
 SELECT current_user AS superuser \gset
@@ -163,6 +165,70 @@ SET search_path = pg_catalog, pg_temp;
 SELECT biz_tag, max_id, step FROM public.leaf_alloc ORDER BY 1;
 SELECT biz_tag, max_id FROM public.leaf_alloc_retired ORDER BY 1;
 SELECT pg_catalog.count(*) AS owners_operators_ran FROM mine.ran;
+
+--
+-- 6. The tables of worker IDs, as on an allocation database that another
+-- role owns: the owner adds an operator = for integers, and a table of
+-- leaf's name whose trigger records who updated it.
+--
+\c leaf_acts leaf_acts_owner
+CREATE FUNCTION mine.eq_integer(integer, integer) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO mine.ran (op) VALUES ('=(integer, integer)');
+	RETURN $1 OPERATOR(pg_catalog.=) $2;
+END
+$$;
+CREATE OPERATOR mine.= (LEFTARG = integer, RIGHTARG = integer,
+	FUNCTION = mine.eq_integer);
+CREATE TABLE mine.leaf_worker_lease_fleet (heartbeat_ms integer,
+	max_clock_drift_ms integer, epoch_ms bigint);
+CREATE FUNCTION mine.updated() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO mine.ran (op) VALUES ('trigger of mine.leaf_worker_lease_fleet');
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER updated BEFORE UPDATE ON mine.leaf_worker_lease_fleet
+	FOR EACH STATEMENT EXECUTE FUNCTION mine.updated();
+\c leaf_acts :superuser
+SET search_path = pg_catalog, pg_temp;
+INSERT INTO public.leaf_worker_lease (worker_id, holder_identity,
+	holder_address, holder_token, hand_set, layout, epoch_ms, hwm_ms,
+	expires_at, renewed_at, held_since, timeline)
+VALUES (3, 'a', 'a:1', 1, true, '41+10+12', 0, 1000,
+		'2026-01-01', '2026-01-01', '2026-01-01', 1),
+	   (4, 'b', 'b:1', 2, false, '41+10+12', 0, 2000,
+		'2026-01-01', '2026-01-01', '2026-01-01', 1);
+INSERT INTO public.leaf_worker_lease_fleet (fleet_id, heartbeat_ms,
+	max_clock_drift_ms, epoch_ms)
+VALUES (42, 500, 1000, 0);
+RESET search_path;
+-- by hand, under the owner's search_path (undone)
+BEGIN;
+DELETE FROM leaf_worker_lease WHERE worker_id = 3;
+UPDATE leaf_worker_lease_fleet
+   SET heartbeat_ms = NULL, max_clock_drift_ms = NULL, epoch_ms = NULL;
+SELECT op, superuser, pg_catalog.count(*) > 0 AS ran
+  FROM mine.ran GROUP BY op, superuser ORDER BY op;
+ROLLBACK;
+-- leaf's functions
+SELECT public.leaf_worker_lease_forget(3);
+SELECT public.leaf_worker_lease_fleet_reset();
+SELECT public.leaf_worker_lease_forget(3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT public.leaf_worker_lease_forget(NULL);
+SELECT public.leaf_worker_lease_forget(NULL) IS NULL AS none_left;
+SELECT fleet_id, heartbeat_ms, max_clock_drift_ms, epoch_ms
+  FROM public.leaf_worker_lease_fleet;
+SELECT pg_catalog.count(*) AS owners_operators_ran FROM mine.ran;
+-- for superusers, as the tables
+\c leaf_acts leaf_acts_admin
+SELECT public.leaf_worker_lease_forget(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT public.leaf_worker_lease_fleet_reset();
+\echo :LAST_ERROR_SQLSTATE
 
 \c contrib_regression :superuser
 DROP DATABASE leaf_acts;

@@ -1059,3 +1059,75 @@ COMMENT ON FUNCTION @extschema@.leaf_segment_forget(text) IS
 'deletes the mark of a retired biz_tag from leaf_alloc_retired, so that the name starts over; returns the mark';
 
 REVOKE ALL ON FUNCTION @extschema@.leaf_segment_forget(text) FROM PUBLIC;
+
+--
+-- The acts on the tables of worker IDs that the documentation gives a
+-- superuser of the allocation database, as functions for the same
+-- reason: forgetting the row of a worker ID (a node stopped for good, or
+-- every row after a move back to ZooKeeper) and forgetting the settings
+-- the fleet recorded (before the nodes start with new ones).  For the
+-- owner of the tables, as the statements they stand for.
+--
+
+--
+-- Delete the row of worker_id from leaf_worker_lease, or every row when
+-- worker_id is NULL.  Returns the highest mark (hwm_ms) of the rows
+-- deleted, NULL if there were none.
+--
+CREATE FUNCTION @extschema@.leaf_worker_lease_forget(worker_id integer)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp name;
+	mark bigint;
+	cnt bigint;
+BEGIN
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_catalog.pg_extension e
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	EXECUTE pg_catalog.format('WITH d AS (DELETE FROM %I.leaf_worker_lease '
+							  'WHERE $1 IS NULL OR worker_id OPERATOR(pg_catalog.=) $1 '
+							  'RETURNING hwm_ms) '
+							  'SELECT pg_catalog.max(hwm_ms), pg_catalog.count(*) FROM d', nsp)
+		INTO mark, cnt USING $1;
+	IF $1 IS NOT NULL AND cnt OPERATOR(pg_catalog.=) 0 THEN
+		RAISE EXCEPTION 'worker ID % has no row in leaf_worker_lease', $1
+			USING ERRCODE = '22023';
+	END IF;
+	RETURN mark;
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.leaf_worker_lease_forget(integer) IS
+'deletes the row of a worker ID from leaf_worker_lease, or every row for NULL; returns the highest mark deleted';
+
+--
+-- Forget the heartbeat, the clock drift and the epoch that the fleet
+-- recorded, so that the first node to take a worker ID records its own.
+--
+CREATE FUNCTION @extschema@.leaf_worker_lease_fleet_reset()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp name;
+BEGIN
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_catalog.pg_extension e
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	EXECUTE pg_catalog.format('UPDATE %I.leaf_worker_lease_fleet '
+							  'SET heartbeat_ms = NULL, max_clock_drift_ms = NULL, '
+							  'epoch_ms = NULL', nsp);
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.leaf_worker_lease_fleet_reset() IS
+'sets the heartbeat, clock drift and epoch recorded in leaf_worker_lease_fleet to NULL, for the first node to record its own';
+
+REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_forget(integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_fleet_reset() FROM PUBLIC;
