@@ -103,6 +103,8 @@ typedef struct LeafAllocSlots
 
 static LeafAllocSlots *leaf_slots = NULL;
 
+static void leaf_slot_release(void);
+
 /* A copy of what a slot says about its worker. */
 typedef struct LeafWorkerView
 {
@@ -276,36 +278,101 @@ leaf_slot_owner(Oid dboid)
 }
 
 /*
+ * The share of allocators of one owner's databases: -1 if none applies
+ * (a superuser's databases, or no limit).  Else the limit, with *n the
+ * slots of owner's databases but skip, and *nfree the free ones.  Caller
+ * holds the lock.
+ */
+static int
+leaf_slot_owner_count(Oid owner, const LeafWorkerSlot *skip, int *n, int *nfree)
+{
+	int			limit = leaf_max_databases_per_owner;
+	int			i;
+
+	Assert(LWLockHeldByMe(leaf_slots->lock));
+	if (limit < 0)
+		limit = Max(leaf_max_databases / 2, 1);
+	if (!OidIsValid(owner) || limit == 0 || limit >= leaf_max_databases)
+		return -1;
+	*n = *nfree = 0;
+	for (i = 0; i < leaf_max_databases; i++)
+	{
+		const LeafWorkerSlot *w = &leaf_slots->workers[i];
+
+		if (!OidIsValid(w->dboid))
+			(*nfree)++;
+		else if (w != skip && w->owner == owner)
+			(*n)++;
+	}
+	return limit;
+}
+
+/*
  * Refuse, the lock released, a launch for a database whose owner's other
  * databases hold leaf.max_databases_per_owner allocators already, so that
- * one role's databases (copies of its own, say) never take them all.
- * Caller holds the exclusive lock.
+ * one role's databases (copies of its own, say) never take them all; and
+ * keep the last free allocator for the databases of an owner that has
+ * none, so that roles acting together leave one to another owner unless
+ * every allocator is a different owner's.  Superusers' databases (owner
+ * InvalidOid) are held to neither.  Caller holds the exclusive lock.
  */
 static void
 leaf_slot_check_owner(Oid owner)
 {
-	int			limit = leaf_max_databases_per_owner;
-	int			n = 0;
-	int			i;
+	int			n;
+	int			nfree;
+	int			limit = leaf_slot_owner_count(owner, NULL, &n, &nfree);
 
 	Assert(LWLockHeldByMeInMode(leaf_slots->lock, LW_EXCLUSIVE));
-	if (limit < 0)
-		limit = Max(leaf_max_databases / 2, 1);
-	if (!OidIsValid(owner) || limit == 0 || limit >= leaf_max_databases)
-		return;
-	for (i = 0; i < leaf_max_databases; i++)
-		if (OidIsValid(leaf_slots->workers[i].dboid) &&
-			leaf_slots->workers[i].owner == owner)
-			n++;
-	if (n < limit)
+	if (limit < 0 || (n < limit && (n == 0 || nfree > 1)))
 		return;
 	LWLockRelease(leaf_slots->lock);
+	if (n >= limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("too many databases of this database's owner use leaf segment mode"),
+				 errdetail("The databases of one owner may have %d allocator workers at once, of %d.",
+						   limit, leaf_max_databases),
+				 errhint("Increase \"leaf.max_databases_per_owner\", or wait until an allocator of that owner's other databases exits (\"leaf.alloc_idle_timeout\").")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-			 errmsg("too many databases of this database's owner use leaf segment mode"),
-			 errdetail("The databases of one owner may have %d allocator workers at once, of %d.",
-					   limit, leaf_max_databases),
-			 errhint("Increase \"leaf.max_databases_per_owner\", or wait until an allocator of that owner's other databases exits (\"leaf.alloc_idle_timeout\").")));
+			 errmsg("too many databases use leaf segment mode"),
+			 errdetail("The last free allocator worker of %d is kept for the databases of an owner that has none, and this database's owner has %d.",
+					   leaf_max_databases, n),
+			 errhint("Wait until an allocator of that owner's other databases exits (\"leaf.alloc_idle_timeout\"), or increase \"leaf.max_databases\".")));
+}
+
+/*
+ * In an allocator worker, in a transaction once connected: count it in
+ * the share of its database's owner, if its launch did not (the warm
+ * start launches outside a transaction, where the owner is not known).
+ * Returns false, the slot given back, if the owner's other databases held
+ * their share already (or this took the last free allocator while they
+ * held one), as a launch would have been refused.
+ */
+bool
+leaf_alloc_slot_claim_owner(void)
+{
+	Oid			owner = leaf_slot_owner(leaf_my_dboid);
+	LeafWorkerSlot *w;
+	bool		ok = true;
+
+	LWLockAcquire(leaf_slots->lock, LW_EXCLUSIVE);
+	w = leaf_slot_find(leaf_my_dboid);
+	if (w != NULL && w->pid == MyProcPid && !OidIsValid(w->owner))
+	{
+		int			n;
+		int			nfree;
+		int			limit = leaf_slot_owner_count(owner, w, &n, &nfree);
+
+		ok = limit < 0 || (n < limit && (n == 0 || nfree > 0));
+		if (ok)
+			w->owner = owner;
+		else
+			leaf_slot_release();
+	}
+	LWLockRelease(leaf_slots->lock);
+	return ok;
 }
 
 /*

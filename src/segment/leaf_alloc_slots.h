@@ -31,6 +31,7 @@ extern LeafWarmState leaf_alloc_slot_warm_state(Oid dboid);
 
 /* the allocator worker: its own slot */
 extern bool leaf_alloc_slot_attach(Oid dboid);
+extern bool leaf_alloc_slot_claim_owner(void);
 extern bool leaf_alloc_slot_stop_requested(void);
 extern void leaf_alloc_slot_stop_command(char *buf, size_t len);
 extern void leaf_alloc_slot_report_source(const char *source);

@@ -264,7 +264,10 @@ leaf_load(const LeafLoadJob *job, LeafLoadResult *res)
 static void
 leaf_publish(const LeafLoadJob *job, const LeafLoadResult *res)
 {
-	leaf_publish_load(job, res, leaf_preload_percent, LEAF_RETRY_MS);
+	char		source[LEAF_SOURCE_LEN];
+
+	leaf_source()->describe(source, sizeof(source));
+	leaf_publish_load(job, res, source, leaf_preload_percent, LEAF_RETRY_MS);
 }
 
 /*
@@ -484,6 +487,28 @@ leaf_worker_name_database(void)
 }
 
 /*
+ * Count this worker in the share of allocators of its database's owner,
+ * or exit as its launch would have been refused (the warm start's
+ * launches cannot tell the owner).
+ */
+static void
+leaf_worker_claim_owner(void)
+{
+	bool		ok;
+
+	StartTransactionCommand();
+	ok = leaf_alloc_slot_claim_owner();
+	CommitTransactionCommand();
+	if (ok)
+		return;
+	ereport(LOG,
+			(errmsg("leaf allocator exiting for database \"%s\": the databases of its owner have their share of allocators",
+					leaf_worker_dbname),
+			 errhint("\"leaf.max_databases_per_owner\" sets that share.")));
+	proc_exit(0);
+}
+
+/*
  * Set the worker's session up for loads, whatever the settings of the
  * database and the server.
  */
@@ -630,6 +655,7 @@ leaf_alloc_worker_main(Datum main_arg)
 											  BGWORKER_BYPASS_ALLOWCONN);
 
 	leaf_worker_name_database();
+	leaf_worker_claim_owner();
 	leaf_worker_settings();
 
 	ereport(LOG,

@@ -447,6 +447,61 @@ leaf_preload_at(LeafTagSlot *slot, const LeafLoadJob *job,
 }
 
 /*
+ * Record the outcome of a load of database dboid in leaf_seg->refused:
+ * a refusal of the database as a whole enters it (in a free entry, or the
+ * oldest), a load that worked takes it out.
+ */
+static void
+leaf_note_refused_database(Oid dboid, bool refused, TimestampTz now)
+{
+	LeafRefusedDb *e = NULL;
+	int			i;
+
+	SpinLockAcquire(&leaf_seg->mutex);
+	for (i = 0; i < LEAF_REFUSED_DBS; i++)
+	{
+		LeafRefusedDb *r = &leaf_seg->refused[i];
+
+		if (r->dboid == dboid)
+		{
+			e = r;
+			break;
+		}
+		if (e == NULL || (OidIsValid(e->dboid) &&
+						  (!OidIsValid(r->dboid) || r->refused_at < e->refused_at)))
+			e = r;
+	}
+	if (refused)
+	{
+		e->dboid = dboid;
+		e->refused_at = now;
+	}
+	else if (e->dboid == dboid)
+		e->dboid = InvalidOid;
+	SpinLockRelease(&leaf_seg->mutex);
+}
+
+/*
+ * Was a load of database dboid refused, for the database as a whole, in
+ * the last LEAF_REFUSED_DB_MS, and none worked since?
+ */
+bool
+leaf_database_refused(Oid dboid)
+{
+	TimestampTz since = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													-LEAF_REFUSED_DB_MS);
+	bool		refused = false;
+	int			i;
+
+	SpinLockAcquire(&leaf_seg->mutex);
+	for (i = 0; i < LEAF_REFUSED_DBS && !refused; i++)
+		refused = leaf_seg->refused[i].dboid == dboid &&
+			leaf_seg->refused[i].refused_at > since;
+	SpinLockRelease(&leaf_seg->mutex);
+	return refused;
+}
+
+/*
  * Publish the outcome of the load of job in its slot, unless the slot was
  * freed meanwhile: a segment goes into the buffer not in use, the callers
  * asking for a load once preload_percent of it is used; a failure that
@@ -455,7 +510,7 @@ leaf_preload_at(LeafTagSlot *slot, const LeafLoadJob *job,
  */
 void
 leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
-				  int preload_percent, int retry_ms)
+				  const char *source, int preload_percent, int retry_ms)
 {
 	LeafTagSlot *slot = &leaf_seg->slots[job->slotno];
 	TimestampTz now = GetCurrentTimestamp();
@@ -463,6 +518,7 @@ leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
 	SpinLockAcquire(&slot->mutex);
 	if (slot->generation == job->generation)
 	{
+		strlcpy(slot->source, source, sizeof(slot->source));
 		if (res->status == LEAF_LOAD_OK)
 		{
 			LeafSegment *seg = &slot->seg[1 - slot->cur];
@@ -508,6 +564,10 @@ leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
 		}
 	}
 	SpinLockRelease(&slot->mutex);
+	if (res->status == LEAF_LOAD_OK)
+		leaf_note_refused_database(MyDatabaseId, false, now);
+	else if (res->status == LEAF_LOAD_FINAL && res->refusal.message[0] != '\0')
+		leaf_note_refused_database(MyDatabaseId, true, now);
 	/* a slot freed meanwhile has woken its callers already: harmless */
 	ConditionVariableBroadcast(&slot->cv);
 }
@@ -829,6 +889,7 @@ leaf_init_slot(LeafTagSlot *slot, const LeafTagKey *key, Oid owner,
 	slot->last_failure = 0;
 	slot->refill_timeline = 0;
 	slot->refill_server[0] = '\0';
+	slot->source[0] = '\0';
 	slot->loads_collected = 0;
 	slot->fail_load = 0;
 	slot->fail_count = 0;
@@ -1025,8 +1086,12 @@ leaf_take(LeafTagSlot *slot, uint64 generation, int64 n, int64 want,
 	if (unlikely(seg->next >= seg->preload_at || take < n) &&
 		!slot->next_ready && !slot->loading)
 	{
-		slot->loading = true;
-		slot->want = Max(want - take, 0);
+		/* a refused tag's load is asked for by leaf_wake_for, if at all */
+		if (!leaf_slot_refusal_current(slot))
+		{
+			slot->loading = true;
+			slot->want = Max(want - take, 0);
+		}
 		*wake = true;
 	}
 	if (collected)
@@ -1038,26 +1103,44 @@ leaf_take(LeafTagSlot *slot, uint64 generation, int64 n, int64 want,
 
 /*
  * Wake the allocator of the current database for a load of a slot, or
- * start one.  A tag refused less than LEAF_REFUSAL_HOLD_MS ago starts
- * none: calls to a refused database (a copy) do not keep an allocator
- * alive, and a caller waiting for the load starts one after that time.
+ * start one.  The load of a tag refused for its database (a copy, a
+ * replica: leaf_take asks for none) is asked for here, and only once
+ * LEAF_REFUSAL_HOLD_MS have passed since the refusal: until then, only
+ * an allocator that runs is woken, and none is started.  So calls to a
+ * refused database do not keep an allocator alive, while a caller that
+ * waits asks again after that time, and sees a refusal lifted meanwhile
+ * (a confirmation).  want is the size a bulk caller asks for, or 0.
  */
 static void
-leaf_wake_for(LeafTagSlot *slot, uint64 generation)
+leaf_wake_for(LeafTagSlot *slot, uint64 generation, int64 want)
 {
 	TimestampTz refused_at = 0;
+	bool		ask = false;
 
 	SpinLockAcquire(&slot->mutex);
-	if (slot->generation == generation && slot->fail_current &&
-		slot->fail_final && slot->fail_refusal.message[0] != '\0')
+	if (slot->generation == generation && leaf_slot_refusal_current(slot))
 		refused_at = slot->last_failure;
 	SpinLockRelease(&slot->mutex);
 	if (refused_at != 0 &&
 		!TimestampDifferenceExceeds(refused_at, GetCurrentTimestamp(),
 									LEAF_REFUSAL_HOLD_MS))
+	{
 		leaf_wake_running_worker(MyDatabaseId);
-	else
-		leaf_wake_worker(MyDatabaseId);
+		return;
+	}
+	if (refused_at != 0)
+	{
+		SpinLockAcquire(&slot->mutex);
+		ask = slot->generation == generation && !slot->loading &&
+			!slot->next_ready;
+		if (ask)
+		{
+			slot->loading = true;
+			slot->want = Max(want, 0);
+		}
+		SpinLockRelease(&slot->mutex);
+	}
+	leaf_wake_worker(MyDatabaseId);
 }
 
 /*
@@ -1163,7 +1246,7 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 	}
 
 	/* start a worker if there is none (it may have exited or been killed) */
-	leaf_wake_for(slot, generation);
+	leaf_wake_for(slot, generation, 0);
 	/* named once per process: the name is looked up under a lock */
 	if (leaf_segment_wait_event == 0)
 		leaf_segment_wait_event = WaitEventExtensionNew("LeafSegment");
@@ -1237,7 +1320,7 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 		got = leaf_take(cache->slot, cache->generation, n, want,
 						&first, &wake, &collected);
 		if (wake)
-			leaf_wake_for(cache->slot, cache->generation);
+			leaf_wake_for(cache->slot, cache->generation, want - Max(got, 0));
 		if (got < 0)
 		{
 			/* the slot was freed (tag deleted): look it up again */
@@ -1347,11 +1430,11 @@ leaf_segment_nextval(PG_FUNCTION_ARGS)
 				  &first, &wake, NULL) == 1)
 	{
 		if (unlikely(wake))
-			leaf_wake_for(cache->slot, cache->generation);
+			leaf_wake_for(cache->slot, cache->generation, 0);
 		PG_RETURN_INT64(first);
 	}
 	if (wake)
-		leaf_wake_for(cache->slot, cache->generation);
+		leaf_wake_for(cache->slot, cache->generation, 1);
 
 	leaf_take_ids(cache, 1, leaf_emit_one, &first);
 	PG_RETURN_INT64(first);
@@ -1411,17 +1494,30 @@ leaf_segment_nextvals(PG_FUNCTION_ARGS)
 }
 
 /*
- * Where the segments of a database come from, as its worker last said.
+ * Where the segments of a slot's database come from, as its worker last
+ * said, or, with no worker (an allocator whose every tag was refused
+ * exits), as it said at the slot's last load; else the kind of source
+ * and, from the slot's refusal, what is not confirmed.
  */
 static const char *
-leaf_source_of(Oid dboid)
+leaf_source_of(const LeafTagSlot *slot)
 {
 	static char source[LEAF_SOURCE_LEN];
+	const char *why = "";
 
-	leaf_alloc_slot_source(dboid, source, sizeof(source));
+	leaf_alloc_slot_source(slot->dboid, source, sizeof(source));
 	if (source[0] == '\0')
-		strlcpy(source, leaf_remote_enabled() ? "remote" : "local",
-				sizeof(source));
+		strlcpy(source, slot->source, sizeof(source));
+	if (source[0] != '\0')
+		return source;
+	if (leaf_slot_refusal_current(slot) &&
+		slot->fail_sqlstate == ERRCODE_LEAF_ALLOC_PROMOTED)
+		why = " (new timeline not confirmed)";
+	else if (leaf_slot_refusal_current(slot) &&
+			 slot->fail_sqlstate == ERRCODE_LEAF_ALLOC_SOURCE_CHANGED)
+		why = " (change not confirmed)";
+	snprintf(source, sizeof(source), "%s%s",
+			 leaf_remote_enabled() ? "remote" : "local", why);
 	return source;
 }
 
@@ -1446,7 +1542,8 @@ leaf_slot_state(const LeafTagSlot *slot)
 		return "loading";
 	if (slot->fail_sqlstate == ERRCODE_LEAF_MAX_ID_BACKWARDS ||
 		slot->fail_sqlstate == ERRCODE_LEAF_ALLOC_SOURCE_CHANGED ||
-		slot->fail_sqlstate == ERRCODE_LEAF_ALLOC_PROMOTED)
+		slot->fail_sqlstate == ERRCODE_LEAF_ALLOC_PROMOTED ||
+		leaf_slot_refused(slot))
 		return "refused";
 	return "failing";
 }
@@ -1505,7 +1602,7 @@ leaf_segments_row(const LeafSlotView *view, Datum *values, bool *nulls)
 	values[j++] = Int64GetDatum(copy->refills);
 	values[j++] = Int64GetDatum(copy->waits);
 	values[j++] = Float8GetDatum(copy->max_wait_us / 1000.0);
-	values[j++] = CStringGetTextDatum(leaf_source_of(copy->dboid));
+	values[j++] = CStringGetTextDatum(leaf_source_of(copy));
 	if (copy->last_success)
 		values[j++] = TimestampTzGetDatum(copy->last_success);
 	else

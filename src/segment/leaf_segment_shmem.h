@@ -92,6 +92,8 @@ typedef struct LeafTagSlot
 	uint32		refill_timeline;	/* allocation database's timeline at the
 									 * last load, or 0 */
 	char		refill_server[LEAF_SERVER_LEN]; /* host:port or "local" */
+	char		source[LEAF_SOURCE_LEN];	/* the source of the last load, as
+											 * its worker described it */
 
 	/* the last load failure, for callers waiting on it */
 	uint64		loads_collected;	/* loads the worker has picked up */
@@ -108,12 +110,28 @@ typedef struct LeafTagSlot
 								 * failure of no refusal) */
 } LeafTagSlot;
 
+/*
+ * The databases whose loads were refused lately (a copy, a replica...),
+ * with when: such a database takes only free or refused slots, never the
+ * slot of another database above its share (leaf_tag_share.c), since it
+ * could not serve from it.  A load that works takes a database out.
+ */
+#define LEAF_REFUSED_DBS		64
+#define LEAF_REFUSED_DB_MS		(10 * 1000)
+
+typedef struct LeafRefusedDb
+{
+	Oid			dboid;			/* InvalidOid: a free entry */
+	TimestampTz refused_at;		/* the last refusal of a load there */
+} LeafRefusedDb;
+
 typedef struct LeafSegShared
 {
 	LWLock	   *lock;			/* protects the tag hash, taking/freeing tag
 								 * slots */
-	slock_t		mutex;			/* protects next_generation */
+	slock_t		mutex;			/* protects next_generation and refused */
 	uint64		next_generation;	/* source of LeafTagSlot.generation */
+	LeafRefusedDb refused[LEAF_REFUSED_DBS];	/* mutex */
 	pg_atomic_uint32 nslots_used;	/* atomic: slots[] beyond this index have
 									 * never been used; only grows, under
 									 * the exclusive lock */
@@ -121,17 +139,23 @@ typedef struct LeafSegShared
 } LeafSegShared;
 
 /*
- * Is a slot's tag refused: its last load was refused for the database as
- * a whole (a copy, a replica, a fence: a LeafRefusal, not an unknown tag),
- * no load is asked for and it has no ID left?  Such a slot holds nothing:
+ * Was a slot's last load refused for the database as a whole (a copy, a
+ * replica, a fence: a LeafRefusal, not an unknown tag)?  And is its tag
+ * refused: that, no load is asked for and it has no ID left?  Such a slot holds nothing:
  * it counts in no share, is taken over first, and the allocator of its
  * database does not stay for it.  Caller holds the slot's mutex.
  */
 static inline bool
-leaf_slot_refused(const LeafTagSlot *slot)
+leaf_slot_refusal_current(const LeafTagSlot *slot)
 {
 	return slot->fail_current && slot->fail_final &&
-		slot->fail_refusal.message[0] != '\0' && !slot->loading &&
+		slot->fail_refusal.message[0] != '\0';
+}
+
+static inline bool
+leaf_slot_refused(const LeafTagSlot *slot)
+{
+	return leaf_slot_refusal_current(slot) && !slot->loading &&
 		!slot->next_ready && slot->seg[slot->cur].next >= slot->seg[slot->cur].max;
 }
 
@@ -139,6 +163,7 @@ leaf_slot_refused(const LeafTagSlot *slot)
 extern LeafSegShared *leaf_seg;
 extern int leaf_max_tags;
 extern int	leaf_tag_slots_in_use(void);
+extern bool leaf_database_refused(Oid dboid);
 
 /* leaf_tag_share.c: who may take a slot */
 extern void leaf_tag_share_init_settings(void);
@@ -155,6 +180,7 @@ extern bool leaf_loads_refused(Oid dboid);
 extern int	leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
 							   int maxjobs, long *next_retry);
 extern void leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
+							  const char *source,
 							  int preload_percent, int retry_ms);
 extern void leaf_free_slot(int slotno, uint64 generation);
 extern void leaf_free_stale_slots(Oid dboid, HTAB *tags);

@@ -17,7 +17,9 @@
  *	  guaranteed share: when the pool is full, a database below it takes
  *	  over the slot of a database above its own, the one whose last load
  *	  is the oldest.  That tag's cached IDs are skipped, as at a restart,
- *	  and it takes a slot again at its next call, if there is room.
+ *	  and it takes a slot again at its next call, if there is room.  A
+ *	  database whose loads were refused lately (a copy) takes none so: it
+ *	  could not serve from it.
  * So no database is refused a slot within its guaranteed share while
  * fewer than leaf.max_databases databases hold theirs.
  *
@@ -292,8 +294,9 @@ leaf_tag_share_pick(Oid dboid, Oid owner, uint64 *evict)
 		SpinLockRelease(&slot->mutex);
 		return scan.refused_slot;
 	}
+	/* a database refused lately could not serve from another's slot */
 	slotno = -1;
-	if (scan.in_database < guaranteed)
+	if (scan.in_database < guaranteed && !leaf_database_refused(dboid))
 		slotno = leaf_share_overdrawn_slot(guaranteed, evict);
 	if (slotno < 0)
 	{

@@ -13,7 +13,8 @@
 #      than after leaf.alloc_idle_timeout;
 #  (3) the databases of one owner have at most
 #      leaf.max_databases_per_owner allocators at once (half of them by
-#      default), so that another owner's database still gets one.
+#      default), and the last free allocator is kept for an owner that
+#      has none, so that another owner's database still gets one.
 use strict;
 use warnings;
 
@@ -153,12 +154,22 @@ is(join(',', map { $_ // 'ok' } @states), 'ok,ok,53000,53000',
 ($state, $err) = call_tags('d3', 'dave', 1);
 like($err, qr/too many databases of this database's owner use leaf segment mode/,
 	'3: ... and the third is told why');
+
+# a second owner acting with the first gets one of the two left: the
+# last is kept for an owner that has none
+tenant_db("e$_", 'alice', 1) for 1 .. 2;
+@states = map { scalar call_tags("e$_", 'alice', 1) } 1 .. 2;
+is(join(',', map { $_ // 'ok' } @states), 'ok,53000',
+	'3: a second owner gets one more allocator, not the last');
+($state, $err) = call_tags('e2', 'alice', 1);
+like($err, qr/kept for the databases of an owner that has none/,
+	'3: ... and is told why');
 tenant_db('victim', 'carol', 1);
 ($state, $err) = call_tags('victim', 'carol', 1);
-is($state, undef, '3: another owner\'s database gets an allocator') or diag $err;
+is($state, undef, '3: a third owner\'s database gets the last allocator') or diag $err;
 
 # a superuser's databases count for no owner
-$node->safe_psql('postgres', "DROP DATABASE $_ WITH (FORCE)") for qw(d1 d2 d3 d4 victim);
+$node->safe_psql('postgres', "DROP DATABASE $_ WITH (FORCE)") for qw(d1 d2 d3 d4 e1 e2 victim);
 tenant_db("s$_", 'root_owner', 1) for 1 .. 4;
 @states = map { scalar call_tags("s$_", 'root_owner', 1) } 1 .. 4;
 is(join(',', map { $_ // 'ok' } @states), 'ok,ok,ok,ok',
