@@ -187,6 +187,17 @@ REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_confirm() FROM PUBLIC;
 -- that a subscriber of the allocation database refuses leases after its
 -- subscription is disabled, until leaf_alloc_cutover().
 --
+-- What it records is an apply: a worker of a subscription, or a session
+-- that set session_replication_role = replica itself (SET, or options in
+-- its connection string), as a tool that applies changes does.  The role
+-- given to every session by the configuration (postgresql.conf, ALTER
+-- SYSTEM, the command line, ALTER DATABASE or ALTER ROLE ... SET) tells
+-- nothing of who writes: under it, leaf's own writes (the loads of the
+-- allocator and of a fleet's shards, the leases of the snowflake workers,
+-- which log in to an allocation database as a role that may not set the
+-- role back) and every other session would all count as replication.
+-- leaf's processes also set it to origin for their own writes.
+--
 CREATE OR REPLACE FUNCTION @extschema@.leaf_alloc_replicated_mark()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -198,24 +209,31 @@ DECLARE
 	pubs text;
 	mark bigint;
 BEGIN
-	IF pg_catalog.current_setting('session_replication_role') OPERATOR(pg_catalog.<>) 'replica' THEN
+	IF pg_catalog.current_setting('session_replication_role') OPERATOR(pg_catalog.=) 'replica' THEN
+		SELECT pg_catalog.format('subscription %s (%s)', s.subname, s.oid),
+			   pg_catalog.array_to_string(s.subpublications, ', ')
+		  INTO who, pubs
+		  FROM pg_catalog.pg_stat_subscription st
+		  JOIN pg_catalog.pg_subscription s ON s.oid OPERATOR(pg_catalog.=) st.subid
+		 WHERE st.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
+		 LIMIT 1;
+		-- not a subscription's: an apply only if the session chose the role
+		IF who IS NULL AND NOT EXISTS
+			(SELECT FROM pg_catalog.pg_settings g
+			  WHERE g.name OPERATOR(pg_catalog.=) 'session_replication_role'
+				AND g.source OPERATOR(pg_catalog.=) ANY
+					('{default,environment variable,configuration file,command line,global,database,user,database user}'::pg_catalog.text[])) THEN
+			who := pg_catalog.format('session_replication_role replica (application_name %s)',
+									 pg_catalog.quote_literal(pg_catalog.current_setting('application_name')));
+		END IF;
+	END IF;
+	IF who IS NULL THEN
 		IF TG_LEVEL OPERATOR(pg_catalog.=) 'STATEMENT' THEN
 			RETURN NULL;
 		ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
 			RETURN OLD;
 		END IF;
 		RETURN NEW;
-	END IF;
-	SELECT pg_catalog.format('subscription %s (%s)', s.subname, s.oid),
-		   pg_catalog.array_to_string(s.subpublications, ', ')
-	  INTO who, pubs
-	  FROM pg_catalog.pg_stat_subscription st
-	  JOIN pg_catalog.pg_subscription s ON s.oid OPERATOR(pg_catalog.=) st.subid
-	 WHERE st.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
-	 LIMIT 1;
-	IF who IS NULL THEN
-		who := pg_catalog.format('session_replication_role replica (application_name %s)',
-								 pg_catalog.quote_literal(pg_catalog.current_setting('application_name')));
 	END IF;
 	-- beside leaf_alloc, in the schema the extension is in now
 	EXECUTE pg_catalog.format('INSERT INTO %I.leaf_alloc_replicated AS r (origin, publications) '

@@ -18,7 +18,8 @@
  *	  there (leaf_copy_status());
  *	- whether logical replication writes leaf's tables into the database,
  *	  or has written them since the last cut-over: leaf_copy_subscribed()
- *	  and leaf_copy_replicated().
+ *	  and leaf_copy_replicated(); leaf's own writes never count as such
+ *	  (leaf_copy_own_writes()).
  *
  * What each piece of state records of it, and how it judges a change, is
  * its own (leaf_alloc_source.c for the counters, leaf_sf_db.c for the
@@ -41,6 +42,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
@@ -191,6 +193,41 @@ leaf_copy_written_by_replication(Oid nsp, Oid extoid, char *detail,
 	}
 	PG_END_TRY();
 	return written;
+}
+
+/*
+ * leaf's own writes are never logical replication: a process of leaf's
+ * writes with session_replication_role = origin, whatever the
+ * configuration (postgresql.conf, ALTER DATABASE or ALTER ROLE ... SET)
+ * gives its sessions.  Under 'replica', leaf_alloc_replicated_mark would
+ * take such a write for an apply where the session set the role itself
+ * (a superuser's SET before leaf_alloc_cutover()), and the triggers of
+ * leaf_alloc that keep its counters from moving back would not fire.
+ *
+ * leaf_copy_own_writes(): for the rest of a background worker's life, as
+ * an override, which a reload of postgresql.conf does not undo.
+ */
+void
+leaf_copy_own_writes(void)
+{
+	SetConfigOption("session_replication_role", "origin",
+					PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/*
+ * leaf_copy_own_writes_begin(): in a backend, for leaf's writes in the
+ * caller's transaction, until AtEOXact_GUC(true, level) with the level it
+ * returns (or the end of the transaction, if an error comes first).
+ */
+int
+leaf_copy_own_writes_begin(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("session_replication_role", "origin",
+							 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+	return level;
 }
 
 /*

@@ -57,6 +57,10 @@ extern bool leaf_copy_replicated(Oid nsp, char *detail, size_t len);
 extern bool leaf_copy_written_by_replication(Oid nsp, Oid extoid,
 											 char *detail, size_t len);
 
+/* leaf's own writes, with session_replication_role = origin */
+extern void leaf_copy_own_writes(void);
+extern int	leaf_copy_own_writes_begin(void);
+
 extern Datum leaf_copy_status(PG_FUNCTION_ARGS);
 
 #endif							/* LEAF_COPY_H */

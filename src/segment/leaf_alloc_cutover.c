@@ -32,6 +32,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -814,6 +815,7 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 	LeafCutoverLeases here;
 	char	   *origin;
 	bool		no_publisher;
+	int			guc_level;
 	int			i;
 
 	leaf_cutover_args(fcinfo, &subname, &conninfo, &raise_by);
@@ -854,7 +856,11 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 				 errdetail("Every counter is raised by " INT64_FORMAT "; the publisher must hand out no more IDs.",
 						   raise_by)));
 
-	/* the publisher's tags, then the ones only this database has */
+	/*
+	 * the publisher's tags, then the ones only this database has: writes
+	 * of leaf's, not an apply, whatever role the caller's session has
+	 */
+	guc_level = leaf_copy_own_writes_begin();
 	for (i = 0; i < pub.ntags; i++)
 		leaf_cutover_raise(nsp, &pub.tags[i], raise_by,
 						   pub.tags[i].max_id, rsinfo);
@@ -863,6 +869,7 @@ leaf_alloc_cutover(PG_FUNCTION_ARGS)
 						pub.address ? psprintf("%s (subscription %s)", pub.address, subname) :
 						psprintf("subscription %s, raised by " INT64_FORMAT, subname, raise_by),
 						&here);
+	AtEOXact_GUC(true, guc_level);
 	SPI_finish();
 	ereport(LOG,
 			(errmsg("leaf took over the counters of database \"%s\" from %s",

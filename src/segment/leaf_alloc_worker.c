@@ -52,6 +52,7 @@
 #include "segment/leaf_alloc.h"
 #include "segment/leaf_alloc_slots.h"
 #include "common/leaf_compat.h"
+#include "common/leaf_copy.h"
 #include "common/leaf_errcodes.h"
 #include "segment/leaf_segment.h"
 #include "segment/leaf_segment_shmem.h"
@@ -653,6 +654,8 @@ leaf_alloc_worker_main(Datum main_arg)
 	 */
 	BackgroundWorkerInitializeConnectionByOid(leaf_worker_dboid, InvalidOid,
 											  BGWORKER_BYPASS_ALLOWCONN);
+	/* its loads are its own, never logical replication (leaf_copy.c) */
+	leaf_copy_own_writes();
 
 	leaf_worker_name_database();
 	leaf_worker_claim_owner();
