@@ -291,6 +291,70 @@ ALTER TABLE @extschema@.leaf_worker_lease_fleet ENABLE ALWAYS TRIGGER leaf_worke
 ALTER TABLE @extschema@.leaf_worker_lease_timeline ENABLE ALWAYS TRIGGER leaf_worker_lease_timeline_replicated;
 
 --
+-- The way back for a database that leaf_alloc_replicated takes for a
+-- logical replica wrongly: a session that set session_replication_role =
+-- replica itself and wrote leaf's tables without applying anything (an
+-- administrator's, or leaf's own before 1.5 under a role set by the
+-- configuration).  Removes the rows such sessions made and returns their
+-- origins.  Refused while a subscription of this database, enabled or
+-- not, holds one of leaf's tables, and while a row made by the apply of a
+-- subscription is recorded (dropped since): those counters and leases are
+-- a publisher's, and only leaf_alloc_cutover() makes them this
+-- database's.  Runs as its caller, who needs DELETE on
+-- leaf_alloc_replicated (its owner, a superuser); EXECUTE is not
+-- PUBLIC's.
+--
+CREATE FUNCTION @extschema@.leaf_alloc_replicated_clear()
+RETURNS SETOF text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp text;
+	ext oid;
+	found text;
+BEGIN
+	SELECT n.nspname, e.oid INTO STRICT nsp, ext
+	  FROM pg_catalog.pg_extension e
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	-- no apply may record a row while this looks
+	EXECUTE pg_catalog.format('LOCK TABLE %I.leaf_alloc_replicated IN SHARE ROW EXCLUSIVE MODE', nsp);
+	SELECT s.subname INTO found
+	  FROM pg_catalog.pg_subscription s
+	  JOIN pg_catalog.pg_subscription_rel r ON r.srsubid OPERATOR(pg_catalog.=) s.oid
+	  JOIN pg_catalog.pg_depend d ON d.objid OPERATOR(pg_catalog.=) r.srrelid
+	 WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+	   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+	   AND d.refobjid OPERATOR(pg_catalog.=) ext
+	   AND d.deptype OPERATOR(pg_catalog.=) 'e'
+	   AND s.subdbid OPERATOR(pg_catalog.=)
+		   (SELECT b.oid FROM pg_catalog.pg_database b
+			 WHERE b.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+	 ORDER BY s.subname LIMIT 1;
+	IF found IS NOT NULL THEN
+		RAISE EXCEPTION 'cannot clear leaf_alloc_replicated while subscription % replicates leaf''s tables into this database',
+			pg_catalog.quote_ident(found)
+			USING ERRCODE = '55000',
+				  HINT = 'Once the publisher hands out no more IDs, disable the subscription and take the counters over with leaf_alloc_cutover(); see docs/copies.md.';
+	END IF;
+	EXECUTE pg_catalog.format('SELECT r.origin FROM %I.leaf_alloc_replicated r '
+							  'WHERE NOT pg_catalog.starts_with(r.origin, $1) '
+							  'ORDER BY r.origin LIMIT 1', nsp)
+		INTO found USING 'session_replication_role replica ';
+	IF found IS NOT NULL THEN
+		RAISE EXCEPTION 'cannot clear leaf_alloc_replicated: it records the apply of a subscription'
+			USING ERRCODE = '55000',
+				  DETAIL = pg_catalog.format('leaf_alloc_replicated records %s.', found),
+				  HINT = 'The counters and leases here are a publisher''s: take them over with leaf_alloc_cutover(); see docs/copies.md.';
+	END IF;
+	RETURN QUERY EXECUTE pg_catalog.format('DELETE FROM %I.leaf_alloc_replicated RETURNING origin', nsp);
+END
+$$;
+
+REVOKE ALL ON FUNCTION @extschema@.leaf_alloc_replicated_clear() FROM PUBLIC;
+
+--
 -- The protocol of the leases, one function per step, each in one
 -- transaction: the snowflake worker (src/snowflake/leaf_sf_db.c) calls
 -- them over libpq, as the role of leaf.alloc_conninfo, with its settings

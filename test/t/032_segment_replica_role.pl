@@ -17,6 +17,9 @@
 #  3. A session that sets session_replication_role = replica itself and
 #     writes leaf_alloc is recorded as before, and the loads are refused
 #     (LF012).
+#  4. The way back: leaf_alloc_replicated_clear() is refused to a role
+#     without EXECUTE (42501) and while a subscription's mark is recorded
+#     (55000); then a superuser clears the mark, and the loads go on.
 use strict;
 use warnings;
 
@@ -127,6 +130,36 @@ my ($state, $err) = take('postgres', 100);
 is($state, 'LF012', '3: the loads are refused with LF012');
 like($err, qr/leaf_alloc is written by logical replication/, '3: the message says why');
 is(marks('app'), '', '3: the other database is not marked');
+
+############################################################################
+# 4. the way back
+############################################################################
+
+$alloc->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
+($state, $err) = LeafTest::sqlstate($alloc, 'postgres',
+	'SET ROLE plain; SELECT leaf_alloc_replicated_clear()');
+is($state, '42501', '4: a role without EXECUTE may not clear the mark');
+
+$alloc->safe_psql('postgres', q[
+INSERT INTO leaf_alloc_replicated (origin, publications)
+VALUES ('subscription other_sub (90002)', 'other_pub')]);
+($state, $err) = LeafTest::sqlstate($alloc, 'postgres', 'SELECT leaf_alloc_replicated_clear()');
+is($state, '55000', '4: a subscription\'s mark is not cleared');
+like($err, qr/HINT:.*leaf_alloc_cutover/, '4: the hint names leaf_alloc_cutover');
+$alloc->safe_psql('postgres',
+	q[DELETE FROM leaf_alloc_replicated WHERE origin LIKE 'subscription %']);
+
+is($alloc->safe_psql('postgres', 'SELECT * FROM leaf_alloc_replicated_clear()'),
+	q[session_replication_role replica (application_name 'copier')],
+	'4: a superuser clears the mark, which it names');
+is(marks('postgres'), '', '4: leaf_alloc_replicated is empty');
+my $max_id = $alloc->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE biz_tag = 'order']);
+ok( LeafTest::wait_until(sub { !defined((take('postgres', 100))[0]) },
+		'the loads to go on', 30),
+	'4: the loads go on');
+cmp_ok($alloc->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE biz_tag = 'order']),
+	'>', $max_id, '4: ... from new segments');
+is(marks('postgres'), '', '4: and leaf_alloc_replicated stays empty');
 
 $alloc->stop;
 done_testing();
