@@ -14,10 +14,13 @@
 #     role that is not a superuser and may not set
 #     session_replication_role: it serves, and leaf_alloc_replicated
 #     stays empty.
-#  3. A session that sets session_replication_role = replica itself and
+#  3. A shard of a fleet draws segments from an allocation database on
+#     that server, logged in as such a role: no load is refused, and
+#     leaf_alloc_replicated stays empty.
+#  4. A session that sets session_replication_role = replica itself and
 #     writes leaf_alloc is recorded as before, and the loads are refused
 #     (LF012).
-#  4. The way back: leaf_alloc_replicated_clear() is refused to a role
+#  5. The way back: leaf_alloc_replicated_clear() is refused to a role
 #     without EXECUTE (42501) and while a subscription's mark is recorded
 #     (55000); then a superuser clears the mark, and the loads go on.
 use strict;
@@ -116,7 +119,31 @@ is(LeafTest::sf_status($sf, 'coalesce(ready, false)'), 't', '2: the node still s
 $sf->stop;
 
 ############################################################################
-# 3. a session that applies changes as a replica
+# 3. a shard of a fleet
+############################################################################
+
+$alloc->safe_psql('postgres', 'CREATE DATABASE fleet');
+# the tag made as origin: the shard's loads are the only writes as replica
+$alloc->safe_psql('fleet', q[
+CREATE EXTENSION leaf;
+SET session_replication_role = origin;
+SELECT leaf_segment_create('order', step => 10);
+GRANT USAGE ON SCHEMA public TO leaf_node;
+GRANT SELECT, UPDATE ON leaf_alloc TO leaf_node;
+]);
+my $shard = LeafTest::new_node('shard',
+	"leaf.alloc_conninfo = 'host=127.0.0.1 port=$port dbname=fleet user=leaf_node'",
+	"leaf.segment_duration = '1ms'");
+my ($state, $err) = LeafTest::sqlstate($shard, 'postgres',
+	"SELECT count(DISTINCT leaf_segment_nextval('order')) FROM generate_series(1, 100)");
+is($state, undef, '3: the shard takes 100 IDs in 10 segments, none refused') or diag $err;
+is(marks('fleet'), '', '3: leaf_alloc_replicated stays empty');
+cmp_ok($alloc->safe_psql('fleet', q[SELECT max_id FROM leaf_alloc WHERE biz_tag = 'order']),
+	'>=', 100, '3: the counter moved with the loads');
+$shard->stop;
+
+############################################################################
+# 4. a session that applies changes as a replica
 ############################################################################
 
 $alloc->safe_psql('postgres', q[
@@ -125,41 +152,41 @@ SET session_replication_role = replica;
 UPDATE leaf_alloc SET description = 'copied' WHERE biz_tag = 'order';
 ]);
 is(marks('postgres'), q[session_replication_role replica (application_name 'copier')],
-	'3: a session that sets the role itself is recorded');
-my ($state, $err) = take('postgres', 100);
-is($state, 'LF012', '3: the loads are refused with LF012');
-like($err, qr/leaf_alloc is written by logical replication/, '3: the message says why');
-is(marks('app'), '', '3: the other database is not marked');
+	'4: a session that sets the role itself is recorded');
+($state, $err) = take('postgres', 100);
+is($state, 'LF012', '4: the loads are refused with LF012');
+like($err, qr/leaf_alloc is written by logical replication/, '4: the message says why');
+is(marks('app'), '', '4: the other database is not marked');
 
 ############################################################################
-# 4. the way back
+# 5. the way back
 ############################################################################
 
 $alloc->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
 ($state, $err) = LeafTest::sqlstate($alloc, 'postgres',
 	'SET ROLE plain; SELECT leaf_alloc_replicated_clear()');
-is($state, '42501', '4: a role without EXECUTE may not clear the mark');
+is($state, '42501', '5: a role without EXECUTE may not clear the mark');
 
 $alloc->safe_psql('postgres', q[
 INSERT INTO leaf_alloc_replicated (origin, publications)
 VALUES ('subscription other_sub (90002)', 'other_pub')]);
 ($state, $err) = LeafTest::sqlstate($alloc, 'postgres', 'SELECT leaf_alloc_replicated_clear()');
-is($state, '55000', '4: a subscription\'s mark is not cleared');
-like($err, qr/HINT:.*leaf_alloc_cutover/, '4: the hint names leaf_alloc_cutover');
+is($state, '55000', '5: a subscription\'s mark is not cleared');
+like($err, qr/HINT:.*leaf_alloc_cutover/, '5: the hint names leaf_alloc_cutover');
 $alloc->safe_psql('postgres',
 	q[DELETE FROM leaf_alloc_replicated WHERE origin LIKE 'subscription %']);
 
 is($alloc->safe_psql('postgres', 'SELECT * FROM leaf_alloc_replicated_clear()'),
 	q[session_replication_role replica (application_name 'copier')],
-	'4: a superuser clears the mark, which it names');
-is(marks('postgres'), '', '4: leaf_alloc_replicated is empty');
+	'5: a superuser clears the mark, which it names');
+is(marks('postgres'), '', '5: leaf_alloc_replicated is empty');
 my $max_id = $alloc->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE biz_tag = 'order']);
 ok( LeafTest::wait_until(sub { !defined((take('postgres', 100))[0]) },
 		'the loads to go on', 30),
-	'4: the loads go on');
+	'5: the loads go on');
 cmp_ok($alloc->safe_psql('postgres', q[SELECT max_id FROM leaf_alloc WHERE biz_tag = 'order']),
-	'>', $max_id, '4: ... from new segments');
-is(marks('postgres'), '', '4: and leaf_alloc_replicated stays empty');
+	'>', $max_id, '5: ... from new segments');
+is(marks('postgres'), '', '5: and leaf_alloc_replicated stays empty');
 
 $alloc->stop;
 done_testing();
