@@ -27,6 +27,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
@@ -60,8 +61,9 @@
 #include "segment/leaf_segment_shmem.h"
 
 /*
- * After a tag's load was refused for good (a copy, a replica, a fence),
- * its callers start no allocator for this long (leaf_wake_for).
+ * After a tag's load was refused for the database as a whole (a copy, a
+ * replica, a fence), a backend that was told so is told it again at once
+ * for this long, and starts no allocator (leaf_wake_for).
  */
 #define LEAF_REFUSAL_HOLD_MS	1000
 
@@ -550,6 +552,8 @@ leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
 			slot->fail_load = job->collected_no;
 			slot->fail_current = true;
 			slot->fail_final = (res->status == LEAF_LOAD_FINAL);
+			slot->hold_until = TimestampTzPlusMilliseconds(now,
+														   LEAF_REFUSAL_HOLD_MS);
 			slot->fail_sqlstate = res->sqlstate;
 			strlcpy(slot->fail_msg, res->msg, sizeof(slot->fail_msg));
 			if (slot->fail_final)
@@ -890,6 +894,7 @@ leaf_init_slot(LeafTagSlot *slot, const LeafTagKey *key, Oid owner,
 	slot->refill_timeline = 0;
 	slot->refill_server[0] = '\0';
 	slot->source[0] = '\0';
+	slot->hold_until = 0;
 	slot->loads_collected = 0;
 	slot->fail_load = 0;
 	slot->fail_count = 0;
@@ -1102,45 +1107,108 @@ leaf_take(LeafTagSlot *slot, uint64 generation, int64 n, int64 want,
 }
 
 /*
+ * The refusals this backend told its callers lately, by slot, generation
+ * and failure: within LEAF_REFUSAL_HOLD_MS of one, the next call of that
+ * tag here is told it again at once, and starts no allocator.  A backend
+ * that was not told it yet asks for a load, and so sees a refusal lifted
+ * since (a confirmation); so does one that committed a write since it
+ * was told, or is in a transaction that writes (it may have lifted the
+ * refusal itself: leaf_alloc_source_confirm(), ALTER TABLE leaf_alloc).
+ */
+#define LEAF_SEEN_REFUSALS		32
+
+typedef struct LeafSeenRefusal
+{
+	const LeafTagSlot *slot;
+	uint64		generation;
+	uint64		fail_count;
+	XLogRecPtr	commit_end;		/* XactLastCommitEnd when told */
+} LeafSeenRefusal;
+
+static LeafSeenRefusal leaf_seen_refusals[LEAF_SEEN_REFUSALS];
+static int	leaf_seen_next = 0;
+
+static bool
+leaf_refusal_seen(const LeafTagSlot *slot, uint64 generation, uint64 fail_count)
+{
+	int			i;
+
+	if (TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		return false;
+	for (i = 0; i < LEAF_SEEN_REFUSALS; i++)
+		if (leaf_seen_refusals[i].slot == slot &&
+			leaf_seen_refusals[i].generation == generation &&
+			leaf_seen_refusals[i].fail_count == fail_count &&
+			leaf_seen_refusals[i].commit_end == XactLastCommitEnd)
+			return true;
+	return false;
+}
+
+static void
+leaf_refusal_note(const LeafTagSlot *slot, uint64 generation, uint64 fail_count)
+{
+	LeafSeenRefusal *e;
+
+	if (leaf_refusal_seen(slot, generation, fail_count))
+		return;
+	e = &leaf_seen_refusals[leaf_seen_next];
+	leaf_seen_next = (leaf_seen_next + 1) % LEAF_SEEN_REFUSALS;
+	e->slot = slot;
+	e->generation = generation;
+	e->fail_count = fail_count;
+	e->commit_end = XactLastCommitEnd;
+}
+
+/*
+ * Is the last load of a slot a refusal of the database as a whole that
+ * this backend was told less than LEAF_REFUSAL_HOLD_MS ago, with no load
+ * asked for since?  Caller holds the slot's mutex.
+ */
+static bool
+leaf_refusal_held(const LeafTagSlot *slot, uint64 generation, TimestampTz now)
+{
+	return slot->generation == generation &&
+		leaf_slot_refusal_current(slot) && !slot->loading &&
+		now < slot->hold_until &&
+		leaf_refusal_seen(slot, generation, slot->fail_count);
+}
+
+/*
  * Wake the allocator of the current database for a load of a slot, or
  * start one.  The load of a tag refused for its database (a copy, a
- * replica: leaf_take asks for none) is asked for here, and only once
- * LEAF_REFUSAL_HOLD_MS have passed since the refusal: until then, only
- * an allocator that runs is woken, and none is started.  So calls to a
- * refused database do not keep an allocator alive, while a caller that
- * waits asks again after that time, and sees a refusal lifted meanwhile
- * (a confirmation).  want is the size a bulk caller asks for, or 0.
+ * replica: leaf_take asks for none) is asked for here, unless this
+ * backend was told that refusal less than LEAF_REFUSAL_HOLD_MS ago: then
+ * the caller is told it again (leaf_wait_for_load).  Within that time no
+ * allocator is started for the tag, only one that runs is woken: a caller
+ * that asked for a load waits for the time to pass (its wait calls this
+ * again).  So calls to a refused database do not keep an allocator alive,
+ * while a refusal lifted meanwhile (a confirmation) is seen by the next
+ * load.  want is the size a bulk caller asks for, or 0.
  */
 static void
 leaf_wake_for(LeafTagSlot *slot, uint64 generation, int64 want)
 {
-	TimestampTz refused_at = 0;
-	bool		ask = false;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		held;
+	bool		fresh = false;
 
 	SpinLockAcquire(&slot->mutex);
-	if (slot->generation == generation && leaf_slot_refusal_current(slot))
-		refused_at = slot->last_failure;
-	SpinLockRelease(&slot->mutex);
-	if (refused_at != 0 &&
-		!TimestampDifferenceExceeds(refused_at, GetCurrentTimestamp(),
-									LEAF_REFUSAL_HOLD_MS))
+	held = leaf_refusal_held(slot, generation, now);
+	if (!held && slot->generation == generation &&
+		leaf_slot_refusal_current(slot))
 	{
-		leaf_wake_running_worker(MyDatabaseId);
-		return;
-	}
-	if (refused_at != 0)
-	{
-		SpinLockAcquire(&slot->mutex);
-		ask = slot->generation == generation && !slot->loading &&
-			!slot->next_ready;
-		if (ask)
+		fresh = now < slot->hold_until;
+		if (!slot->loading && !slot->next_ready)
 		{
 			slot->loading = true;
 			slot->want = Max(want, 0);
 		}
-		SpinLockRelease(&slot->mutex);
 	}
-	leaf_wake_worker(MyDatabaseId);
+	SpinLockRelease(&slot->mutex);
+	if (held || fresh)
+		leaf_wake_running_worker(MyDatabaseId);
+	else
+		leaf_wake_worker(MyDatabaseId);
 }
 
 /*
@@ -1184,21 +1252,31 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 	bool		failed = false;
 	long		remaining;
 
+	TimestampTz now = GetCurrentTimestamp();
+	uint64		fail_count = 0;
+
 	SpinLockAcquire(&slot->mutex);
-	if (slot->generation == generation && slot->fail_load > collected_before &&
-		slot->fail_final)
+	if (slot->generation == generation && slot->fail_final &&
+		(slot->fail_load > collected_before ||
+		 leaf_refusal_held(slot, generation, now)))
 	{
-		/* only failures that retrying cannot mend end the wait early */
+		/*
+		 * Only failures that retrying cannot mend end the wait early, and
+		 * a refusal this backend was just told, which it is told again.
+		 */
 		failed = true;
 		sqlstate = slot->fail_sqlstate;
 		strlcpy(msg, slot->fail_msg, sizeof(msg));
 		refusal = slot->fail_refusal;
+		fail_count = slot->fail_count;
 	}
 	SpinLockRelease(&slot->mutex);
 
 	if (failed)
 	{
 		ConditionVariableCancelSleep();
+		if (refusal.message[0] != '\0')
+			leaf_refusal_note(slot, generation, fail_count);
 		leaf_count_wait(slot, generation, wait_start);
 		if (sqlstate == ERRCODE_LEAF_UNKNOWN_TAG)
 			leaf_report_tag_not_visible(tag);
@@ -1211,7 +1289,7 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 				 errdetail_internal("%s", msg)));
 	}
 
-	remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+	remaining = TimestampDifferenceMilliseconds(now, deadline);
 	if (remaining <= 0)
 	{
 		ConditionVariableCancelSleep();

@@ -94,6 +94,10 @@ typedef struct LeafTagSlot
 	char		refill_server[LEAF_SERVER_LEN]; /* host:port or "local" */
 	char		source[LEAF_SOURCE_LEN];	/* the source of the last load, as
 											 * its worker described it */
+	TimestampTz hold_until;		/* after a refusal of the database as a
+								 * whole, until when a caller that was told
+								 * it already is told it again at once, and
+								 * starts no allocator (leaf_wake_for) */
 
 	/* the last load failure, for callers waiting on it */
 	uint64		loads_collected;	/* loads the worker has picked up */
