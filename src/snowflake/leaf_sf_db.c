@@ -842,8 +842,16 @@ leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm)
 	 * and the stop waits for them.
 	 */
 	leaf_sf_releasing = true;
-	(void) leaf_sf_db_end_lease(node, lease, hwm, false, LEAF_SF_DB_RELEASE_MS,
-								reason, sizeof(reason));
+	if (leaf_sf_db_end_lease(node, lease, hwm, false, LEAF_SF_DB_RELEASE_MS,
+							 reason, sizeof(reason)))
+		ereport(LOG,
+				(errmsg("leaf snowflake worker released worker ID %d in the allocation database, with mark " INT64_FORMAT,
+						lease->worker_id, hwm)));
+	else
+		ereport(LOG,
+				(errmsg("leaf snowflake worker could not release worker ID %d in the allocation database: %s",
+						lease->worker_id, reason),
+				 errdetail("The lease ends there by itself; until it has, the next start of this node waits to take the row back.")));
 	leaf_sf_releasing = false;
 }
 
