@@ -293,6 +293,10 @@ leaf_sf_db_open(const LeafSfNode *node, char *reason, size_t reasonlen)
  * to be trusted with what the requests run (leaf_pq_leaf_schema()).  The
  * names of the lease functions and of the copy identity follow a rename
  * by that owner.
+ *
+ * On a connection kept from an earlier request, the check is the first
+ * statement of this one: it waits until this request's deadline, not the
+ * earlier one's that the connection still carries, which has passed.
  */
 static bool
 leaf_sf_db_schema(char *reason, size_t reasonlen)
@@ -300,6 +304,7 @@ leaf_sf_db_schema(char *reason, size_t reasonlen)
 	char		nsp[2 * NAMEDATALEN + 3];
 	Oid			extoid;
 
+	leaf_sf_db_prepare();
 	if (!leaf_pq_leaf_schema(&leaf_sf_pq, nsp, sizeof(nsp), &extoid,
 							 reason, reasonlen))
 	{
@@ -836,7 +841,8 @@ leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm)
 
 	/*
 	 * The stop is why we are here: a renewal it interrupted closed the
-	 * connection, and the release opens a new one.  It has a few seconds:
+	 * connection, and the release opens a new one (else it runs on the
+	 * one kept from the last request).  It has a few seconds:
 	 * a connection, the check of leaf's schema and the release, which a
 	 * loaded allocation database may take more than a second to answer,
 	 * and the stop waits for them.
