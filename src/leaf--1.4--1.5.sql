@@ -227,7 +227,8 @@ BEGIN
 									 pg_catalog.quote_literal(pg_catalog.current_setting('application_name')));
 		END IF;
 	END IF;
-	IF who IS NULL THEN
+	IF pg_catalog.current_setting('session_replication_role') OPERATOR(pg_catalog.<>) 'replica' THEN
+		-- the ordinary triggers of leaf_alloc keep its rules
 		IF TG_LEVEL OPERATOR(pg_catalog.=) 'STATEMENT' THEN
 			RETURN NULL;
 		ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
@@ -235,13 +236,40 @@ BEGIN
 		END IF;
 		RETURN NEW;
 	END IF;
-	-- beside leaf_alloc, in the schema the extension is in now
-	EXECUTE pg_catalog.format('INSERT INTO %I.leaf_alloc_replicated AS r (origin, publications) '
-							  'VALUES ($1, $2) ON CONFLICT (origin) DO UPDATE '
-							  'SET last_applied = pg_catalog.now(), '
-							  'changes = r.changes OPERATOR(pg_catalog.+) 1',
-							  TG_TABLE_SCHEMA)
-		USING who, pubs;
+	IF who IS NOT NULL THEN
+		-- beside leaf_alloc, in the schema the extension is in now
+		EXECUTE pg_catalog.format('INSERT INTO %I.leaf_alloc_replicated AS r (origin, publications) '
+								  'VALUES ($1, $2) ON CONFLICT (origin) DO UPDATE '
+								  'SET last_applied = pg_catalog.now(), '
+								  'changes = r.changes OPERATOR(pg_catalog.+) 1',
+								  TG_TABLE_SCHEMA)
+			USING who, pubs;
+	ELSIF TG_TABLE_NAME OPERATOR(pg_catalog.=) ANY ('{leaf_alloc,leaf_alloc_retired}'::pg_catalog.name[]) THEN
+		/*
+		 * A replica the configuration gives a session that applies nothing
+		 * (leaf's own logins, a tag administrator): the ordinary triggers
+		 * of leaf_alloc do not fire under it, so their refusals are here.
+		 */
+		IF TG_LEVEL OPERATOR(pg_catalog.=) 'STATEMENT' THEN
+			RAISE EXCEPTION 'cannot truncate %', TG_TABLE_NAME
+				USING ERRCODE = 'LF005',
+					  DETAIL = 'IDs below the max_id of its rows may have been handed out; forgetting them would repeat IDs.',
+					  HINT = 'To retire biz_tags, DELETE their rows from leaf_alloc.';
+		ELSIF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND TG_TABLE_NAME OPERATOR(pg_catalog.=) 'leaf_alloc' THEN
+			IF NEW.biz_tag IS DISTINCT FROM OLD.biz_tag THEN
+				RAISE EXCEPTION 'biz_tag "%" cannot be renamed', OLD.biz_tag
+					USING ERRCODE = 'LF005',
+						  HINT = 'Insert a new row for the new tag instead.';
+			END IF;
+			IF NEW.max_id OPERATOR(pg_catalog.<) OLD.max_id THEN
+				RAISE EXCEPTION 'max_id of biz_tag "%" cannot move backwards', OLD.biz_tag
+					USING ERRCODE = 'LF005',
+						  DETAIL = pg_catalog.format('max_id is %s; the update would set it to %s.',
+													 OLD.max_id, NEW.max_id),
+						  HINT = 'IDs below max_id may already have been handed out; lowering it would repeat them.';
+			END IF;
+		END IF;
+	END IF;
 	IF TG_LEVEL OPERATOR(pg_catalog.=) 'STATEMENT' THEN
 		RETURN NULL;
 	ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
