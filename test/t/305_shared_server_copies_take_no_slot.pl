@@ -2,8 +2,9 @@
 # Copyright (c) leaf contributors
 
 # Copies of a database, whose loads are refused (LF006), take no slot of
-# a database above its share: a database refused lately takes only free
-# or refused slots, since it could not serve from another's.  Before, a
+# a database above its share once refused: a database refused lately
+# takes only free or refused slots, since it could not serve from
+# another's (its first call, before any refusal, is any new database's).  Before, a
 # copy, below its guaranteed share since its refused tags count for
 # nothing, took over the victim's slots (here 8 tags where 4 are
 # guaranteed) again and again, and its cached IDs were skipped.  Measured
@@ -161,7 +162,11 @@ my ($gaps, $skipped, $n) = split /\|/, check_ids('copies in a loop', $mark);
 $mark = $node->safe_psql('victim', 'SELECT max(n) FROM ids');
 note sprintf('victim: %d IDs taken in %.1f s, %d takeovers (gaps), %d IDs skipped',
 	$n, $vsecs, $gaps, $skipped);
-is($gaps, 0, 'copies called in a loop take no slot of the victim');
+# a copy's first call, before its first refusal, is a new database's
+# like any other: it may take over one slot of a database above its
+# share; once refused, it takes none (before: 192 takeovers in 12 s)
+cmp_ok($gaps, '<=', $ncopies,
+	'copies called in a loop take at most one slot each of the victim, at their first call');
 
 # ---- a kill -9 of the victim's allocator, then an immediate shutdown ----
 my $v2 = LeafTest::start_psql_script($node, 'victim', victim_script(200));
