@@ -30,6 +30,7 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_database.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
