@@ -254,12 +254,13 @@ leaf_launch_lost(const LeafWorkerView *view)
 }
 
 /*
- * The owner of a database whose allocator counts in that owner's share:
- * pg_database.datdba, or InvalidOid for a superuser, or when it cannot
- * be read (outside a transaction).
+ * The owner of a database whose allocators and tag slots count in that
+ * owner's shares (here and in leaf_tag_share.c): pg_database.datdba, or
+ * InvalidOid for a superuser, or when it cannot be read (outside a
+ * transaction).
  */
-static Oid
-leaf_slot_owner(Oid dboid)
+Oid
+leaf_alloc_share_owner(Oid dboid)
 {
 	HeapTuple	tup;
 	Oid			owner = InvalidOid;
@@ -353,7 +354,7 @@ leaf_slot_check_owner(Oid owner)
 bool
 leaf_alloc_slot_claim_owner(void)
 {
-	Oid			owner = leaf_slot_owner(leaf_my_dboid);
+	Oid			owner = leaf_alloc_share_owner(leaf_my_dboid);
 	LeafWorkerSlot *w;
 	bool		ok = true;
 
@@ -386,7 +387,7 @@ leaf_launch_alloc_worker(Oid dboid)
 	LeafWorkerSlot *w;
 	bool		ok;
 	char	   *dbname;
-	Oid			owner = leaf_slot_owner(dboid);
+	Oid			owner = leaf_alloc_share_owner(dboid);
 
 	TimestampTz now = GetCurrentTimestamp();
 

@@ -16,6 +16,7 @@ extern int	leaf_alloc_slots_max(void);
 /* backends: the worker of a database */
 extern void leaf_wake_worker(Oid dboid);
 extern void leaf_wake_running_worker(Oid dboid);
+extern Oid	leaf_alloc_share_owner(Oid dboid);
 extern void leaf_stop_alloc_worker(Oid dboid, const char *command);
 extern void leaf_alloc_slot_source(Oid dboid, char *buf, size_t len);
 

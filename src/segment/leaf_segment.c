@@ -909,7 +909,7 @@ leaf_init_slot(LeafTagSlot *slot, const LeafTagKey *key, Oid owner,
 
 /*
  * Take a slot for the tag of key, which has none, in the database of
- * owner (leaf_tag_share_owner), and enter it in the tag hash; returns
+ * owner (leaf_alloc_share_owner), and enter it in the tag hash; returns
  * the slot, its new generation in *generation.  The slot is a free one,
  * or one taken over as the shares allow (leaf_tag_share.c), whose callers
  * are woken to look their tag up again.  Caller holds the exclusive
@@ -979,7 +979,7 @@ leaf_lookup_slot(const char *tag, uint64 *generation)
 	 */
 	if (!leaf_remote_enabled() && !leaf_tag_exists(nsp, tag))
 		leaf_report_unknown_tag(tag);
-	owner = leaf_tag_share_owner();
+	owner = leaf_alloc_share_owner(MyDatabaseId);
 
 	LWLockAcquire(leaf_seg->lock, LW_EXCLUSIVE);
 	entry = hash_search(leaf_tag_hash, &key, HASH_FIND, NULL);

@@ -171,7 +171,6 @@ extern bool leaf_database_refused(Oid dboid);
 
 /* leaf_tag_share.c: who may take a slot */
 extern void leaf_tag_share_init_settings(void);
-extern Oid	leaf_tag_share_owner(void);
 extern int	leaf_tag_share_guaranteed(void);
 extern int	leaf_tag_share_pick(Oid dboid, Oid owner, uint64 *evict);
 

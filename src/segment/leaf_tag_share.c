@@ -30,12 +30,8 @@
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
-#include "catalog/pg_database.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
 #include "utils/guc.h"
-#include "utils/syscache.h"
 
 #include "leaf.h"
 #include "segment/leaf_alloc_slots.h"
@@ -77,27 +73,6 @@ leaf_tag_share_init_settings(void)
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
-}
-
-/*
- * The owner whose share the current database's tags count in: its
- * pg_database.datdba, or InvalidOid if that is a superuser.
- */
-Oid
-leaf_tag_share_owner(void)
-{
-	HeapTuple	tup;
-	Oid			owner = InvalidOid;
-
-	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
-	if (HeapTupleIsValid(tup))
-	{
-		owner = ((Form_pg_database) GETSTRUCT(tup))->datdba;
-		ReleaseSysCache(tup);
-	}
-	if (OidIsValid(owner) && superuser_arg(owner))
-		owner = InvalidOid;
-	return owner;
 }
 
 /* A limit as set: -1 is half of the pool, 0 (or all of it) none. */
