@@ -1184,9 +1184,18 @@ leaf_refusal_held(const LeafTagSlot *slot, uint64 generation, TimestampTz now)
  * again).  So calls to a refused database do not keep an allocator alive,
  * while a refusal lifted meanwhile (a confirmation) is seen by the next
  * load.  want is the size a bulk caller asks for, or 0.
+ *
+ * A caller waiting for a load passes the loads picked up before its wait
+ * (collected_before): a refusal of one picked up since is what it is
+ * about to be told, and asks for no load again.  Asking then would leave
+ * the slot waiting for a load no allocator may come for, counted in its
+ * database's share.  Callers not waiting pass LEAF_NOT_WAITING.
  */
+#define LEAF_NOT_WAITING	PG_UINT64_MAX
+
 static void
-leaf_wake_for(LeafTagSlot *slot, uint64 generation, int64 want)
+leaf_wake_for(LeafTagSlot *slot, uint64 generation, int64 want,
+			  uint64 collected_before)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	bool		held;
@@ -1195,7 +1204,8 @@ leaf_wake_for(LeafTagSlot *slot, uint64 generation, int64 want)
 	SpinLockAcquire(&slot->mutex);
 	held = leaf_refusal_held(slot, generation, now);
 	if (!held && slot->generation == generation &&
-		leaf_slot_refusal_current(slot))
+		leaf_slot_refusal_current(slot) &&
+		slot->fail_load <= collected_before)
 	{
 		fresh = now < slot->hold_until;
 		if (!slot->loading && !slot->next_ready)
@@ -1324,7 +1334,7 @@ leaf_wait_for_load(LeafTagSlot *slot, uint64 generation, const char *tag,
 	}
 
 	/* start a worker if there is none (it may have exited or been killed) */
-	leaf_wake_for(slot, generation, 0);
+	leaf_wake_for(slot, generation, 0, collected_before);
 	/* named once per process: the name is looked up under a lock */
 	if (leaf_segment_wait_event == 0)
 		leaf_segment_wait_event = WaitEventExtensionNew("LeafSegment");
@@ -1398,7 +1408,8 @@ leaf_take_ids(LeafCallCache *cache, int64 n, leaf_emit_fn emit, void *arg)
 		got = leaf_take(cache->slot, cache->generation, n, want,
 						&first, &wake, &collected);
 		if (wake)
-			leaf_wake_for(cache->slot, cache->generation, want - Max(got, 0));
+			leaf_wake_for(cache->slot, cache->generation, want - Max(got, 0),
+						  waited ? collected_before : LEAF_NOT_WAITING);
 		if (got < 0)
 		{
 			/* the slot was freed (tag deleted): look it up again */
@@ -1508,11 +1519,11 @@ leaf_segment_nextval(PG_FUNCTION_ARGS)
 				  &first, &wake, NULL) == 1)
 	{
 		if (unlikely(wake))
-			leaf_wake_for(cache->slot, cache->generation, 0);
+			leaf_wake_for(cache->slot, cache->generation, 0, LEAF_NOT_WAITING);
 		PG_RETURN_INT64(first);
 	}
 	if (wake)
-		leaf_wake_for(cache->slot, cache->generation, 1);
+		leaf_wake_for(cache->slot, cache->generation, 1, LEAF_NOT_WAITING);
 
 	leaf_take_ids(cache, 1, leaf_emit_one, &first);
 	PG_RETURN_INT64(first);

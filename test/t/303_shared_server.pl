@@ -347,17 +347,28 @@ ok(LeafTest::wait_until(sub { $copy_allocators->() == 0 }, 'no allocator of a co
 my ($rep_out, $rep_err) = as_role('tenant_owner', 't3', q[SET session_replication_role = replica;
 	UPDATE leaf_alloc SET step = step;]);
 is(states($rep_err), 'none', "t3's owner writes its leaf_alloc as a replica");
+my $log_at = -s $node->logfile;
+my $refused_calls = 0;
 for my $round (1 .. 3)
 {
 	# past what its two buffers hold (step 10)
 	($ids, $st) = call_tags('tenant_app', 't3', \@t3_tags, 25);
 	note "t3, marked: $ids IDs, errors $st";
+	$refused_calls += 25 - $ids;
 	allocators();
 }
 is($st, 'LF012', 't3 is refused with LF012');
+# a caller told a refusal asks for no load again: the next ones within
+# the hold are told it at once, and start no allocator
+my $t3_starts = () = substr(slurp_file($node->logfile), $log_at)
+  =~ /leaf allocator started for database "t3"/g;
+note "$refused_calls refused calls of t3 started $t3_starts allocators";
+cmp_ok($t3_starts, '<=', 10,
+	"$refused_calls refused calls of t3 in three sessions start few allocators (a refusal is held for its callers)");
 note 'after the calls of t3: slots ' . show(slots()) . '; allocators ' . show(allocators());
 ok(LeafTest::wait_until(sub { (slots()->{t3} // 0) == 0 }, 't3 holds no tag slot', 5),
-	'a tag whose loads are refused (written by logical replication, LF012) holds no slot (refused: it counts in no share)');
+	'a tag whose loads are refused (written by logical replication, LF012) holds no slot (refused: it counts in no share)')
+  or diag $node->safe_psql('postgres', q[SELECT * FROM leaf_segments WHERE database = 't3'], extra_params => ['-x']);
 
 # t2 (replica by default) takes what it may, t1 is called again
 for my $db (qw(t2 t1))
