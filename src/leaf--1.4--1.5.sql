@@ -1241,3 +1241,15 @@ COMMENT ON FUNCTION @extschema@.leaf_worker_lease_fleet_reset() IS
 
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_forget(integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_fleet_reset() FROM PUBLIC;
+
+--
+-- Time in the key: the smallest snowflake ID at or after an instant, under
+-- the server's layout and epoch, for range scans by time on the key.
+--
+CREATE FUNCTION @extschema@.leaf_snowflake_min_id(ts timestamptz)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'leaf_snowflake_min_id'
+LANGUAGE C STRICT STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.leaf_snowflake_min_id(timestamptz) IS
+'smallest snowflake ID any node may issue at or after ts, under leaf.snowflake_layout and leaf.snowflake_epoch (0 before the epoch)';
