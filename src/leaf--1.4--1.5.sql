@@ -1253,3 +1253,34 @@ LANGUAGE C STRICT STABLE PARALLEL SAFE;
 
 COMMENT ON FUNCTION @extschema@.leaf_snowflake_min_id(timestamptz) IS
 'smallest snowflake ID any node may issue at or after ts, under leaf.snowflake_layout and leaf.snowflake_epoch (0 before the epoch)';
+
+--
+-- The same with the layout and the epoch given, for partition bounds,
+-- indexes and generated columns (IMMUTABLE: they must match the server's
+-- settings), and the way back: the start of the unit of time of an ID.
+--
+CREATE FUNCTION @extschema@.leaf_snowflake_min_id(ts timestamptz,
+	layout text, epoch timestamptz)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'leaf_snowflake_min_id_in'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.leaf_snowflake_min_id(timestamptz, text, timestamptz) IS
+'smallest snowflake ID any node may issue at or after ts, under the layout (as leaf.snowflake_layout is written) and the epoch given (0 before the epoch)';
+
+CREATE FUNCTION @extschema@.leaf_snowflake_time(id bigint)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'leaf_snowflake_time'
+LANGUAGE C STRICT STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.leaf_snowflake_time(bigint) IS
+'start of the unit of time a snowflake ID was issued in, under leaf.snowflake_layout and leaf.snowflake_epoch';
+
+CREATE FUNCTION @extschema@.leaf_snowflake_time(id bigint,
+	layout text, epoch timestamptz)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'leaf_snowflake_time_in'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.leaf_snowflake_time(bigint, text, timestamptz) IS
+'start of the unit of time a snowflake ID was issued in, under the layout and the epoch given';

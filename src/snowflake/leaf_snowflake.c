@@ -61,6 +61,7 @@
 #include "common/leaf_errcodes.h"
 #include "snowflake/leaf_sf_layout.h"
 #include "snowflake/leaf_sf_lease.h"
+#include "snowflake/leaf_sf_time.h"
 #include "snowflake/leaf_snowflake.h"
 
 
@@ -1209,16 +1210,14 @@ leaf_snowflake_decode(PG_FUNCTION_ARGS)
 	bool		nulls[3] = {false, false, false};
 
 	leaf_require_preload();
-	if (id < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("snowflake ID must not be negative: " INT64_FORMAT, id)));
+	/* 22023 for a negative ID; as leaf_snowflake_time(id) has it */
+	values[0] = TimestampTzGetDatum(leaf_sf_id_time(&leaf_sf_layout,
+													leaf_sf_epoch_ms, id));
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	tupdesc = BlessTupleDesc(tupdesc);
 
-	values[0] = TimestampTzGetDatum(leaf_sf_ms_to_timestamptz(leaf_sf_id_ms((uint64) id)));
 	values[1] = Int32GetDatum((int32) leaf_sf_id_worker((uint64) id));
 	values[2] = Int32GetDatum((int32) ((uint64) id & leaf_sf_seq_mask()));
 
