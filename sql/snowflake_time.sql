@@ -117,5 +117,111 @@ SELECT leaf_snowflake_min_id(NULL, 'default', now()) IS NULL AS null_ts,
        leaf_snowflake_min_id(now(), NULL, now()) IS NULL AS null_layout,
        leaf_snowflake_time(0, 'default', NULL) IS NULL AS null_epoch;
 
+--
+-- A table partitioned by day on its snowflake key, the bounds from the
+-- IMMUTABLE form under the server's layout and epoch.  The days are those
+-- of a fixed UTC offset (to the second) chosen so that a midnight, B,
+-- falls 4 to 5 s from now (time enough to create the
+-- table and issue the first IDs on a busy machine): the IDs issued before and after B cross a day
+-- boundary in real time, whatever the date.
+--
+SELECT date_trunc('second', clock_timestamp()) + interval '5 s' AS b \gset
+SELECT set_config('leaf_test.b', :'b', false) IS NOT NULL AS b_set,
+       set_config('leaf_test.epoch', :'epoch', false) IS NOT NULL AS epoch_set;
+CREATE TABLE events (id bigint PRIMARY KEY DEFAULT leaf_snowflake(), note text)
+	PARTITION BY RANGE (id);
+-- events_1 .. events_4: the day before the day that ends at B, that day,
+-- the day that starts at B, the day after
+DO $$
+DECLARE
+	b timestamptz := current_setting('leaf_test.b')::timestamptz;
+	epoch text := current_setting('leaf_test.epoch');
+	secs int := (extract(epoch FROM b)::bigint % 86400)::int;
+	off int := CASE WHEN secs <= 43200 THEN -secs ELSE 86400 - secs END;
+	tz text := CASE WHEN off < 0 THEN '-' ELSE '+' END ||
+		to_char(abs(off) * interval '1 s', 'HH24:MI:SS');
+	first_day date := ((b + off * interval '1 s') AT TIME ZONE 'UTC')::date - 2;
+BEGIN
+	IF format('%s 00:00:00%s', first_day + 2, tz)::timestamptz <> b THEN
+		RAISE EXCEPTION 'day % at % is not B', first_day + 2, tz;
+	END IF;
+	FOR k IN 1..4 LOOP
+		EXECUTE format('CREATE TABLE %I PARTITION OF events FOR VALUES '
+					   'FROM (leaf_snowflake_min_id(%L::timestamptz, %L, %L)) '
+					   'TO (leaf_snowflake_min_id(%L::timestamptz, %L, %L))',
+					   'events_' || k,
+					   format('%s 00:00:00%s', first_day + k - 1, tz), 'default', epoch,
+					   format('%s 00:00:00%s', first_day + k, tz), 'default', epoch);
+	END LOOP;
+END
+$$;
+-- IDs issued before B, then after it
+INSERT INTO events (note) SELECT 'before' FROM generate_series(1, 3);
+SELECT leaf_snowflake_time(max(id)) < :'b' AS issued_before_b FROM events;
+DO $$
+BEGIN
+	WHILE clock_timestamp() < current_setting('leaf_test.b')::timestamptz + interval '5 ms' LOOP
+		PERFORM pg_sleep(0.05);
+	END LOOP;
+END
+$$;
+INSERT INTO events (note) SELECT 'after' FROM generate_series(1, 3);
+-- and the two IDs on either side of the bound of B (worker 0, which no
+-- node of this test uses)
+INSERT INTO events VALUES (leaf_snowflake_min_id(:'b') - 1, 'edge'),
+						  (leaf_snowflake_min_id(:'b'), 'edge');
+-- where the rows went: the day that ends at B, and the day that starts
+SELECT tableoid::regclass AS partition, note, count(*)
+  FROM events GROUP BY 1, 2 ORDER BY 1, 2;
+-- every row is in the partition of the day of its time
+SELECT bool_and(tableoid::regclass::text =
+				'events_' || (3 + floor(extract(epoch FROM leaf_snowflake_time(id) - :'b'::timestamptz) / 86400))::int)
+	   AS in_its_day
+  FROM events;
+
+-- a range of time is a range of the key: exactly the rows whose time is
+-- in the range, for the day that starts at B and for the one that ends
+-- there
+SELECT (SELECT array_agg(id ORDER BY id) FROM events
+		 WHERE id >= leaf_snowflake_min_id(lo) AND id < leaf_snowflake_min_id(hi)) =
+	   (SELECT array_agg(id ORDER BY id) FROM events
+		 WHERE leaf_snowflake_time(id) >= lo AND leaf_snowflake_time(id) < hi) AS same_rows,
+	   (SELECT count(*) FROM events
+		 WHERE id >= leaf_snowflake_min_id(lo) AND id < leaf_snowflake_min_id(hi)) AS n
+  FROM (VALUES (:'b'::timestamptz, :'b'::timestamptz + interval '1 day'),
+			   (:'b'::timestamptz - interval '1 day', :'b'::timestamptz)) r(lo, hi);
+
+-- pruning: scans that the plans show are sequential, whatever the sizes
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+SET enable_indexonlyscan = off;
+-- the STABLE form: the partitions are pruned when the executor starts
+-- (here in a generic plan, whose parameters are known only then)
+PREPARE day_rows(timestamptz, timestamptz) AS
+	SELECT id FROM events
+	 WHERE id >= leaf_snowflake_min_id($1) AND id < leaf_snowflake_min_id($2);
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE day_rows(:'b', :'b'::timestamptz + interval '1 day');
+RESET plan_cache_mode;
+-- the IMMUTABLE form with constants: pruned when the query is planned
+-- (the bounds, folded into constants, are shown as N)
+CREATE FUNCTION pg_temp.plan_of(q text) RETURNS SETOF text
+LANGUAGE plpgsql AS $$
+DECLARE
+	line text;
+BEGIN
+	FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+		RETURN NEXT regexp_replace(line, '''\d+''::bigint', 'N', 'g');
+	END LOOP;
+END
+$$;
+SELECT pg_temp.plan_of(format(
+	'SELECT id FROM events WHERE id >= leaf_snowflake_min_id(%L, %L, %L) AND id < leaf_snowflake_min_id(%L, %L, %L)',
+	:'b', 'default', :'epoch', :'b'::timestamptz + interval '1 day', 'default', :'epoch')) AS plan;
+RESET enable_indexscan;
+RESET enable_bitmapscan;
+RESET enable_indexonlyscan;
+DROP TABLE events;
+
 \c contrib_regression
 DROP DATABASE leaf_snowflake_time_regress;
