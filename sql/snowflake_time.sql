@@ -223,5 +223,17 @@ RESET enable_bitmapscan;
 RESET enable_indexonlyscan;
 DROP TABLE events;
 
+-- the IMMUTABLE form in a generated column and an expression index; the
+-- STABLE one is refused there (42P17)
+CREATE TABLE stamped (id bigint PRIMARY KEY DEFAULT leaf_snowflake(),
+	created_at timestamptz GENERATED ALWAYS AS (leaf_snowflake_time(id, 'default', '2010-11-04 01:42:54.657+00')) STORED);
+CREATE INDEX stamped_time ON stamped (leaf_snowflake_time(id, 'default', '2010-11-04 01:42:54.657+00'));
+INSERT INTO stamped DEFAULT VALUES;
+SELECT created_at = leaf_snowflake_time(id) AS generated_agrees FROM stamped;
+CREATE TABLE stamped_stable (id bigint,
+	created_at timestamptz GENERATED ALWAYS AS (leaf_snowflake_time(id)) STORED);
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE stamped;
+
 \c contrib_regression
 DROP DATABASE leaf_snowflake_time_regress;
