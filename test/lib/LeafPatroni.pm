@@ -85,6 +85,7 @@ use Time::HiRes qw(time usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More ();
+use LeafTest;
 use LeafZK;
 
 my @all_members;
@@ -917,6 +918,298 @@ sub read_ha_clients
 		close $fh;
 	}
 	return (\@ids, \@errs);
+}
+
+=pod
+
+=item LeafPatroni::lease_fleet_sql($seg_step, $comment)
+
+The SQL that prepares the allocation database of a fleet whose shards
+lease their worker IDs from it: the extension, the role C<leaf_fleet>
+with only the privileges the fleet needs (segments and worker-ID
+leases), and the tag C<order> with the given step.
+
+=cut
+
+sub lease_fleet_sql
+{
+	my ($seg_step, $comment) = @_;
+	return qq[
+CREATE EXTENSION leaf;
+CREATE ROLE leaf_fleet LOGIN;
+GRANT USAGE ON SCHEMA public TO leaf_fleet;
+GRANT SELECT, UPDATE ON leaf_alloc TO leaf_fleet;
+GRANT SELECT, INSERT, UPDATE ON leaf_worker_lease, leaf_worker_lease_timeline, leaf_worker_lease_fleet TO leaf_fleet;
+GRANT EXECUTE ON FUNCTION leaf_worker_lease_take, leaf_worker_lease_renew, leaf_worker_lease_release, leaf_worker_lease_give_up, leaf_worker_lease_copy_check, leaf_worker_lease_fleet_check, leaf_worker_lease_pick TO leaf_fleet;
+SELECT leaf_segment_create('order', $seg_step, 1, '$comment');
+];
+}
+
+=pod
+
+=item LeafPatroni::new_lease_shard($name, $conninfo, @conf_lines)
+
+A started shard (a PostgreSQL::Test::Cluster) that leases its worker ID
+from the allocation database at $conninfo and draws its segments from
+it: C<leaf.worker_id_source = 'database'>, C<leaf.alloc_failover =
+'synchronous'>, C<leaf.node_address> C<$name.example:5432>,
+C<leaf.heartbeat_interval> 500ms (a lease of 2 s),
+C<leaf.max_clock_drift_ms> 2s, C<leaf.wait_timeout> 1s, and
+@conf_lines.  It records
+every call the load of start_lease_load makes: C<sf_ids> (the snowflake
+IDs), C<sf_calls> (each snowflake call: start, end, IDs, SQLSTATE and
+message if it failed) and C<seg_ids> (each segment call, likewise).
+
+=cut
+
+sub new_lease_shard
+{
+	my ($name, $conninfo, @conf) = @_;
+	my $s = LeafTest::new_node($name, { extension => 0 },
+		"leaf.worker_id_source = 'database'",
+		"leaf.alloc_conninfo = '$conninfo'",
+		"leaf.alloc_failover = 'synchronous'",
+		"leaf.node_address = '$name.example:5432'",
+		"leaf.heartbeat_interval = '500ms'",
+		"leaf.max_clock_drift_ms = '2s'",
+		"leaf.wait_timeout = '1s'",
+		"max_connections = 30", @conf);
+	$s->safe_psql('postgres', q[
+CREATE EXTENSION leaf;
+CREATE TABLE sf_ids (id bigint NOT NULL);
+CREATE TABLE sf_calls (
+	started_at timestamptz NOT NULL,
+	done_at timestamptz NOT NULL,
+	n integer NOT NULL,
+	sqlstate text,
+	message text);
+CREATE TABLE seg_ids (
+	started_at timestamptz NOT NULL,
+	id bigint,
+	done_at timestamptz NOT NULL,
+	sqlstate text,
+	message text);
+CREATE FUNCTION call_sf() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+	t0 timestamptz := clock_timestamp();
+	got integer;
+	st text; msg text;
+BEGIN
+	INSERT INTO sf_ids SELECT leaf_snowflake_nextvals(20);
+	GET DIAGNOSTICS got = ROW_COUNT;
+	INSERT INTO sf_calls VALUES (t0, clock_timestamp(), got, NULL, NULL);
+EXCEPTION WHEN others THEN
+	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+	INSERT INTO sf_calls VALUES (t0, clock_timestamp(), 0, st, msg);
+END
+$$;
+CREATE FUNCTION call_seg() RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+	t0 timestamptz := clock_timestamp();
+	v bigint;
+	st text; msg text;
+BEGIN
+	v := leaf_segment_nextval('order');
+	INSERT INTO seg_ids VALUES (t0, v, clock_timestamp(), NULL, NULL);
+EXCEPTION WHEN others THEN
+	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+	INSERT INTO seg_ids VALUES (t0, NULL, clock_timestamp(), st, msg);
+END
+$$;
+]);
+	return $s;
+}
+
+=pod
+
+=item LeafPatroni::start_lease_load($shard, $sf_rate, $seg_rate)
+
+The load of a shard of new_lease_shard: two pgbench clients calling
+C<leaf_snowflake_nextvals(20)> at $sf_rate calls/s in all and one
+calling C<leaf_segment_nextval('order')> at $seg_rate calls/s, for up to
+600 s.  Returns the pgbench handles, for stop_lease_load.
+
+=item LeafPatroni::stop_lease_load(@handles)
+
+Stops them.
+
+=cut
+
+sub start_lease_load
+{
+	my ($s, $sf_rate, $seg_rate) = @_;
+	return (
+		LeafTest::start_pgbench($s, 'postgres', "SELECT call_sf();\n",
+			[ '-c', 2, '-j', 1, '-R', $sf_rate, '-T', 600 ]),
+		LeafTest::start_pgbench($s, 'postgres', "SELECT call_seg();\n",
+			[ '-c', 1, '-j', 1, '-R', $seg_rate, '-T', 600 ]));
+}
+
+sub stop_lease_load
+{
+	for my $b (@_)
+	{
+		$b->{run}->signal('TERM');
+		eval { $b->{run}->finish };
+	}
+	return;
+}
+
+=pod
+
+=item $pc->wait_serving($shard, $since, $seconds)
+
+Waits (default 120 s) until a shard of new_lease_shard serves snowflake
+IDs again: a successful call started after its last failed one and after
+$since (epoch seconds).  Returns whether it did.
+
+=cut
+
+sub wait_serving
+{
+	my ($self, $s, $since, $seconds) = @_;
+	return $self->wait_until(
+		sub {
+			return $s->safe_psql('postgres', qq[
+SELECT coalesce(max(started_at) FILTER (WHERE sqlstate IS NULL), '-infinity')
+       > greatest(coalesce(max(done_at) FILTER (WHERE sqlstate IS NOT NULL), '-infinity'),
+                  to_timestamp($since))
+  FROM sf_calls]) eq 't';
+		},
+		$seconds // 120, $s->name . ' to serve again');
+}
+
+=pod
+
+=item $pc->check_lease_fleet(\@shards, \%worker_ids, \@events, $t_load, $t_end)
+
+The checks of a fleet of new_lease_shard shards once their load has
+stopped: every shard still holds its worker ID (%worker_ids, by shard
+name) and every one of its snowflake IDs carries it; the current
+leader holds each shard's row, with a mark at or above the shard's
+latest ID; no snowflake ID and no segment ID repeats over all shards;
+failed snowflake calls failed with LF102 and nothing else; no segment
+call failed.  Then, as diagnostics, per event (@events: [name, {at,
+promoted, leader, shards}], in order) and shard, the time without
+snowflake service and the calls that failed with LF102, and the totals
+over the load from $t_load to $t_end.
+
+=cut
+
+sub check_lease_fleet
+{
+	my ($self, $shards, $wid, $events, $t_load, $t_end) = @_;
+	my $final = $self->leader;
+	Test::More::is(join(',', map { LeafTest::sf_status($_, 'worker_id') } @$shards),
+		join(',', map { $wid->{ $_->name } } @$shards),
+		'every shard still holds its worker ID at the end');
+
+	my (@all_sf, @all_seg);
+	for my $s (@$shards)
+	{
+		my $name = $s->name;
+		my @ids = grep { /^\d+$/ } split /\n/, $s->safe_psql('postgres', 'SELECT id FROM sf_ids');
+		my @other = grep { (($_ >> 12) & 1023) != $wid->{$name} } @ids;
+		Test::More::is(scalar(@other), 0,
+			"$name: every one of its " . scalar(@ids) . " snowflake IDs carries its worker ID $wid->{$name}");
+		push @all_sf, @ids;
+		push @all_seg, grep { /^\d+$/ } split /\n/,
+		  $s->safe_psql('postgres', 'SELECT id FROM seg_ids WHERE id IS NOT NULL');
+
+		# the final leader's row bounds every ID the shard handed out
+		my $max_ms = $s->safe_psql('postgres', q[
+SELECT (extract(epoch FROM (leaf_snowflake_decode(max(id))).ts) * 1000)::bigint FROM sf_ids]);
+		my $row = $self->node($final)->safe_psql('postgres', qq[
+SELECT holder_address || '|' || hwm_ms || '|' || timeline
+  FROM leaf_worker_lease WHERE worker_id = $wid->{$name}]);
+		my ($addr, $hwm, $tl) = split /\|/, $row;
+		Test::More::is($addr, "$name.example:5432", "$name: the final leader $final holds its row");
+		Test::More::cmp_ok($hwm, '>=', $max_ms,
+			"$name: the row's mark ($hwm) is at or above its latest ID's timestamp ($max_ms)");
+	}
+	Test::More::is(LeafTest::count_repeats(\@all_sf), 0,
+		'no snowflake ID repeats over the ' . scalar(@all_sf) . ' IDs of all shards');
+	Test::More::is(LeafTest::count_repeats(\@all_seg), 0,
+		'no segment ID repeats over the ' . scalar(@all_seg) . ' IDs of all shards');
+	_check_lease_errors($shards);
+	my $total_lf102 = _lease_event_gaps($events, $t_end);
+	my $sf_calls = 0;
+	$sf_calls += $_->safe_psql('postgres', 'SELECT count(*) FROM sf_calls') for @$shards;
+	Test::More::diag(sprintf('%d snowflake IDs and %d segment IDs over %.0fs of load; %d snowflake calls, %d failed with LF102',
+		scalar(@all_sf), scalar(@all_seg), $t_end - $t_load, $sf_calls, $total_lf102));
+	return;
+}
+
+# failed snowflake calls failed with LF102 only; no segment call failed
+sub _check_lease_errors
+{
+	my ($shards) = @_;
+	my %other_errors;
+	my $seg_failed = 0;
+	for my $s (@$shards)
+	{
+		for my $line (grep { length } split /\n/, $s->safe_psql('postgres', q[
+SELECT sqlstate || '|' || count(*) || '|' || min(message)
+  FROM sf_calls WHERE sqlstate IS NOT NULL AND sqlstate <> 'LF102' GROUP BY sqlstate]))
+		{
+			my ($st, $n, $msg) = split /\|/, $line, 3;
+			$other_errors{$st} += $n;
+			Test::More::diag($s->name . ": $n snowflake calls failed with $st: $msg");
+		}
+		for my $line (grep { length } split /\n/, $s->safe_psql('postgres', q[
+SELECT sqlstate || '|' || count(*) || '|' || min(message)
+  FROM seg_ids WHERE sqlstate IS NOT NULL GROUP BY sqlstate]))
+		{
+			my ($st, $n, $msg) = split /\|/, $line, 3;
+			$seg_failed += $n;
+			Test::More::diag($s->name . ": $n segment calls failed with $st: $msg");
+		}
+	}
+	Test::More::is(join(',', sort keys %other_errors), '',
+		'failed snowflake calls failed with LF102 and nothing else');
+	Test::More::is($seg_failed, 0, 'no segment call failed');
+	return;
+}
+
+# Per event and shard: the longest time between two successful snowflake
+# calls from just before the event until the next one (the time without
+# service), and the calls that failed meanwhile.  Returns the calls that
+# failed with LF102 over all events.
+sub _lease_event_gaps
+{
+	my ($events, $t_end) = @_;
+	my $total_lf102 = 0;
+	for my $i (0 .. $#$events)
+	{
+		my ($ev, $e) = @{ $events->[$i] };
+		my $until = $i < $#$events ? $events->[ $i + 1 ][1]{at} : $t_end;
+		my @parts;
+		for my $s (@{ $e->{shards} })
+		{
+			my ($gap, $gap_from, $failed) = split /\|/, $s->safe_psql('postgres', qq[
+WITH ok AS (
+	SELECT done_at, done_at - lag(done_at) OVER (ORDER BY done_at) AS gap
+	  FROM sf_calls
+	 WHERE sqlstate IS NULL
+	   AND done_at >= to_timestamp($e->{at}) - interval '2 s'
+	   AND started_at < to_timestamp($until))
+SELECT coalesce(round(extract(epoch FROM max(gap))::numeric, 1), 0) || '|' ||
+       coalesce(round(extract(epoch FROM
+           (SELECT done_at - gap FROM ok ORDER BY gap DESC NULLS LAST LIMIT 1)
+           - to_timestamp($e->{at}))::numeric, 1), 0) || '|' ||
+       (SELECT count(*) FROM sf_calls
+         WHERE sqlstate = 'LF102'
+           AND done_at >= to_timestamp($e->{at}) AND started_at < to_timestamp($until))
+  FROM ok]);
+			$total_lf102 += $failed;
+			push @parts, sprintf('%s %.1fs without service (from %+.1fs), %d calls failed with LF102',
+				$s->name, $gap, $gap_from, $failed);
+			$e->{gap}{ $s->name } = $gap;
+		}
+		Test::More::diag(sprintf('%s: new leader %s after %.1fs; %s', $ev, $e->{leader}, $e->{promoted},
+			join('; ', @parts)));
+	}
+	return $total_lf102;
 }
 
 =pod
