@@ -99,7 +99,7 @@ install_packages() {
 	local apt=(apt-get -o DPkg::Lock::Timeout=300)
 	if [ "$1" = test ]; then
 		pkgs+=("postgresql-$pgmajor-pgtap" libipc-run-perl libdbd-pg-perl zookeeper faketime
-			default-jre-headless patroni python3-kazoo python3-pysyncobj
+			default-jre-headless patroni python3-kazoo python3-pysyncobj etcd-server python3-etcd
 			prometheus-postgres-exporter prometheus-sql-exporter prometheus)
 	fi
 	[ "${2:-}" = chroots ] && pkgs+=(debootstrap)

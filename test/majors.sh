@@ -216,7 +216,7 @@ packages_of() {
 	echo "build-essential postgresql-$major postgresql-server-dev-$major"
 	echo "libzookeeper-mt-dev libpq-dev libssl-dev libipc-run-perl libdbd-pg-perl faketime"
 	case " $uses " in *' LeafZK '* | *' LeafPatroni '*) echo "zookeeper default-jre-headless" ;; esac
-	case " $uses " in *' LeafPatroni '*) echo "patroni python3-kazoo python3-pysyncobj" ;; esac
+	case " $uses " in *' LeafPatroni '*) echo "patroni python3-kazoo python3-pysyncobj etcd-server python3-etcd" ;; esac
 	case " $uses " in *' prometheus '*) echo "prometheus-postgres-exporter prometheus-sql-exporter prometheus" ;; esac
 	"$here/test/package.sh" build-deps
 }

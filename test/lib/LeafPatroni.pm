@@ -33,16 +33,27 @@ LeafPatroni - a Patroni cluster of PostgreSQL servers for leaf's TAP tests
   plan skip_all => $why unless $ok;
   my $pc = LeafPatroni->new(dcs => 'raft', members => 3, ...);
 
+  # no ZooKeeper: the cluster's state in an etcd of its own (Debian's
+  # etcd-server, Patroni's etcd3 section, python3-etcd)
+  my ($ok, $why) = LeafPatroni::etcd_available();
+  plan skip_all => $why unless $ok;
+  my $pc = LeafPatroni->new(dcs => 'etcd', members => 3, ...);
+
 =head1 DESCRIPTION
 
 Each member is one C<patroni member.yml> process running in the
 foreground in a process group of its own, with its own REST API port,
 PostgreSQL port and data directory under the test's temporary directory,
 its PostgreSQL from C<pg_config --bindir> (the first on PATH), and as
-DCS either the given ZooKeeper ensemble or, with C<< dcs => 'raft' >>,
+DCS either the given ZooKeeper ensemble, or, with C<< dcs => 'raft' >>,
 Patroni's own Raft (pysyncobj): each member's Patroni is also a node of
 a Raft group of the members, on a loopback port of its own, with its
-journal in the member's directory.  The first member bootstraps the cluster
+journal in the member's directory, or, with C<< dcs => 'etcd' >>, one
+etcd server of the cluster's own (C<etcd> on PATH), on loopback ports
+of its own, with its data in a temporary directory of the test and its
+log in the test's log directory, which the members reach through
+Patroni's C<etcd3> section (etcd's v3 API, the one etcd 3.4 serves by
+default).  The first member bootstraps the cluster
 (initdb), the others clone it with pg_basebackup.  C<ttl> 10,
 C<loop_wait> 1, C<retry_timeout> 4, C<use_pg_rewind>, and leaf in
 C<shared_preload_libraries>.
@@ -65,6 +76,10 @@ file: the same address and journal); each is stopped just before its
 member's Patroni starts and takes its place in the group.  A member
 stopped or killed takes its Raft node with it: with three members, the
 other two still hold a majority.
+
+The etcd server starts with start(), before the members, and stops with
+stop(), after them; at exit, also when the test dies, it is stopped
+after every member.
 
 =cut
 
@@ -89,6 +104,7 @@ use LeafTest;
 use LeafZK;
 
 my @all_members;
+my @all_etcds;
 my $http = HTTP::Tiny->new(timeout => 3);
 
 # an interrupted run still stops its members
@@ -106,7 +122,7 @@ for my $sig (qw(INT TERM HUP))
 
 =item LeafPatroni->new(%opts)
 
-Options: dcs (C<zookeeper>, the default, or C<raft>), zk (a LeafZK,
+Options: dcs (C<zookeeper>, the default, C<raft> or C<etcd>), zk (a LeafZK,
 required with ZooKeeper), members (default 3), scope (cluster
 name, default C<leafalloc>), synchronous_mode (default 1), parameters (a
 hash of PostgreSQL settings for every member, e.g. leaf's), and
@@ -121,12 +137,12 @@ sub new
 {
 	my ($class, %o) = @_;
 	my $dcs = $o{dcs} // 'zookeeper';
-	croak "dcs must be 'zookeeper' or 'raft', not '$dcs'"
-	  unless $dcs eq 'zookeeper' || $dcs eq 'raft';
+	croak "dcs must be 'zookeeper', 'raft' or 'etcd', not '$dcs'"
+	  unless $dcs =~ /^(zookeeper|raft|etcd)$/;
 	croak 'zk is required' if $dcs eq 'zookeeper' && !$o{zk};
-	if ($dcs eq 'raft')
+	if ($dcs ne 'zookeeper')
 	{
-		my ($ok, $why) = raft_available();
+		my ($ok, $why) = $dcs eq 'raft' ? raft_available() : etcd_available();
 		croak $why unless $ok;
 	}
 	my $self = bless {
@@ -139,6 +155,7 @@ sub new
 		member_parameters => $o{member_parameters},
 		members => [],
 	}, $class;
+	$self->{etcd} = _new_etcd($self->{scope}) if $dcs eq 'etcd';
 
 	my $bindir = `pg_config --bindir`;
 	chomp $bindir;
@@ -190,9 +207,45 @@ pysyncobj (Debian: python3-pysyncobj) in the Python that runs Patroni.
 
 sub raft_available
 {
-	my $patroni = (grep { -x "$_/patroni" } split /:/, $ENV{PATH} // '')[0];
-	return (0, 'patroni is not installed') unless defined $patroni;
-	$patroni .= '/patroni';
+	my $python = _patroni_python() // return (0, 'patroni is not installed');
+	return (1) if _python_imports($python, 'pysyncobj');
+	return (0, "Patroni's Raft DCS needs pysyncobj, which $python cannot import "
+		  . '(Debian: apt-get install python3-pysyncobj)');
+}
+
+=pod
+
+=item LeafPatroni::etcd_available()
+
+Whether a cluster on etcd can run here: (1) or (0, why not).  It needs
+the etcd server on PATH (Debian: etcd-server) and, in the Python that
+runs Patroni, python-etcd (Debian: python3-etcd), which Patroni's etcd
+and etcd3 sections both import.
+
+=cut
+
+sub etcd_available
+{
+	my $python = _patroni_python() // return (0, 'patroni is not installed');
+	return (0, 'etcd is not installed (Debian: apt-get install etcd-server)')
+	  unless defined _on_path('etcd');
+	return (1) if _python_imports($python, 'etcd');
+	return (0, "Patroni's etcd DCS needs python-etcd, which $python cannot import "
+		  . '(Debian: apt-get install python3-etcd)');
+}
+
+# the first executable of that name on PATH, or undef
+sub _on_path
+{
+	my ($name) = @_;
+	my $dir = (grep { -x "$_/$name" } split /:/, $ENV{PATH} // '')[0];
+	return defined $dir ? "$dir/$name" : undef;
+}
+
+# the Python that runs Patroni (its #! line), or undef without Patroni
+sub _patroni_python
+{
+	my $patroni = _on_path('patroni') // return undef;
 	my $python = 'python3';
 	if (open my $fh, '<', $patroni)
 	{
@@ -200,14 +253,95 @@ sub raft_available
 		close $fh;
 		$python = $1 if $line =~ /^#!\s*(\S*python\S*)/;
 	}
+	return $python;
+}
+
+sub _python_imports
+{
+	my ($python, $module) = @_;
 	my ($out, $err) = ('', '');
-	my $ok = eval {
-		IPC::Run::run([ $python, '-c', 'import pysyncobj' ],
+	return eval {
+		IPC::Run::run([ $python, '-c', "import $module" ],
 			'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(60));
 	};
-	return (1) if $ok;
-	return (0, "Patroni's Raft DCS needs pysyncobj, which $python cannot import "
-		  . '(Debian: apt-get install python3-pysyncobj)');
+}
+
+# The cluster's etcd: one server, its ports, data directory and log
+sub _new_etcd
+{
+	my ($scope) = @_;
+	my $e = {
+		client_port => PostgreSQL::Test::Cluster::get_free_port(),
+		peer_port => PostgreSQL::Test::Cluster::get_free_port(),
+		dir => PostgreSQL::Test::Utils::tempdir("etcd_$scope"),
+		log => "$PostgreSQL::Test::Utils::log_path/etcd_$scope.log",
+		pid => undef,
+	};
+	push @all_etcds, $e;
+	return $e;
+}
+
+sub _start_etcd
+{
+	my ($e) = @_;
+	croak 'etcd is already running' if defined $e->{pid};
+	my $client = "http://127.0.0.1:$e->{client_port}";
+	my $peer = "http://127.0.0.1:$e->{peer_port}";
+	my $pid = fork();
+	croak "fork failed: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		POSIX::setsid();
+		open STDIN, '<', '/dev/null';
+		open STDOUT, '>>', $e->{log};
+		open STDERR, '>&', \*STDOUT;
+		# etcd refuses to start when a variable of its own names a flag
+		# that is also given
+		delete $ENV{$_} for grep { /^ETCD_/ } keys %ENV;
+		exec('etcd', '--name', 'etcd1', '--data-dir', "$e->{dir}/data",
+			'--listen-client-urls', $client, '--advertise-client-urls', $client,
+			'--listen-peer-urls', $peer, '--initial-advertise-peer-urls', $peer,
+			'--initial-cluster', "etcd1=$peer", '--initial-cluster-state', 'new',
+			'--initial-cluster-token', "leaf-$$-$e->{client_port}")
+		  or POSIX::_exit(127);
+	}
+	$e->{pid} = $pid;
+	my $deadline = time() + 60;
+	while (time() < $deadline)
+	{
+		croak "etcd exited at its start; see $e->{log}"
+		  if waitpid($pid, POSIX::WNOHANG()) == $pid;
+		my $r = $http->get("$client/health");
+		if ($r->{status} == 200 && $r->{content} =~ /"health"\s*:\s*"true"/)
+		{
+			Test::More::note("etcd started (pid $pid, client port $e->{client_port})");
+			return;
+		}
+		usleep(100_000);
+	}
+	croak "etcd not healthy after 60 s; see $e->{log}";
+}
+
+sub _stop_etcd
+{
+	my ($e) = @_;
+	my $pid = $e->{pid};
+	return unless defined $pid;
+	kill 'TERM', $pid;
+	my $deadline = time() + 10;
+	my $gone = 0;
+	while (time() < $deadline)
+	{
+		if (waitpid($pid, POSIX::WNOHANG()) == $pid) { $gone = 1; last; }
+		usleep(50_000);
+	}
+	if (!$gone)
+	{
+		kill 'KILL', -$pid;
+		waitpid($pid, 0);
+	}
+	$e->{pid} = undef;
+	return;
 }
 
 sub write_config
@@ -252,6 +386,8 @@ sub write_config
 					  grep { $_ != $m } @{ $self->{members} }
 				],
 			})
+		: $self->{dcs} eq 'etcd'
+		? (etcd3 => { hosts => [ "127.0.0.1:$self->{etcd}{client_port}" ] })
 		: (zookeeper => { hosts => [ split /,/, $self->{zk}->hosts ] }),
 		watchdog => { mode => 'off' },
 		bootstrap => {
@@ -313,7 +449,8 @@ leader and, in synchronous mode, one as the synchronous standby.  If
 given, $after_leader is called with the leader's name before the other
 members start, so that they clone what it did.  With Raft, the other
 members' Raft nodes run meanwhile as C<patroni_raft_controller>
-processes, each stopped just before its member's Patroni starts.
+processes, each stopped just before its member's Patroni starts.  With
+etcd, the etcd server starts first.
 
 =cut
 
@@ -321,6 +458,7 @@ sub start
 {
 	my ($self, $after_leader) = @_;
 	my ($first, @rest) = @{ $self->{members} };
+	_start_etcd($self->{etcd}) if $self->{etcd};
 	if ($self->{dcs} eq 'raft')
 	{
 		_start_raft_controller($_) for @rest;
@@ -611,7 +749,7 @@ sub _stop
 =item $pc->stop
 
 Stops every member, the leader last, so that no replica is promoted
-while the cluster goes down.
+while the cluster goes down, then the cluster's etcd, if any.
 
 =cut
 
@@ -619,6 +757,7 @@ sub stop
 {
 	my ($self) = @_;
 	_stop_all(@{ $self->{members} });
+	_stop_etcd($self->{etcd}) if $self->{etcd};
 	return;
 }
 
@@ -1222,6 +1361,7 @@ END
 {
 	local $?;
 	_stop_all(@all_members);
+	_stop_etcd($_) for @all_etcds;
 }
 
 1;
