@@ -3,10 +3,11 @@
 # leaf_pk_bench.sh: the primary key of a growing table.  Clients insert
 # rows of about 100 bytes into a table keyed by bigserial, by leaf (segment
 # and snowflake) or by a UUID, up to BENCH_ROWS rows, and the script
-# samples the throughput, the sizes of the table and its index, the WAL
+# samples the throughput, the sizes of the table and its indexes, the WAL
 # and its full-page images, and the buffer hits and reads after every
-# BENCH_SAMPLE rows.  One throwaway PostgreSQL cluster (15 or later) per
-# key.  Not part of the test suite.
+# BENCH_SAMPLE rows.  Where the key can find rows by time, a query of a
+# time range follows the fill (below).  One throwaway PostgreSQL cluster
+# (15 or later) per key.  Not part of the test suite.
 #
 # Run as root or as postgres, after "make install":
 #
@@ -16,6 +17,9 @@
 #
 # Keys (BENCH_KEYS), each in a fresh cluster, in this order:
 #   bigserial   id bigserial
+#   bigserial_created
+#               id bigserial, and an index on created (the time range's
+#               index, which the other keys do without)
 #   segment     id bigint DEFAULT leaf_segment_nextval('pk'), a tag created
 #               with step BENCH_STEP (the dynamic step left on: it grows
 #               while a segment lasts less than leaf.segment_duration,
@@ -32,6 +36,29 @@
 #   uuid        id uuid DEFAULT gen_random_uuid()
 #   uuidv7      id uuid DEFAULT uuidv7() (PostgreSQL 18 and later; left
 #               out of the default list, with a note, on an older server)
+#
+# The time range (BENCH_RANGE=1, the default), after the fill of the keys
+# that can find rows by time: bigserial_created (by its index on created),
+# snowflake, snowflake3, snowflake3c (by the key, bounds from
+# leaf_snowflake_min_id(); skipped, with a note, on a leaf without it) and
+# uuidv7 (by the key, bounds the smallest UUIDv7 of an instant, computed
+# in SQL from its 48-bit Unix time in milliseconds: 18 has
+# uuid_extract_timestamp() but nothing from a time to a UUID).  A fill
+# takes minutes, so every row of it falls within an hour: the query asks
+# instead for the share of the rows that one hour holds in a table filled
+# evenly over BENCH_RANGE_DAYS days (30: 1/720), the window of created in
+# the middle of the key's own fill that holds that share of its rows (in
+# whole statements, from the one holding the row of rank
+# ROWS/2 - ROWS/(48 * days) + 1 by created to the one holding rank
+# ROWS/2 + ROWS/(48 * days) + 1, excluded).  A window of the fill's
+# duration over 24 * days would hold that many rows on average, but it
+# often falls in a pause of pgbench between samples.  The cluster is
+# analyzed, checkpointed and restarted (shared buffers empty; the kernel's
+# page cache is not dropped), then EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) of
+# "SELECT * FROM t WHERE <range>" runs 1 + BENCH_RANGE_RUNS times in one
+# session: the first is the cold one, the others give the median and the
+# 95th percentile (nearest rank) of the execution time, with the rows
+# returned, the buffers hit and read and the plan's scan.
 #
 # The table is (id <key> PRIMARY KEY, created timestamptz, payload text),
 # the payload 80 characters: 97 bytes of data a row with a bigint key, 105
@@ -80,6 +107,10 @@
 #   BENCH_PNG_DIR         where leaf_pk_bench.png goes (default: next to
 #                         BENCH_OUT); without gnuplot (Debian package
 #                         gnuplot-nox) the report says how to draw it later
+#   BENCH_RANGE           1 (default): the time range after the keys that
+#                         can run it; 0: none
+#   BENCH_RANGE_RUNS      warm runs of the range query (default 20)
+#   BENCH_RANGE_DAYS      the days the table stands for (default 30)
 #   BENCH_KEEP=1          keep the temporary directory (clusters stopped)
 #   BENCH_COMMIT          the commit to name in the report, for a copy
 #                         without .git
@@ -95,7 +126,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 CMDLINE=""
 for v in BENCH_QUICK BENCH_ROWS BENCH_SAMPLE BENCH_BATCH BENCH_CLIENTS BENCH_THREADS BENCH_KEYS BENCH_STEP \
-	BENCH_SHARED_BUFFERS BENCH_MAX_WAL_SIZE BENCH_CHECKPOINT_TIMEOUT BENCH_OUT; do
+	BENCH_SHARED_BUFFERS BENCH_MAX_WAL_SIZE BENCH_CHECKPOINT_TIMEOUT BENCH_RANGE BENCH_RANGE_RUNS BENCH_RANGE_DAYS BENCH_OUT; do
 	if [ -n "${!v+x}" ]; then
 		CMDLINE="$CMDLINE$v=${!v} "
 	fi
@@ -120,7 +151,10 @@ BATCH=${BENCH_BATCH:-1000}
 CLIENTS=${BENCH_CLIENTS:-4}
 THREADS=${BENCH_THREADS:-2}
 STEP=${BENCH_STEP:-10000}
-ALL_KEYS="bigserial segment snowflake snowflake3 snowflake3c uuid uuidv7"
+ALL_KEYS="bigserial bigserial_created segment snowflake snowflake3 snowflake3c uuid uuidv7"
+RANGE=${BENCH_RANGE:-1}
+RANGE_RUNS=${BENCH_RANGE_RUNS:-20}
+RANGE_DAYS=${BENCH_RANGE_DAYS:-30}
 OUT=${BENCH_OUT:-./bench-out/pk.md}
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
 OUT_DIR=$(dirname "$OUT")
@@ -141,6 +175,8 @@ esac
 [ $((ROWS % SAMPLE)) = 0 ] || die "BENCH_ROWS ($ROWS) is not a multiple of BENCH_SAMPLE ($SAMPLE)"
 NSAMPLES=$((ROWS / SAMPLE))
 [ "$NSAMPLES" -ge 3 ] || die "fewer than 3 samples: BENCH_ROWS / BENCH_SAMPLE = $NSAMPLES"
+[ "$RANGE_RUNS" -ge 1 ] || die "BENCH_RANGE_RUNS must be 1 or more ($RANGE_RUNS)"
+[ "$RANGE_DAYS" -ge 1 ] || die "BENCH_RANGE_DAYS must be 1 or more ($RANGE_DAYS)"
 # the last third of the run (the last 10 M rows of 30 M)
 NLAST=$((NSAMPLES / 3))
 PGNUM=$("$PGBIN/postgres" --version | awk '{print $3}' | cut -d. -f1)
@@ -215,7 +251,7 @@ PAYLOAD="pg_catalog.lpad(g::text, 80, 'leaf-pk-bench-')"
 setup_key() {
 	local k=$1 col cols="created, payload" sel="now(), $PAYLOAD" pre=""
 	case $k in
-		bigserial) col="id bigserial PRIMARY KEY" ;;
+		bigserial | bigserial_created) col="id bigserial PRIMARY KEY" ;;
 		segment)
 			q "$PORT" "SELECT leaf_segment_create('pk', $STEP)" >/dev/null
 			col="id bigint PRIMARY KEY DEFAULT leaf_segment_nextval('pk')"
@@ -233,6 +269,7 @@ setup_key() {
 		uuidv7) col="id uuid PRIMARY KEY DEFAULT uuidv7()" ;;
 	esac
 	q "$PORT" "CREATE TABLE t ($col, created timestamptz NOT NULL, payload text NOT NULL)"
+	[ "$k" = bigserial_created ] && q "$PORT" "CREATE INDEX t_created ON t (created)"
 	{
 		[ -z "$pre" ] || printf '%s\n' "$pre"
 		printf '%s\n' "INSERT INTO t ($cols) SELECT $sel FROM generate_series(1, $BATCH) AS g;"
@@ -240,6 +277,7 @@ setup_key() {
 	KEYDEF[$k]="$col"
 	# the ID of snowflake3* comes with the INSERT ("|" escaped for the table)
 	case $k in snowflake3*) KEYDEF[$k]="id bigint PRIMARY KEY\`, the INSERT gives \`${sel%%, now()*}" ;; esac
+	[ "$k" = bigserial_created ] && KEYDEF[$k]="$col\`, and \`CREATE INDEX t_created ON t (created)"
 	[ -z "$pre" ] || KEYDEF[$k]="${KEYDEF[$k]}\`, after pgbench's \`$pre"
 	KEYDEF[$k]=${KEYDEF[$k]//|/\\|}
 	return 0
@@ -255,12 +293,14 @@ snowflake_ready() {
 	die "snowflake mode did not become ready: $(q "$PORT" "SELECT not_ready_reason FROM leaf_snowflake_status()")"
 }
 
-# stats_sql: one row "heap|index|wal_lsn|wal_fpi|heap_hit|heap_read|
-# idx_hit|idx_read|checkpoints" (cumulative) of the table t
+# stats_sql: one row "heap|indexes|wal_lsn|wal_fpi|heap_hit|heap_read|
+# idx_hit|idx_read|checkpoints" (cumulative) of the table t, its indexes
+# all together (the primary key alone but for bigserial_created)
 stats_sql() {
 	local ck="(SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)"
 	[ "$PGNUM" -ge 17 ] && ck="(SELECT num_timed + num_requested FROM pg_stat_checkpointer)"
-	echo "SELECT pg_relation_size('t'), pg_relation_size('t_pkey'),
+	echo "SELECT pg_relation_size('t'),
+	             (SELECT sum(pg_relation_size(indexrelid)) FROM pg_index WHERE indrelid = 't'::regclass),
 	             pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0'), w.wal_fpi,
 	             s.heap_blks_hit, s.heap_blks_read, s.idx_blks_hit, s.idx_blks_read, $ck
 	        FROM pg_stat_wal w, pg_statio_user_tables s
@@ -297,7 +337,80 @@ cluster_cpu() {
 
 TSV=$WORK/pk.tsv
 printf 'key\trows\tsecs\trows_per_s\theap_bytes\tidx_bytes\twal_bytes\twal_fpi\theap_hit\theap_read\tidx_hit\tidx_read\tcheckpoints\tload1\tcpu_s\n' >"$TSV"
-declare -A KEYDEF LOADS ELAPSED EXTRA
+declare -A KEYDEF LOADS ELAPSED EXTRA RANGE_INFO
+
+# ---------------------------------------------------------------- time range
+
+RTSV=$WORK/range.tsv
+printf 'key\trun\texec_ms\tplan_ms\trows\thit\tread\tscan\n' >"$RTSV"
+
+# range_where KEY T1 T2: the condition of the rows of [T1, T2) for KEY,
+# nothing for a key that cannot find rows by time (or a leaf without
+# leaf_snowflake_min_id)
+range_where() {
+	local k=$1 t1=$2 t2=$3
+	case $k in
+		bigserial_created) echo "created >= '$t1' AND created < '$t2'" ;;
+		snowflake*)
+			[ "$(q "$PORT" "SELECT to_regprocedure('leaf_snowflake_min_id(timestamptz)') IS NOT NULL")" = t ] &&
+				echo "id >= leaf_snowflake_min_id('$t1') AND id < leaf_snowflake_min_id('$t2')"
+			;;
+		uuidv7)
+			# the smallest UUIDv7 of an instant: its Unix time in ms (48
+			# bits), version 7, variant 10, every other bit 0
+			q "$PORT" "CREATE FUNCTION bench_uuidv7_min(ts timestamptz) RETURNS uuid
+				LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+				RETURN (pg_catalog.lpad(pg_catalog.to_hex(pg_catalog.floor(EXTRACT(epoch FROM ts) * 1000)::bigint), 12, '0')
+				        || '70008000000000000000')::uuid"
+			echo "id >= bench_uuidv7_min('$t1') AND id < bench_uuidv7_min('$t2')"
+			;;
+	esac
+	return 0
+}
+
+# run_range KEY: the time range after KEY's fill (see the top); a line of
+# range.tsv per run, and RANGE_INFO[KEY] for the report
+run_range() {
+	local k=$1 first last span t1 t2 win by_created where i lo hi
+	# the rows of the window: ranks lo + 1 to hi by created, rounded to
+	# whole statements (every row of one INSERT has the same created)
+	lo=$((ROWS / 2 - ROWS / (48 * RANGE_DAYS)))
+	hi=$((ROWS / 2 + ROWS / (48 * RANGE_DAYS)))
+	IFS='|' read -r first last span t1 t2 <<<"$(q "$PORT" "
+		WITH b AS (SELECT created, count(*) AS n FROM t GROUP BY created),
+		     c AS (SELECT created, sum(n) OVER (ORDER BY created) AS upto FROM b)
+		SELECT min(created), max(created), EXTRACT(epoch FROM max(created) - min(created)),
+		       min(created) FILTER (WHERE upto > $lo), min(created) FILTER (WHERE upto > $hi)
+		  FROM c")"
+	where=$(range_where "$k" "$t1" "$t2")
+	if [ -z "$where" ]; then
+		case $k in snowflake*) NOTES+=("$k: no time range, this leaf has no leaf_snowflake_min_id()") ;; esac
+		return 0
+	fi
+	win=$(q "$PORT" "SELECT round(EXTRACT(epoch FROM timestamptz '$t2' - timestamptz '$t1') * 1000, 1)")
+	by_created=$(q "$PORT" "SELECT count(*) FROM t WHERE created >= '$t1' AND created < '$t2'")
+	log "   $k: time range [$t1, $t2), $win ms of a fill of $span s, $by_created rows by created"
+	q "$PORT" "ANALYZE t"
+	q "$PORT" "CHECKPOINT"
+	as_pg "$PGBIN/pg_ctl -D '$DATA' -l '$DATA/server.log' -m fast -w restart" >/dev/null
+	for i in $(seq 0 "$RANGE_RUNS"); do
+		echo "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) SELECT * FROM t WHERE $where;"
+	done | qf "$PORT" >"$WORK/logs/$k.range.out"
+	# a block per run: the top node's rows and buffers, the scans, the
+	# planning and execution times
+	awk -v k="$k" -v OFS='\t' '
+		function num(s, key,   m) { return match(s, key "=[0-9.]+") ? substr(s, RSTART + length(key) + 1, RLENGTH - length(key) - 1) : 0 }
+		!top { top = 1; rows = num($0, "actual rows"); hit = ""; scan = "" }
+		/Buffers: shared/ && hit == "" && !planning { hit = num($0, "hit") + 0; read = num($0, "read") + 0 }
+		/Scan/ { s = $0; sub(/^[ ->]*/, "", s); sub(/  \(.*/, "", s); scan = scan (scan == "" ? "" : "; ") s }
+		/^Planning/ { planning = 1 }
+		/^Planning Time:/ { pt = $3 }
+		/^Execution Time:/ { print k, run++, $3, pt, rows + 0, hit + 0, read + 0, scan; top = 0; planning = 0 }
+	' "$WORK/logs/$k.range.out" >>"$RTSV"
+	[ "$(awk -v k="$k" '$1 == k' "$RTSV" | wc -l)" = $((RANGE_RUNS + 1)) ] ||
+		die "$k: the time range gave no plan to read ($WORK/logs/$k.range.out)"
+	RANGE_INFO[$k]="$first|$last|$span|$t1|$t2|$win|$by_created|$where"
+}
 
 # run_key KEY: a fresh cluster, BENCH_ROWS rows, a line of pk.tsv per
 # sample
@@ -341,6 +454,7 @@ run_key() {
 		snowflake3*) EXTRA[$k]="worker IDs in the table: $(q "$PORT" "SELECT string_agg(w || ': ' || n, ', ' ORDER BY w) FROM (SELECT (leaf_snowflake_decode(id)).worker_id AS w, count(*) AS n FROM t GROUP BY 1) x")" ;;
 	esac
 	[ "$(q "$PORT" "SELECT count(*) FROM t")" = "$ROWS" ] || die "$k: the table does not hold $ROWS rows"
+	[ "$RANGE" = 1 ] && run_range "$k"
 	stop_cluster
 	la=$(loadavg)
 	LOADS[$k]="$lb → $la"
@@ -402,7 +516,7 @@ done
 out ""
 out "## Summary"
 out ""
-out "Throughput: rows over pgbench's time (connections left out). Last $(mrows "$LASTROWS"): the last $NLAST samples. Server CPU: of the cluster's processes (postmaster, backends, checkpointer, WAL writer, autovacuum ...; from /proc), which other work on the machine moves less than the throughput, but moves. WAL: from the WAL insert position; FPI: full-page images (pg_stat_wal). Index reads: blocks of the index read from outside shared_buffers (the kernel's page cache or the disk) against all the index's block accesses, over the whole run and over the last $(mrows "$LASTROWS")."
+out "Throughput: rows over pgbench's time (connections left out). Last $(mrows "$LASTROWS"): the last $NLAST samples. Server CPU: of the cluster's processes (postmaster, backends, checkpointer, WAL writer, autovacuum ...; from /proc), which other work on the machine moves less than the throughput, but moves. WAL: from the WAL insert position; FPI: full-page images (pg_stat_wal). Index: all the table's indexes (bigserial_created: the primary key and t_created). Index reads: blocks of the index read from outside shared_buffers (the kernel's page cache or the disk) against all the index's block accesses, over the whole run and over the last $(mrows "$LASTROWS")."
 out ""
 out "| key | rows/s, all | rows/s, first $(mrows "$LASTROWS") | rows/s, last $(mrows "$LASTROWS") | last / bigserial | server CPU µs/row, last $(mrows "$LASTROWS") | / bigserial | table MB | index MB | WAL MB | WAL bytes/row | FPI | checkpoints | index reads, all | index reads, last $(mrows "$LASTROWS") |"
 out "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -452,6 +566,45 @@ sample_table() {
 			if (i % every == 0) { ph = $9; pr = $10; pih = $11; pir = $12 }
 		}' "$TSV" >>"$REPORT"
 }
+if [ ${#RANGE_INFO[@]} -gt 0 ]; then
+	lo_all=$((ROWS / 2 - ROWS / (48 * RANGE_DAYS)))
+	hi_all=$((ROWS / 2 + ROWS / (48 * RANGE_DAYS)))
+	out "## Time range"
+	out ""
+	out "The rows one hour would hold in a table filled evenly over $RANGE_DAYS days, 1/$((24 * RANGE_DAYS)) of them: the window of \`created\` in the middle of the key's own fill, from the statement that holds the row of rank $((lo_all + 1)) by \`created\` to the one that holds the row of rank $((hi_all + 1)), that one excluded: $((hi_all - lo_all)) rows give or take a statement of $BATCH. (A window of 1/$((24 * RANGE_DAYS)) of the fill's duration would often fall in a pause of pgbench between samples.) After \`ANALYZE\`, \`CHECKPOINT\` and a restart (shared buffers empty, the kernel's page cache not dropped), \`EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) SELECT * FROM t WHERE ...\` ran $((RANGE_RUNS + 1)) times in one session: the first is the cold run, the other $RANGE_RUNS the warm ones (median, and 95th percentile by nearest rank). Execution time, rows sent to no client. Throughput: of the fill, as above; indexes: all the table's, at the end."
+	out ""
+	out "| key | condition | rows/s, all | indexes MB | window ms | rows by created | rows returned | scan | cold ms | cold hit/read | warm median ms | warm p95 ms | warm hit/read (median) | planning ms (median) |"
+	out "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	for k in $KEYS; do
+		[ -n "${RANGE_INFO[$k]:-}" ] || continue
+		IFS='|' read -r _ _ _ _ _ win by_created where <<<"${RANGE_INFO[$k]}"
+		fill=$(awk -F'\t' -v k="$k" '$1 == k { s += $3; r = $2; i = $6 } END { printf "%.0f | %.0f", r / s, i / 1048576 }' "$TSV")
+		awk -F'\t' -v k="$k" -v fill="$fill" -v win="$win" -v bc="$by_created" -v where="$where" '
+			function med(a, n,   i, j, t) {
+				for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+				return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+			}
+			$1 != k { next }
+			$2 == 0 { cold = $3; chit = $6; cread = $7; rows = $5; scan = $8; next }
+			{ n++; e[n] = $3; e2[n] = $3; p[n] = $4; h[n] = $6; r[n] = $7; if ($5 != rows) rows = rows " to " $5 }
+			END {
+				m = med(e, n)
+				p95 = e[int(0.95 * n + 0.999999)]
+				printf "| %s | `%s` | %s | %s | %d | %s | %s | %.2f | %d/%d | %.2f | %.2f | %d/%d | %.2f |\n", k, where, fill, win, bc, rows, scan,
+					cold, chit, cread, m, p95, med(h, n), med(r, n), med(p, n)
+			}' "$RTSV" >>"$REPORT"
+	done
+	out ""
+	out "| key | first created | last created | fill s | window from | window to |"
+	out "|---|---|---|---|---|---|"
+	for k in $KEYS; do
+		[ -n "${RANGE_INFO[$k]:-}" ] || continue
+		IFS='|' read -r first last span t1 t2 _ <<<"${RANGE_INFO[$k]}"
+		out "| $k | $first | $last | $span | $t1 | $t2 |"
+	done
+	out ""
+	cp "$RTSV" "$OUT_DIR/" 2>/dev/null || { mkdir -p "$OUT_DIR" && cp "$RTSV" "$OUT_DIR/"; }
+fi
 out "## Every $(mrows $((5 * SAMPLE))) rows"
 out ""
 out "Sizes, WAL, FPI, checkpoints and server CPU: at that point, from the start. Hits and reads: of the $(mrows $((5 * SAMPLE))) rows before it. Load: 1-minute load average."
@@ -496,7 +649,7 @@ GP=$WORK/leaf_pk_bench.gp
 	done
 	echo
 	echo "set ylabel 'MB'"
-	echo "set title 'Size of the primary key index (dashed: shared_buffers)'"
+	echo "set title 'Size of the indexes of t (dashed: shared_buffers)'"
 	printf "plot "
 	i=0
 	for k in $KEYS; do
