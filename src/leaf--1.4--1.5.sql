@@ -1284,3 +1284,160 @@ LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
 
 COMMENT ON FUNCTION @extschema@.leaf_snowflake_time(bigint, text, timestamptz) IS
 'start of the unit of time a snowflake ID was issued in, under the layout and the epoch given';
+
+-- When a segment ID was issued: one row per segment load, written by the
+-- allocator in the transaction of the load (leaf_alloc_local.c), or by a
+-- shard in the allocation database's own transaction of the load
+-- (leaf_alloc_remote.c).  last_id is inclusive.  serving_first_id is the
+-- first ID of the segment the loader was still handing out when it asked
+-- for this load (NULL: none); see docs/segment.md.
+--
+CREATE TABLE @extschema@.leaf_segment_log (
+	biz_tag varchar(128) NOT NULL,
+	first_id bigint NOT NULL,
+	last_id bigint NOT NULL,
+	loaded_at timestamptz NOT NULL,
+	loaded_by text NOT NULL,
+	serving_first_id bigint,
+	PRIMARY KEY (biz_tag, first_id),
+	CHECK (last_id OPERATOR(pg_catalog.>=) first_id)
+);
+
+CREATE INDEX leaf_segment_log_loaded_at
+	ON @extschema@.leaf_segment_log (biz_tag, loaded_at);
+
+COMMENT ON TABLE @extschema@.leaf_segment_log IS
+'one row per segment load: the IDs first_id to last_id (inclusive) of biz_tag, loaded at loaded_at by loaded_by (system identifier/database); written by the allocator only, pruned after leaf.segment_log_retention';
+
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.leaf_segment_log', '');
+
+REVOKE ALL ON @extschema@.leaf_segment_log FROM PUBLIC;
+
+--
+-- The window in which an ID of biz_tag can have been handed out: from the
+-- load of its segment (earliest) until the first later load of the same
+-- loader that was not asked for while the segment was still in use
+-- (latest; NULL while there is none).  A row of NULLs when no recorded
+-- segment holds the ID.
+--
+CREATE FUNCTION @extschema@.leaf_segment_issued(biz_tag text, id bigint,
+	OUT earliest timestamptz, OUT latest timestamptz,
+	OUT first_id bigint, OUT last_id bigint, OUT loaded_by text)
+RETURNS record
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp name;
+	found_tag boolean;
+BEGIN
+	IF $1 IS NULL OR $2 IS NULL THEN
+		RAISE EXCEPTION 'biz_tag and id must not be null'
+			USING ERRCODE = '22004';
+	END IF;
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_catalog.pg_extension e
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	EXECUTE pg_catalog.format(
+		'SELECT s.loaded_at, '
+		'(SELECT c.loaded_at FROM %1$I.leaf_segment_log c '
+		' WHERE c.biz_tag OPERATOR(pg_catalog.=) s.biz_tag '
+		' AND c.loaded_by OPERATOR(pg_catalog.=) s.loaded_by '
+		' AND c.first_id OPERATOR(pg_catalog.>) s.first_id '
+		' AND c.serving_first_id IS DISTINCT FROM s.first_id '
+		' ORDER BY c.first_id LIMIT 1), '
+		's.first_id, s.last_id, s.loaded_by '
+		'FROM %1$I.leaf_segment_log s '
+		'WHERE s.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar '
+		'AND s.first_id OPERATOR(pg_catalog.<=) $2 '
+		'AND s.last_id OPERATOR(pg_catalog.>=) $2 '
+		'ORDER BY s.first_id DESC LIMIT 1', nsp)
+		INTO earliest, latest, first_id, last_id, loaded_by USING $1, $2;
+	IF first_id IS NULL THEN
+		EXECUTE pg_catalog.format(
+			'SELECT EXISTS (SELECT FROM %1$I.leaf_alloc a '
+			'WHERE a.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar) '
+			'OR EXISTS (SELECT FROM %1$I.leaf_segment_log s '
+			'WHERE s.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar)', nsp)
+			INTO STRICT found_tag USING $1;
+		IF NOT found_tag THEN
+			RAISE EXCEPTION 'biz_tag "%" does not exist', $1
+				USING ERRCODE = 'LF001',
+					  DETAIL = 'Neither leaf_alloc nor leaf_segment_log holds a row for it.';
+		END IF;
+	END IF;
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.leaf_segment_issued(text, bigint) IS
+'the window (earliest, latest) in which an ID of a biz_tag can have been handed out, from leaf_segment_log; NULLs when no recorded segment holds it';
+
+--
+-- Bounds on the IDs of biz_tag handed out in [from, until): every such ID
+-- lies in [min_id, max_id].  For each loader, the segments it could still
+-- hand out at "from" are its last load at or before "from" and the
+-- segment it was serving then; later loads only give higher IDs.  min_id
+-- is NULL when a loader of the tag has no row at or before "from" (the
+-- record does not reach back far enough), max_id when no row was loaded
+-- before "until".
+--
+CREATE FUNCTION @extschema@.leaf_segment_id_bounds(biz_tag text,
+	"from" timestamptz, until timestamptz,
+	OUT min_id bigint, OUT max_id bigint)
+RETURNS record
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp name;
+	found_tag boolean;
+BEGIN
+	IF $1 IS NULL OR $2 IS NULL OR $3 IS NULL THEN
+		RAISE EXCEPTION 'biz_tag, from and until must not be null'
+			USING ERRCODE = '22004';
+	END IF;
+	IF $2 OPERATOR(pg_catalog.>) $3 THEN
+		RAISE EXCEPTION 'from must not be later than until'
+			USING ERRCODE = '22023',
+				  DETAIL = pg_catalog.format('from is %s, until is %s.', $2, $3);
+	END IF;
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_catalog.pg_extension e
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	EXECUTE pg_catalog.format(
+		'SELECT EXISTS (SELECT FROM %1$I.leaf_alloc a '
+		'WHERE a.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar) '
+		'OR EXISTS (SELECT FROM %1$I.leaf_segment_log s '
+		'WHERE s.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar)', nsp)
+		INTO STRICT found_tag USING $1;
+	IF NOT found_tag THEN
+		RAISE EXCEPTION 'biz_tag "%" does not exist', $1
+			USING ERRCODE = 'LF001',
+				  DETAIL = 'Neither leaf_alloc nor leaf_segment_log holds a row for it.';
+	END IF;
+	EXECUTE pg_catalog.format(
+		'WITH l AS (SELECT DISTINCT s.loaded_by FROM %1$I.leaf_segment_log s '
+		' WHERE s.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar), '
+		'a AS (SELECT (SELECT LEAST(s.first_id, s.serving_first_id) '
+		'  FROM %1$I.leaf_segment_log s '
+		'  WHERE s.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar '
+		'  AND s.loaded_by OPERATOR(pg_catalog.=) l.loaded_by '
+		'  AND s.loaded_at OPERATOR(pg_catalog.<=) $2 '
+		'  ORDER BY s.loaded_at DESC, s.first_id DESC LIMIT 1) AS low FROM l) '
+		'SELECT CASE WHEN pg_catalog.bool_and(a.low IS NOT NULL) '
+		' THEN pg_catalog.min(a.low) END, '
+		'(SELECT pg_catalog.max(s.last_id) FROM %1$I.leaf_segment_log s '
+		' WHERE s.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar '
+		' AND s.loaded_at OPERATOR(pg_catalog.<) $3) '
+		'FROM a', nsp)
+		INTO min_id, max_id USING $1, $2, $3;
+	IF max_id IS NULL THEN
+		min_id := NULL;
+	END IF;
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.leaf_segment_id_bounds(text, timestamptz, timestamptz) IS
+'bounds (min_id, max_id) on every ID of a biz_tag handed out in [from, until), from leaf_segment_log; NULL where the record cannot tell';

@@ -14,7 +14,8 @@
  * leaf_in_transaction() runs a piece of the worker's work in a
  * transaction of its own, and keeps its errors from ending the worker.
  * leaf_report_refusal() raises, in a backend, the error of a refusal as
- * the check that decided it composed it.
+ * the check that decided it composed it.  leaf_load_log_begin() says
+ * whether, and how, a source records its load in leaf_segment_log.
  *
  * When a database command asks the worker to exit (leaf_ddl.c), its
  * SIGTERM handler calls leaf_alloc_request_stop(): a load's transaction
@@ -29,6 +30,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xlog.h"
 #include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_extension.h"
@@ -38,7 +40,9 @@
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/datetime.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "leaf.h"
 #include "segment/leaf_alloc.h"
@@ -58,6 +62,15 @@ static int	leaf_segment_duration_ms = 15 * 60 * 1000;
  * check, which the worker's sources call, depend on the worker in turn.
  */
 int			leaf_tag_refresh_ms = 10 * 1000;
+
+/*
+ * leaf.segment_log_retention, in s: how long leaf_segment_log keeps the
+ * rows of a load (0: no row is written).  Both sources write the rows.
+ */
+int			leaf_segment_log_retention_s = 30 * 24 * 3600;
+
+/* who loads, in leaf_segment_log: "system identifier/database" */
+static char leaf_loader_name[LEAF_LOADER_LEN] = "";
 
 /*
  * A database command asked the worker to exit (set in its SIGTERM
@@ -89,6 +102,62 @@ leaf_alloc_init_settings(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.segment_log_retention",
+							"Sets how long leaf_segment_log keeps the record of a segment load.",
+							"0 turns the record off.",
+							&leaf_segment_log_retention_s,
+							30 * 24 * 3600, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+}
+
+/*
+ * Name the loader of this allocator's segments in leaf_segment_log: the
+ * cluster's system identifier (which its physical standbys share) and the
+ * database.  Neither is secret, and neither changes while it runs.
+ */
+void
+leaf_alloc_set_loader(const char *dbname)
+{
+	snprintf(leaf_loader_name, sizeof(leaf_loader_name),
+			 UINT64_FORMAT "/%s", GetSystemIdentifier(), dbname);
+}
+
+/*
+ * Before a load: is it to be recorded in leaf_segment_log?  If so, *log
+ * says when it began and which rows it prunes.  Taken before the load's
+ * statement, loaded_at is no later than the commit after which its IDs
+ * are handed out, and no earlier than the moment the load was asked for.
+ */
+bool
+leaf_load_log_begin(LeafLoadLog *log)
+{
+	if (leaf_segment_log_retention_s <= 0 || leaf_loader_name[0] == '\0')
+		return false;
+	log->loaded_at = GetCurrentTimestamp();
+	log->prune_before = log->loaded_at -
+		(TimestampTz) leaf_segment_log_retention_s * USECS_PER_SEC;
+	strlcpy(log->loaded_by, leaf_loader_name, sizeof(log->loaded_by));
+	return true;
+}
+
+/*
+ * ts in ISO 8601, in UTC, whatever DateStyle and TimeZone are here, so
+ * that another server reads it as the same instant.
+ */
+void
+leaf_timestamp_iso(TimestampTz ts, char *buf, size_t len)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+
+	if (timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) != 0)
+		elog(ERROR, "timestamp out of range");
+	snprintf(buf, len, "%04d-%02d-%02d %02d:%02d:%02d.%06d+00",
+			 tm.tm_year, tm.tm_mon, tm.tm_mday,
+			 tm.tm_hour, tm.tm_min, tm.tm_sec, (int) fsec);
 }
 
 /*

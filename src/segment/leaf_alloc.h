@@ -63,6 +63,8 @@ typedef struct LeafLoadJob
 	int			nloads;
 	TimestampTz collected;		/* when the worker picked the load up */
 	uint64		collected_no;	/* the slot's loads_collected for it */
+	bool		serving;		/* the buffer in use had IDs left then */
+	int64		serving_first;	/* and its first ID (if serving) */
 } LeafLoadJob;
 
 typedef enum LeafLoadStatus
@@ -121,9 +123,29 @@ typedef struct LeafAllocSource
 extern const LeafAllocSource leaf_local_source;
 extern const LeafAllocSource leaf_remote_source;
 
+/* Length of the name of a loader in leaf_segment_log. */
+#define LEAF_LOADER_LEN			(NAMEDATALEN + 24)
+
+/*
+ * What a source writes into leaf_segment_log with a load: when the load
+ * was begun (the loader's clock), who loaded, the segment the loader was
+ * still serving, and the rows of the loader to prune (loaded before
+ * prune_before, below the segment still in use).
+ */
+typedef struct LeafLoadLog
+{
+	TimestampTz loaded_at;
+	TimestampTz prune_before;
+	char		loaded_by[LEAF_LOADER_LEN];
+} LeafLoadLog;
+
 /* ---------- leaf_alloc.c: what the sources share ---------- */
 
 extern int	leaf_tag_refresh_ms;
+extern int	leaf_segment_log_retention_s;
+extern void leaf_alloc_set_loader(const char *dbname);
+extern bool leaf_load_log_begin(LeafLoadLog *log);
+extern void leaf_timestamp_iso(TimestampTz ts, char *buf, size_t len);
 extern Oid	leaf_extension_namespace(Oid *extoid);
 extern void leaf_alloc_request_stop(void);
 extern bool leaf_alloc_stopping(void);

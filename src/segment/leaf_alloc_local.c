@@ -12,6 +12,7 @@
  * all the same, and might be lost in a failover.  Before each load, the
  * recorded source of segments is checked (leaf_alloc_source.c): a copy
  * of the database, or the same database on a new timeline, is refused.
+ * The same transaction records the load in leaf_segment_log.
  *
  *-------------------------------------------------------------------------
  */
@@ -87,6 +88,75 @@ leaf_prepare_plans(Oid nsp)
 	leaf_exists_plan = exists;
 	leaf_update_plan = upd;
 	leaf_plans_nsp = nsp;
+}
+
+/*
+ * The statement that records a local load in leaf_segment_log and prunes
+ * the loader's older rows (see leaf_local_log_load), planned once like the
+ * others.
+ */
+static SPIPlanPtr leaf_log_plan = NULL;
+static Oid	leaf_log_plan_nsp = InvalidOid;
+
+static void
+leaf_prepare_log_plan(Oid nsp)
+{
+	Oid			argtypes[7] = {TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID,
+	TEXTOID, INT8OID, TIMESTAMPTZOID};
+	const char *qual = quote_identifier(get_namespace_name(nsp));
+	SPIPlanPtr	plan;
+
+	if (leaf_log_plan != NULL && leaf_log_plan_nsp == nsp)
+		return;
+	plan = SPI_prepare(psprintf("WITH p AS (DELETE FROM %s.leaf_segment_log "
+								"WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar "
+								"AND loaded_by OPERATOR(pg_catalog.=) $5 "
+								"AND loaded_at OPERATOR(pg_catalog.<) $7 "
+								"AND first_id OPERATOR(pg_catalog.<) COALESCE($6, $2)) "
+								"INSERT INTO %s.leaf_segment_log (biz_tag, first_id, "
+								"last_id, loaded_at, loaded_by, serving_first_id) "
+								"VALUES ($1::pg_catalog.varchar, $2, $3, $4, $5, $6) "
+								"ON CONFLICT DO NOTHING", qual, qual),
+					   7, argtypes);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare the record of a load: %s",
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "could not keep the record of a load");
+	if (leaf_log_plan != NULL)
+		SPI_freeplan(leaf_log_plan);
+	leaf_log_plan = plan;
+	leaf_log_plan_nsp = nsp;
+}
+
+/*
+ * Record the segment just taken (res) in leaf_segment_log, in the load's
+ * transaction, so that the row exists if and only if the load committed;
+ * and prune the rows of this loader and tag older than the retention,
+ * except the segment the loader may still serve (job->serving_first) and
+ * those after it.  A database still at 1.4 has no leaf_segment_log.
+ */
+static void
+leaf_local_log_load(Oid nsp, const LeafLoadJob *job, const LeafLoadResult *res,
+					const LeafLoadLog *log)
+{
+	Datum		args[7];
+	char		nulls[7] = "       ";
+
+	if (!OidIsValid(get_relname_relid("leaf_segment_log", nsp)))
+		return;
+	leaf_prepare_log_plan(nsp);
+	args[0] = CStringGetTextDatum(job->tag);
+	args[1] = Int64GetDatum(res->start);
+	args[2] = Int64GetDatum(res->start + res->size - 1);
+	args[3] = TimestampTzGetDatum(log->loaded_at);
+	args[4] = CStringGetTextDatum(log->loaded_by);
+	args[5] = Int64GetDatum(job->serving_first);
+	if (!job->serving)
+		nulls[5] = 'n';
+	args[6] = TimestampTzGetDatum(log->prune_before);
+	if (SPI_execute_plan(leaf_log_plan, args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not record the load in leaf_segment_log");
 }
 
 /*
@@ -177,6 +247,8 @@ leaf_local_raise_max_id(const LeafLoadJob *job, LeafLoadResult *res)
 	bool		isnull;
 	int64		max_id;
 	int32		row_step;
+	LeafLoadLog log;
+	bool		logged = leaf_load_log_begin(&log);
 
 	/*
 	 * A segment must be durable, and on the synchronous standbys if there
@@ -255,6 +327,8 @@ leaf_local_raise_max_id(const LeafLoadJob *job, LeafLoadResult *res)
 	if (SPI_execute_plan(leaf_update_plan, args, NULL, false, 0) != SPI_OK_UPDATE ||
 		SPI_processed != 1)
 		elog(ERROR, "could not update leaf_alloc");
+	if (logged)
+		leaf_local_log_load(nsp, job, res, &log);
 }
 
 /*

@@ -6,7 +6,8 @@
  *
  * Every shard's allocator connects (libpq, one connection per worker,
  * kept open) to the allocation database and moves the tag's max_id up
- * there with one autocommit UPDATE ... RETURNING.  The row lock orders
+ * there with one autocommit UPDATE ... RETURNING, which records the load
+ * in leaf_segment_log there in the same statement.  The row lock orders
  * the shards, so each segment goes to exactly one of them, and it ends
  * with that statement on the server: a shard that stops in the middle of
  * a load never holds the row for the others.  A segment is used only
@@ -122,6 +123,8 @@ static LeafPq leaf_remote_pq = {.stop = leaf_alloc_stopping};
 static char *leaf_conn_info = NULL; /* conninfo leaf_remote_pq was opened
 									 * with */
 static char leaf_qual_table[2 * NAMEDATALEN + 16];	/* "schema".leaf_alloc */
+static char leaf_qual_log[2 * NAMEDATALEN + 24];	/* "schema".leaf_segment_log */
+static bool leaf_remote_log_ok;	/* the connection may write that */
 static bool leaf_got_warning;	/* the server sent a WARNING */
 
 static LeafCopyIdent leaf_remote_ident;	/* of leaf_remote_pq */
@@ -566,7 +569,39 @@ leaf_remote_schema(bool *same, char *errbuf, size_t errlen)
 		return true;
 	}
 	snprintf(leaf_qual_table, sizeof(leaf_qual_table), "%s.leaf_alloc", nsp);
+	snprintf(leaf_qual_log, sizeof(leaf_qual_log), "%s.leaf_segment_log", nsp);
 	return true;
+}
+
+/*
+ * May the new connection record its loads in the allocation database's
+ * leaf_segment_log?  Not if that is still at 1.4, or if the role the
+ * shards connect as was not granted what the record needs (docs/fleet.md):
+ * the loads go on without the record, and the log says why once a
+ * connection.
+ */
+static void
+leaf_remote_log_check(void)
+{
+	const char *params[1] = {leaf_qual_log};
+	char		err[LEAF_ERRMSG_LEN];
+	PGresult   *res;
+
+	leaf_remote_log_ok = false;
+	res = leaf_remote_exec("SELECT c IS NOT NULL "
+						   "AND pg_catalog.has_table_privilege(c, 'SELECT') "
+						   "AND pg_catalog.has_table_privilege(c, 'INSERT') "
+						   "AND pg_catalog.has_table_privilege(c, 'DELETE') "
+						   "FROM pg_catalog.to_regclass($1::pg_catalog.text) c",
+						   1, params, err, sizeof(err));
+	if (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK &&
+		PQntuples(res) == 1)
+		leaf_remote_log_ok = (PQgetvalue(res, 0, 0)[0] == 't');
+	PQclear(res);
+	if (!leaf_remote_log_ok && leaf_segment_log_retention_s > 0)
+		ereport(LOG,
+				(errmsg("leaf allocator: the allocation database's leaf_segment_log is missing or not writable; segment loads are not recorded"),
+				 errhint("Update leaf there to 1.5, and grant SELECT, INSERT, DELETE on leaf_segment_log to the role the shards connect as.")));
 }
 
 /*
@@ -600,7 +635,10 @@ leaf_remote_connect(char *errbuf, size_t errlen)
 		snprintf(errbuf, errlen, "allocation database: extension \"leaf\" was created anew while connecting");
 		return false;
 	}
-	return leaf_remote_shape_ok(errbuf, errlen);
+	if (!leaf_remote_shape_ok(errbuf, errlen))
+		return false;
+	leaf_remote_log_check();
+	return true;
 }
 
 /*
@@ -655,19 +693,20 @@ leaf_remote_abort(PGresult *res)
  * whatever the server's configuration, a reload, a role or database
  * setting, or a pooler that hands us another session.
  */
-static int
-leaf_remote_take(const LeafLoadJob *job, int32 row_step,
-				 const LeafLoadResult *plan, LeafLoadResult *res)
+/*
+ * The statement of a load: the UPDATE of leaf_alloc, and with a log, in
+ * the same statement (one round trip, one transaction), the row of
+ * leaf_segment_log that records it and the pruning of the loader's rows
+ * of the tag older than the retention, below the segment it may still
+ * serve (as leaf_alloc_local.c does).  $1 to $4 are the tag, step, max_id
+ * last seen and size; $5 to $8 the log's.
+ */
+static void
+leaf_remote_take_sql(char *sql, size_t len, bool log)
 {
-	char		sql[sizeof(leaf_qual_table) + 640];
-	const char *params[4];
-	char		stepbuf[16];
-	char		prevbuf[32];
-	char		sizebuf[32];
-	PGresult   *r;
-	int64		new_max;
+	char		update[sizeof(leaf_qual_table) + 640];
 
-	snprintf(sql, sizeof(sql),
+	snprintf(update, sizeof(update),
 			 "UPDATE %s AS a "
 			 "SET max_id = (a.max_id OPERATOR(pg_catalog.+) $4::pg_catalog.int8) "
 			 "WHERE a.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar "
@@ -678,6 +717,49 @@ leaf_remote_take(const LeafLoadJob *job, int32 row_step,
 			 "AND pg_catalog.set_config('synchronous_commit', 'on', true) IS NOT NULL "
 			 "RETURNING a.max_id",
 			 leaf_qual_table);
+	if (!log)
+	{
+		strlcpy(sql, update, len);
+		return;
+	}
+	snprintf(sql, len,
+			 "WITH u AS (%s), "
+			 "l AS (INSERT INTO %s (biz_tag, first_id, last_id, loaded_at, "
+			 "loaded_by, serving_first_id) "
+			 "SELECT $1::pg_catalog.varchar, "
+			 "u.max_id OPERATOR(pg_catalog.-) $4::pg_catalog.int8, "
+			 "u.max_id OPERATOR(pg_catalog.-) 1::pg_catalog.int8, "
+			 "$5::pg_catalog.timestamptz, $6::pg_catalog.text, $7::pg_catalog.int8 "
+			 "FROM u ON CONFLICT DO NOTHING), "
+			 "p AS (DELETE FROM %s AS d USING u "
+			 "WHERE d.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar "
+			 "AND d.loaded_by OPERATOR(pg_catalog.=) $6::pg_catalog.text "
+			 "AND d.loaded_at OPERATOR(pg_catalog.<) $8::pg_catalog.timestamptz "
+			 "AND d.first_id OPERATOR(pg_catalog.<) COALESCE($7::pg_catalog.int8, "
+			 "u.max_id OPERATOR(pg_catalog.-) $4::pg_catalog.int8)) "
+			 "SELECT u.max_id FROM u",
+			 update, leaf_qual_log, leaf_qual_log);
+}
+
+static int
+leaf_remote_take(const LeafLoadJob *job, int32 row_step,
+				 const LeafLoadResult *plan, LeafLoadResult *res)
+{
+	char		sql[2 * sizeof(leaf_qual_log) + sizeof(leaf_qual_table) + 1600];
+	const char *params[8];
+	char		stepbuf[16];
+	char		prevbuf[32];
+	char		sizebuf[32];
+	char		servingbuf[32];
+	char		atbuf[64];
+	char		prunebuf[64];
+	LeafLoadLog log;
+	bool		logged;
+	PGresult   *r;
+	int64		new_max;
+
+	logged = leaf_remote_log_ok && leaf_load_log_begin(&log);
+	leaf_remote_take_sql(sql, sizeof(sql), logged);
 	snprintf(stepbuf, sizeof(stepbuf), "%d", row_step);
 	snprintf(prevbuf, sizeof(prevbuf), INT64_FORMAT, job->db_max_id);
 	snprintf(sizebuf, sizeof(sizebuf), INT64_FORMAT, plan->size);
@@ -685,6 +767,16 @@ leaf_remote_take(const LeafLoadJob *job, int32 row_step,
 	params[1] = stepbuf;
 	params[2] = prevbuf;
 	params[3] = sizebuf;
+	if (logged)
+	{
+		leaf_timestamp_iso(log.loaded_at, atbuf, sizeof(atbuf));
+		leaf_timestamp_iso(log.prune_before, prunebuf, sizeof(prunebuf));
+		snprintf(servingbuf, sizeof(servingbuf), INT64_FORMAT, job->serving_first);
+		params[4] = atbuf;
+		params[5] = log.loaded_by;
+		params[6] = job->serving ? servingbuf : NULL;
+		params[7] = prunebuf;
+	}
 
 	/*
 	 * The segment may be used only once the statement's commit is known
@@ -693,13 +785,16 @@ leaf_remote_take(const LeafLoadJob *job, int32 row_step,
 	 * allocation might not survive a failover.
 	 */
 	leaf_got_warning = false;
-	r = leaf_remote_exec(sql, 4, params, res->msg, sizeof(res->msg));
+	r = leaf_remote_exec(sql, logged ? 8 : 4, params, res->msg, sizeof(res->msg));
 	if (r == NULL)
 		return -1;				/* outcome unknown: a gap, never a repeat */
 	if (PQresultStatus(r) != PGRES_TUPLES_OK)
 	{
 		leaf_pq_error(&leaf_remote_pq, "allocation database", r, res->msg, sizeof(res->msg));
 		leaf_remote_abort(r);
+		/* the record's grants were revoked: the retry loads without it */
+		if (logged && leaf_remote_pq.conn != NULL)
+			leaf_remote_log_check();
 		PQclear(r);
 		return -1;
 	}

@@ -658,6 +658,7 @@ leaf_alloc_worker_main(Datum main_arg)
 	leaf_copy_own_writes();
 
 	leaf_worker_name_database();
+	leaf_alloc_set_loader(leaf_worker_dbname);
 	leaf_worker_claim_owner();
 	leaf_worker_settings();
 

@@ -406,6 +406,9 @@ leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
 				job->nloads = slot->nloads;
 				job->collected = now;
 				job->collected_no = ++slot->loads_collected;
+				/* the segment that may still be served after this load */
+				job->serving = slot->seg[slot->cur].next < slot->seg[slot->cur].max;
+				job->serving_first = slot->seg[slot->cur].start;
 				njobs++;
 			}
 		}
