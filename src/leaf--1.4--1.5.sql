@@ -1303,8 +1303,10 @@ CREATE TABLE @extschema@.leaf_segment_log (
 	CHECK (last_id OPERATOR(pg_catalog.>=) first_id)
 );
 
-CREATE INDEX leaf_segment_log_loaded_at
-	ON @extschema@.leaf_segment_log (biz_tag, loaded_at);
+-- a load's pruning, and a loader's last load before an instant, scan
+-- only the rows they need
+CREATE INDEX leaf_segment_log_loader
+	ON @extschema@.leaf_segment_log (biz_tag, loaded_by, loaded_at);
 
 COMMENT ON TABLE @extschema@.leaf_segment_log IS
 'one row per segment load: the IDs first_id to last_id (inclusive) of biz_tag, loaded at loaded_at by loaded_by (system identifier/database); written by the allocator only, pruned after leaf.segment_log_retention';

@@ -108,11 +108,18 @@ leaf_prepare_log_plan(Oid nsp)
 
 	if (leaf_log_plan != NULL && leaf_log_plan_nsp == nsp)
 		return;
+
+	/*
+	 * first_id + 0: a generic plan would otherwise scan every row of the
+	 * tag through the primary key, instead of the loader's old rows only
+	 * through leaf_segment_log_loader.
+	 */
 	plan = SPI_prepare(psprintf("WITH p AS (DELETE FROM %s.leaf_segment_log "
 								"WHERE biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar "
 								"AND loaded_by OPERATOR(pg_catalog.=) $5 "
 								"AND loaded_at OPERATOR(pg_catalog.<) $7 "
-								"AND first_id OPERATOR(pg_catalog.<) COALESCE($6, $2)) "
+								"AND (first_id OPERATOR(pg_catalog.+) 0::pg_catalog.int8) "
+								"OPERATOR(pg_catalog.<) COALESCE($6, $2)) "
 								"INSERT INTO %s.leaf_segment_log (biz_tag, first_id, "
 								"last_id, loaded_at, loaded_by, serving_first_id) "
 								"VALUES ($1::pg_catalog.varchar, $2, $3, $4, $5, $6) "

@@ -698,7 +698,8 @@ leaf_remote_abort(PGresult *res)
  * the same statement (one round trip, one transaction), the row of
  * leaf_segment_log that records it and the pruning of the loader's rows
  * of the tag older than the retention, below the segment it may still
- * serve (as leaf_alloc_local.c does).  $1 to $4 are the tag, step, max_id
+ * serve (as leaf_alloc_local.c does, with first_id + 0 for the same
+ * reason).  $1 to $4 are the tag, step, max_id
  * last seen and size; $5 to $8 the log's.
  */
 static void
@@ -735,7 +736,8 @@ leaf_remote_take_sql(char *sql, size_t len, bool log)
 			 "WHERE d.biz_tag OPERATOR(pg_catalog.=) $1::pg_catalog.varchar "
 			 "AND d.loaded_by OPERATOR(pg_catalog.=) $6::pg_catalog.text "
 			 "AND d.loaded_at OPERATOR(pg_catalog.<) $8::pg_catalog.timestamptz "
-			 "AND d.first_id OPERATOR(pg_catalog.<) COALESCE($7::pg_catalog.int8, "
+			 "AND (d.first_id OPERATOR(pg_catalog.+) 0::pg_catalog.int8) "
+			 "OPERATOR(pg_catalog.<) COALESCE($7::pg_catalog.int8, "
 			 "u.max_id OPERATOR(pg_catalog.-) $4::pg_catalog.int8)) "
 			 "SELECT u.max_id FROM u",
 			 update, leaf_qual_log, leaf_qual_log);
