@@ -2,7 +2,8 @@
 # in the load's own transaction (a load whose transaction fails leaves
 # none, here and on a fleet's allocation database), pruned after
 # leaf.segment_log_retention, off at 0; and the window of an ID taken at
-# a known instant holds that instant.
+# a known instant holds that instant.  A shard whose role may not write
+# the allocation database's record loads without it.
 use strict;
 use warnings;
 
@@ -141,6 +142,27 @@ is($alloc->safe_psql('postgres', q[
 	  FROM leaf_alloc a WHERE a.biz_tag = 'fails']),
 	'1 0', 'and leaves neither max_id raised nor a row on the allocation database');
 
+# ---- a shard whose role may not write the record loads without it
+$alloc->safe_psql('postgres', q[
+	CREATE ROLE leaf_fleet LOGIN;
+	GRANT SELECT, UPDATE ON leaf_alloc TO leaf_fleet;
+	SELECT leaf_segment_create('ungranted', 5)]);
+my $plain = LeafTest::new_node('plain',
+	"leaf.alloc_conninfo = 'host=127.0.0.1 port=$aport dbname=postgres user=leaf_fleet'");
+is($plain->safe_psql('postgres', "SELECT leaf_segment_nextval('ungranted')"),
+	'1', 'a shard whose role lacks the grants of the record still loads');
+is($alloc->safe_psql('postgres',
+	"SELECT count(*) FROM leaf_segment_log WHERE biz_tag = 'ungranted'"),
+	'0', 'and records nothing');
+ok( LeafTest::wait_until(
+		sub {
+			slurp_file($plain->logfile) =~
+			  /leaf_segment_log is missing or not writable/;
+		},
+		'the shard\'s log line on the record'),
+	'the shard\'s log says why');
+
+$plain->stop;
 $shard->stop;
 $alloc->stop;
 done_testing();
