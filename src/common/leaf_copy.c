@@ -143,8 +143,8 @@ leaf_copy_replicated(Oid nsp, char *detail, size_t len)
 {
 	char	   *pubs;
 
-	if (!OidIsValid(get_relname_relid("leaf_alloc_replicated", nsp)))
-		return false;			/* before 1.4 */
+	if (!OidIsValid(leaf_extension_relid(nsp, "leaf_alloc_replicated")))
+		return false;			/* before 1.4: none of leaf's */
 	if (SPI_execute(psprintf("SELECT origin, publications, last_applied "
 							 "FROM %s.leaf_alloc_replicated "
 							 "ORDER BY last_applied DESC LIMIT 1",

@@ -32,13 +32,17 @@
 #include "access/table.h"
 #include "access/xlog.h"
 #include "access/xact.h"
+#include "catalog/dependency.h"
 #include "catalog/indexing.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/datetime.h"
 #include "utils/snapmgr.h"
@@ -192,6 +196,27 @@ leaf_extension_namespace(Oid *extoid)
 	table_close(rel, AccessShareLock);
 
 	return nsp;
+}
+
+/*
+ * The relation relname of leaf's schema nsp, if it is one of leaf's own:
+ * InvalidOid when there is none, or when it is not a member of the
+ * extension "leaf" (in a database still at an older version, whoever may
+ * create in the schema may have made one of that name, and leaf's
+ * processes read and write these tables as a superuser).
+ */
+Oid
+leaf_extension_relid(Oid nsp, const char *relname)
+{
+	Oid			relid = get_relname_relid(relname, nsp);
+	Oid			extoid;
+
+	if (!OidIsValid(relid))
+		return InvalidOid;
+	extoid = getExtensionOfObject(RelationRelationId, relid);
+	if (!OidIsValid(extoid) || get_extension_oid("leaf", true) != extoid)
+		return InvalidOid;
+	return relid;
 }
 
 /*

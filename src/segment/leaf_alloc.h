@@ -147,6 +147,7 @@ extern void leaf_alloc_set_loader(const char *dbname);
 extern bool leaf_load_log_begin(LeafLoadLog *log);
 extern void leaf_timestamp_iso(TimestampTz ts, char *buf, size_t len);
 extern Oid	leaf_extension_namespace(Oid *extoid);
+extern Oid	leaf_extension_relid(Oid nsp, const char *relname);
 extern void leaf_alloc_request_stop(void);
 extern bool leaf_alloc_stopping(void);
 extern bool leaf_plan_segment(const LeafLoadJob *job, int64 max_id,

@@ -141,7 +141,8 @@ leaf_prepare_log_plan(Oid nsp)
  * transaction, so that the row exists if and only if the load committed;
  * and prune the rows of this loader and tag older than the retention,
  * except the segment the loader may still serve (job->serving_first) and
- * those after it.  A database still at 1.4 has no leaf_segment_log.
+ * those after it.  A database still at 1.4 has no leaf_segment_log of
+ * leaf's (a table of that name there is someone else's).
  */
 static void
 leaf_local_log_load(Oid nsp, const LeafLoadJob *job, const LeafLoadResult *res,
@@ -150,7 +151,7 @@ leaf_local_log_load(Oid nsp, const LeafLoadJob *job, const LeafLoadResult *res,
 	Datum		args[7];
 	char		nulls[7] = "       ";
 
-	if (!OidIsValid(get_relname_relid("leaf_segment_log", nsp)))
+	if (!OidIsValid(leaf_extension_relid(nsp, "leaf_segment_log")))
 		return;
 	leaf_prepare_log_plan(nsp);
 	args[0] = CStringGetTextDatum(job->tag);
