@@ -15,7 +15,8 @@ SELECT first_id, last_id FROM leaf_segment_log
  WHERE biz_tag = 't' AND first_id <= 12 ORDER BY first_id;
 
 -- each row was written by this database's allocator during the test
-SELECT bool_and(loaded_by = (SELECT system_identifier::text FROM pg_control_system())
+SELECT bool_and(loaded_by = (SELECT system_identifier::text || '.' || data_directory
+                               FROM leaf_copy_identity)
                             || '/' || current_database()) AS by_this_database,
        bool_and(loaded_at BETWEEN :'t0' AND clock_timestamp()) AS loaded_during_test
   FROM leaf_segment_log WHERE biz_tag = 't';

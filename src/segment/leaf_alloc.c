@@ -49,6 +49,7 @@
 #include "utils/timestamp.h"
 
 #include "leaf.h"
+#include "common/leaf_copy.h"
 #include "segment/leaf_alloc.h"
 #include "common/leaf_errcodes.h"
 
@@ -73,7 +74,7 @@ int			leaf_tag_refresh_ms = 10 * 1000;
  */
 int			leaf_segment_log_retention_s = 30 * 24 * 3600;
 
-/* who loads, in leaf_segment_log: "system identifier/database" */
+/* who loads, in leaf_segment_log: "system identifier.inode/database" */
 static char leaf_loader_name[LEAF_LOADER_LEN] = "";
 
 /*
@@ -119,14 +120,19 @@ leaf_alloc_init_settings(void)
 
 /*
  * Name the loader of this allocator's segments in leaf_segment_log: the
- * cluster's system identifier (which its physical standbys share) and the
- * database.  Neither is secret, and neither changes while it runs.
+ * cluster's system identifier, the inode of its data directory and the
+ * database.  The windows of leaf_segment_issued() follow one loader's
+ * loads, so two servers that hand out IDs side by side must not share a
+ * name: a physical standby or a clone of the data directory has its
+ * primary's system identifier, but a data directory of its own.  None of
+ * it is secret, and none changes while the server runs.
  */
 void
 leaf_alloc_set_loader(const char *dbname)
 {
 	snprintf(leaf_loader_name, sizeof(leaf_loader_name),
-			 UINT64_FORMAT "/%s", GetSystemIdentifier(), dbname);
+			 UINT64_FORMAT "." UINT64_FORMAT "/%s", GetSystemIdentifier(),
+			 leaf_copy_data_directory(), dbname);
 }
 
 /*

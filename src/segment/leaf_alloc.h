@@ -124,7 +124,7 @@ extern const LeafAllocSource leaf_local_source;
 extern const LeafAllocSource leaf_remote_source;
 
 /* Length of the name of a loader in leaf_segment_log. */
-#define LEAF_LOADER_LEN			(NAMEDATALEN + 24)
+#define LEAF_LOADER_LEN			(NAMEDATALEN + 48)
 
 /*
  * What a source writes into leaf_segment_log with a load: when the load

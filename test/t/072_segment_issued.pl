@@ -26,7 +26,7 @@ sub loader
 {
 	my ($node) = @_;
 	return $node->safe_psql('postgres',
-		"SELECT system_identifier::text || '/postgres' FROM pg_control_system()");
+		"SELECT system_identifier::text || '.' || data_directory || '/postgres' FROM leaf_copy_identity");
 }
 
 my $node = LeafTest::new_node('local',
@@ -129,7 +129,7 @@ is($alloc->safe_psql('postgres', q[
 is($alloc->safe_psql('postgres', qq[
 	SELECT bool_and(loaded_by = '$shard_me')
 	  FROM leaf_segment_log WHERE biz_tag = 'fleet']),
-	't', 'each names the shard\'s system and database');
+	't', 'each names the shard\'s system, data directory and database');
 is($shard->safe_psql('postgres', 'SELECT count(*) FROM leaf_segment_log'),
 	'0', 'the shard\'s own leaf_segment_log stays empty');
 ($state, $err) = LeafTest::sqlstate($shard, 'postgres',
