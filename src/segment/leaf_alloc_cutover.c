@@ -265,11 +265,11 @@ leaf_cutover_local_leases(const char *subname, Oid nspoid, const char *nsp,
 	Datum		values[5];
 
 	memset(here, 0, sizeof(*here));
-	values[2] = ObjectIdGetDatum(get_relname_relid("leaf_worker_lease", nspoid));
-	values[3] = ObjectIdGetDatum(get_relname_relid("leaf_worker_lease_fleet", nspoid));
-	values[4] = ObjectIdGetDatum(get_relname_relid("leaf_worker_lease_timeline", nspoid));
+	values[2] = ObjectIdGetDatum(leaf_extension_relid(nspoid, "leaf_worker_lease"));
+	values[3] = ObjectIdGetDatum(leaf_extension_relid(nspoid, "leaf_worker_lease_fleet"));
+	values[4] = ObjectIdGetDatum(leaf_extension_relid(nspoid, "leaf_worker_lease_timeline"));
 	if (!OidIsValid(DatumGetObjectId(values[3])))
-		return;					/* before 1.5 */
+		return;					/* before 1.5: none of leaf's */
 	here->tables = true;
 	if (SPI_execute(psprintf("SELECT fleet_id FROM %s.leaf_worker_lease_fleet", nsp),
 					true, 1) != SPI_OK_SELECT)
