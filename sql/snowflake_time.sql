@@ -107,6 +107,9 @@ SELECT leaf_snowflake_min_id(now(), '41-10-12', '2024-01-01 00:00:00+00');
 \echo :LAST_ERROR_SQLSTATE
 SELECT leaf_snowflake_time(0, '60+10+12', '2024-01-01 00:00:00+00');
 \echo :LAST_ERROR_SQLSTATE
+-- a long one is quoted up to a layout's length (32 bytes), between characters
+SELECT leaf_snowflake_min_id(now(), repeat('é', 100), '2024-01-01 00:00:00+00');
+\echo :LAST_ERROR_SQLSTATE
 -- an epoch leaf.snowflake_epoch could not be: 22023
 SELECT leaf_snowflake_min_id(now(), 'default', '2024-01-01 00:00:00.0005+00');
 \echo :LAST_ERROR_SQLSTATE

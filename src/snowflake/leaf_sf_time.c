@@ -22,6 +22,7 @@
 #include "common/int.h"
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -133,10 +134,13 @@ leaf_sf_layout_arg(text *arg, LeafSfLayout *layout)
 	{
 		/* a problem of syntax says no more than the hint: no detail then */
 		bool		syntax = strncmp(problem, "\"leaf.snowflake_layout\" must be", 31) == 0;
+		/* quoted up to a layout's length at most, cut between characters */
+		int			shown = pg_mbcliplen(value, strlen(value), LEAF_SF_LAYOUT_LEN);
 
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid snowflake layout: \"%s\"", value),
+				 errmsg("invalid snowflake layout: \"%.*s%s\"", shown, value,
+						value[shown] != '\0' ? "..." : ""),
 				 syntax ? 0 : errdetail("%s", problem),
 				 errhint("A layout is written as \"leaf.snowflake_layout\" is: \"default\", \"js53\", or timestamp+worker+sequence bits with an optional unit of time, such as \"41+10+12\" or \"38+12+13/10ms\".")));
 	}
