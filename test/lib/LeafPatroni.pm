@@ -322,24 +322,28 @@ sub _start_etcd
 	croak "etcd not healthy after 60 s; see $e->{log}";
 }
 
+# Stop a process this module started: SIGTERM, then, after $seconds,
+# SIGKILL to its process group.
+sub _stop_child
+{
+	my ($pid, $seconds) = @_;
+	kill 'TERM', $pid;
+	my $deadline = time() + $seconds;
+	while (time() < $deadline)
+	{
+		return if waitpid($pid, POSIX::WNOHANG()) == $pid;
+		usleep(50_000);
+	}
+	kill 'KILL', -$pid;
+	waitpid($pid, 0);
+	return;
+}
+
 sub _stop_etcd
 {
 	my ($e) = @_;
-	my $pid = $e->{pid};
-	return unless defined $pid;
-	kill 'TERM', $pid;
-	my $deadline = time() + 10;
-	my $gone = 0;
-	while (time() < $deadline)
-	{
-		if (waitpid($pid, POSIX::WNOHANG()) == $pid) { $gone = 1; last; }
-		usleep(50_000);
-	}
-	if (!$gone)
-	{
-		kill 'KILL', -$pid;
-		waitpid($pid, 0);
-	}
+	return unless defined $e->{pid};
+	_stop_child($e->{pid}, 10);
 	$e->{pid} = undef;
 	return;
 }
@@ -580,21 +584,8 @@ sub _start_raft_controller
 sub _stop_raft_controller
 {
 	my ($m) = @_;
-	my $pid = $m->{raft_pid};
-	return unless defined $pid;
-	kill 'TERM', $pid;
-	my $deadline = time() + 30;
-	my $gone = 0;
-	while (time() < $deadline)
-	{
-		if (waitpid($pid, POSIX::WNOHANG()) == $pid) { $gone = 1; last; }
-		usleep(50_000);
-	}
-	if (!$gone)
-	{
-		kill 'KILL', -$pid;
-		waitpid($pid, 0);
-	}
+	return unless defined $m->{raft_pid};
+	_stop_child($m->{raft_pid}, 30);
 	$m->{raft_pid} = undef;
 	return;
 }
