@@ -287,23 +287,18 @@ sub _start_etcd
 	croak 'etcd is already running' if defined $e->{pid};
 	my $client = "http://127.0.0.1:$e->{client_port}";
 	my $peer = "http://127.0.0.1:$e->{peer_port}";
-	my $pid = fork();
-	croak "fork failed: $!" unless defined $pid;
-	if ($pid == 0)
+	my $pid;
 	{
-		POSIX::setsid();
-		open STDIN, '<', '/dev/null';
-		open STDOUT, '>>', $e->{log};
-		open STDERR, '>&', \*STDOUT;
 		# etcd refuses to start when a variable of its own names a flag
 		# that is also given
+		local %ENV = %ENV;
 		delete $ENV{$_} for grep { /^ETCD_/ } keys %ENV;
-		exec('etcd', '--name', 'etcd1', '--data-dir', "$e->{dir}/data",
+		$pid = _spawn($e->{log}, 'etcd', '--name', 'etcd1',
+			'--data-dir', "$e->{dir}/data",
 			'--listen-client-urls', $client, '--advertise-client-urls', $client,
 			'--listen-peer-urls', $peer, '--initial-advertise-peer-urls', $peer,
 			'--initial-cluster', "etcd1=$peer", '--initial-cluster-state', 'new',
-			'--initial-cluster-token', "leaf-$$-$e->{client_port}")
-		  or POSIX::_exit(127);
+			'--initial-cluster-token', "leaf-$$-$e->{client_port}");
 	}
 	$e->{pid} = $pid;
 	my $deadline = time() + 60;
@@ -320,6 +315,24 @@ sub _start_etcd
 		usleep(100_000);
 	}
 	croak "etcd not healthy after 60 s; see $e->{log}";
+}
+
+# Start a command in the background, in a process group of its own, its
+# output appended to $log; returns its pid.
+sub _spawn
+{
+	my ($log, @cmd) = @_;
+	my $pid = fork();
+	croak "fork failed: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		POSIX::setsid();
+		open STDIN, '<', '/dev/null';
+		open STDOUT, '>>', $log;
+		open STDERR, '>&', \*STDOUT;
+		exec(@cmd) or POSIX::_exit(127);
+	}
+	return $pid;
 }
 
 # Stop a process this module started: SIGTERM, then, after $seconds,
@@ -545,16 +558,7 @@ sub start_member
 	my $m = $self->member($name);
 	croak "patroni of $name is already running" if defined $m->{pid};
 	croak "the Raft node of $name runs as patroni_raft_controller" if defined $m->{raft_pid};
-	my $pid = fork();
-	croak "fork failed: $!" unless defined $pid;
-	if ($pid == 0)
-	{
-		POSIX::setsid();
-		open STDIN, '<', '/dev/null';
-		open STDOUT, '>>', $m->{log};
-		open STDERR, '>&', \*STDOUT;
-		exec('patroni', $m->{yml}) or POSIX::_exit(127);
-	}
+	my $pid = _spawn($m->{log}, 'patroni', $m->{yml});
 	$m->{pid} = $pid;
 	$m->{started_at} = time();
 	Test::More::note("patroni $name started (pid $pid, PostgreSQL port $m->{pgport}, REST port $m->{restport})");
@@ -566,16 +570,7 @@ sub start_member
 sub _start_raft_controller
 {
 	my ($m) = @_;
-	my $pid = fork();
-	croak "fork failed: $!" unless defined $pid;
-	if ($pid == 0)
-	{
-		POSIX::setsid();
-		open STDIN, '<', '/dev/null';
-		open STDOUT, '>>', $m->{raft_log};
-		open STDERR, '>&', \*STDOUT;
-		exec('patroni_raft_controller', $m->{yml}) or POSIX::_exit(127);
-	}
+	my $pid = _spawn($m->{raft_log}, 'patroni_raft_controller', $m->{yml});
 	$m->{raft_pid} = $pid;
 	Test::More::note("patroni_raft_controller of $m->{name} started (pid $pid, Raft port $m->{raftport})");
 	return;
