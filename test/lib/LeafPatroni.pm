@@ -933,7 +933,9 @@ C<patronictl switchover --force --leader LEADER --candidate CANDIDATE>;
 returns (exit code, output).  patronictl exits with 0 also when Patroni
 refused the switchover, so an output that says it failed counts as exit
 code 1, unless the candidate becomes the leader within 60 s all the same
-(Patroni answers before a slow switchover has ended).
+(Patroni answers before a slow switchover has ended).  When Patroni
+could not write the switchover key into the DCS, nothing was switched,
+and the switchover is asked for again, three times at most.
 
 =cut
 
@@ -942,14 +944,23 @@ sub switchover
 	my ($self, $candidate) = @_;
 	my $leader = $self->leader // croak 'no leader to switch over from';
 	my $m = $self->member($leader);
-	my ($out, $err) = ('', '');
-	IPC::Run::run(
-		[ 'patronictl', '-c', $m->{yml}, 'switchover', '--force',
-			'--leader', $leader, '--candidate', $candidate, $self->{scope} ],
-		'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
-	my $rc = $? >> 8;
-	$rc = 1 if !$rc && "$out$err" =~ /switchover failed/i;
-	Test::More::note("patronictl switchover to $candidate: exit $rc: $out$err");
+	my ($rc, $out, $err);
+	for my $try (1 .. 3)
+	{
+		($out, $err) = ('', '');
+		IPC::Run::run(
+			[ 'patronictl', '-c', $m->{yml}, 'switchover', '--force',
+				'--leader', $leader, '--candidate', $candidate, $self->{scope} ],
+			'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
+		$rc = $? >> 8;
+		$rc = 1 if !$rc && "$out$err" =~ /switchover failed/i;
+		Test::More::note("patronictl switchover to $candidate: exit $rc: $out$err");
+		# Patroni gives its write of the switchover key 1 s, without a
+		# retry; when that write failed nothing was switched and the
+		# switchover may be asked for again
+		last unless "$out$err" =~ /failed to write switchover key/i;
+		usleep(2_000_000);
+	}
 	# Patroni answers 503 "Switchover failed" when the switchover did not
 	# end within its own wait, which a loaded machine exceeds, and goes on
 	# with it: what counts is whether the candidate becomes the leader

@@ -68,7 +68,12 @@ sub new
 		  . "dataDir=$dir/data\nclientPort=$s->{client_port}\n"
 		  . "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
 		  . "4lw.commands.whitelist=srvr,stat\nmaxClientCnxns=0\n"
-		  . "minSessionTimeout=1000\nmaxSessionTimeout=60000\n";
+		  . "minSessionTimeout=1000\nmaxSessionTimeout=60000\n"
+		  # no fsync per write: a test kills ZooKeeper's process, never
+		  # the machine, and what was written survives in the page
+		  # cache; with fsync, a machine busy writing elsewhere held a
+		  # write past the 1 s Patroni gives some of its writes
+		  . "forceSync=no\n";
 		if ($n > 1)
 		{
 			$cfg .= "server.$_->{id}=127.0.0.1:$_->{peer_port}:$_->{election_port}\n"
