@@ -155,7 +155,9 @@ is_host() {
 
 # The short list: one or two files of each area, the upgrades from the
 # older major (024, 036) first among them, as the one thing only a
-# matrix can test: many clients, a kill -9, a fleet's failover, snowflake
+# matrix can test: many clients, a kill -9, a fleet's failover (064: the
+# allocation database a Patroni cluster on etcd, a kill -9 of its leader
+# and a switchover, segments and worker-ID leases drawn from it), snowflake
 # IDs with ZooKeeper, clocks, layouts, bad input, public IDs, and the copy
 # matrix (300-302: a standby, its promotions, clones, PITR, dumps, a
 # template, logical replication and its cut-over, pg_upgrade, against the
@@ -167,7 +169,7 @@ is_host() {
 # so that they hold in every matrix, a chroot of the host's major too.
 short_tests='test/t/001_code_limits.pl test/t/010_segment_concurrency.pl test/t/012_segment_kill9.pl
 	test/t/024_extension_upgrade.pl test/t/036_pg_upgrade_majors.pl
-	test/t/050_fleet_failover.pl test/t/100_snowflake_concurrency.pl
+	test/t/064_patroni_etcd_fleet.pl test/t/100_snowflake_concurrency.pl
 	test/t/110_snowflake_bad_input.pl test/t/140_snowflake_clock.pl
 	test/t/190_public_id.pl test/t/192_snowflake_layouts.pl
 	test/t/300_copy_matrix_complete.pl test/t/301_copy_matrix.pl
