@@ -1567,7 +1567,8 @@ leaf_segment_nextvals(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("number of IDs must not be negative"),
-				 errdetail("%d IDs were asked for.", n)));
+				 errdetail("%d IDs were asked for.", n),
+				 errhint("Ask for 0 to %d IDs in one call.", LEAF_MAX_NEXTVALS)));
 	if (n > LEAF_MAX_NEXTVALS)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

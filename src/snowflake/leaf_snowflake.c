@@ -1144,7 +1144,9 @@ leaf_snowflake_nextvals(PG_FUNCTION_ARGS)
 	if (want < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("number of snowflake IDs must not be negative")));
+				 errmsg("number of snowflake IDs must not be negative"),
+				 errdetail("%d IDs were asked for.", want),
+				 errhint("Ask for 0 to %d IDs in one call.", LEAF_MAX_NEXTVALS)));
 	/* as for leaf_segment_nextvals: the IDs are materialised */
 	if (want > LEAF_MAX_NEXTVALS)
 		ereport(ERROR,
