@@ -134,6 +134,30 @@ SELECT leaf_segment_create('negative', 100, -5);
 \echo :LAST_ERROR_SQLSTATE
 SELECT leaf_segment_create('past_end', 100, 9223372036854775708);
 \echo :LAST_ERROR_SQLSTATE
+-- a tag that exists: LF013 with a hint (1.3 let the unique violation of
+-- leaf_alloc's key through); with if_not_exists, the same step and
+-- description are accepted with a notice, other ones refused, and the
+-- row stays as it was
+SELECT leaf_segment_create('user', step => 5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT leaf_segment_create('user', step => 5, if_not_exists => true);
+SELECT leaf_segment_create('user', step => 50, if_not_exists => true);
+\echo :LAST_ERROR_SQLSTATE
+SELECT leaf_segment_create('user', step => 5, description => 'users', if_not_exists => true);
+\echo :LAST_ERROR_SQLSTATE
+SELECT step, description FROM leaf_alloc WHERE biz_tag = 'user';
+-- a tag that does not exist is created with if_not_exists as without it
+BEGIN;
+SELECT leaf_segment_create('fresh', step => 7, start => 3, if_not_exists => true);
+SELECT max_id, step FROM leaf_alloc WHERE biz_tag = 'fresh';
+ROLLBACK;
+-- a step that is not positive, or no step: 22023 with a hint (1.3 let
+-- the check violation of leaf_alloc through, or the not-null one)
+SELECT leaf_segment_create('minus', step => -5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT leaf_segment_create('nothing', step => NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM leaf_alloc WHERE biz_tag IN ('minus', 'nothing');
 
 -- TRUNCATE would forget every max_id: refused
 TRUNCATE leaf_alloc;

@@ -1045,6 +1045,101 @@ COMMENT ON FUNCTION @extschema@.leaf_segment_retire(text) IS
 'deletes a biz_tag from leaf_alloc, leaving its max_id in leaf_alloc_retired; returns that max_id';
 
 --
+-- Create a tag.  1.3's leaf_segment_create let the INSERT raise what it
+-- met: a tag that exists gave the unique violation 23505 of leaf_alloc's
+-- key, a step that is not positive the check violation 23514, both from
+-- inside PL/pgSQL.  They are refused here first, with leaf's codes and a
+-- hint; a tag that exists is LF013.  With if_not_exists => true, a tag
+-- that exists with the same step and description is taken as created
+-- (with a notice), for scripts that run more than once; start is not
+-- compared, as max_id moves on once IDs are handed out.  The INSERT takes
+-- ON CONFLICT DO NOTHING, so that a tag created at the same time by
+-- another session is found as well.
+--
+DROP FUNCTION @extschema@.leaf_segment_create(text, integer, bigint, text);
+
+CREATE FUNCTION @extschema@.leaf_segment_create(biz_tag text,
+												step integer DEFAULT 1000,
+												start bigint DEFAULT 1,
+												description text DEFAULT NULL,
+												if_not_exists boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	nsp name;
+	cnt bigint;
+	old_step integer;
+	old_description text;
+BEGIN
+	IF $1 IS NULL THEN
+		RAISE EXCEPTION 'biz_tag must not be null'
+			USING ERRCODE = '22004';
+	END IF;
+	-- before the cast to varchar(128), which counts characters; the
+	-- trigger leaf_alloc_admit checks the rest
+	IF pg_catalog.octet_length($1) OPERATOR(pg_catalog.>) 128 THEN
+		RAISE EXCEPTION 'biz_tag "%..." is too long', pg_catalog.left($1, 32)
+			USING ERRCODE = 'LF002',
+				  DETAIL = pg_catalog.format('A biz_tag is at most 128 bytes; this one has %s.',
+											 pg_catalog.octet_length($1));
+	END IF;
+	IF $2 IS NULL OR $2 OPERATOR(pg_catalog.<=) 0 THEN
+		RAISE EXCEPTION 'step of biz_tag "%" must be positive', $1
+			USING ERRCODE = '22023',
+				  DETAIL = pg_catalog.format('step is %s.', COALESCE($2::pg_catalog.text, 'NULL')),
+				  HINT = 'A step is the number of IDs each load takes from leaf_alloc: 1 or more (1000 if left out).';
+	END IF;
+	IF $3 IS NULL OR $3 OPERATOR(pg_catalog.<) 0 THEN
+		RAISE EXCEPTION 'start of biz_tag "%" must not be negative', $1
+			USING ERRCODE = '22023',
+				  DETAIL = pg_catalog.format('start is %s.', COALESCE($3::pg_catalog.text, 'NULL')),
+				  HINT = 'start is the first ID of the tag: 0 or more (1 if left out).';
+	END IF;
+	IF $3 OPERATOR(pg_catalog.>) (9223372036854775807 OPERATOR(pg_catalog.-) $2) THEN
+		RAISE EXCEPTION 'start of biz_tag "%" leaves less than one step of IDs below the end of bigint', $1
+			USING ERRCODE = '22023',
+				  DETAIL = pg_catalog.format('start is %s, step %s; the last ID is 9223372036854775807.', $3, $2),
+				  HINT = 'Use a smaller start or a smaller step.';
+	END IF;
+	SELECT n.nspname INTO STRICT nsp
+	  FROM pg_catalog.pg_extension e
+	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	EXECUTE pg_catalog.format('INSERT INTO %I.leaf_alloc (biz_tag, max_id, step, description) '
+							  'VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING', nsp)
+		USING $1, $3, $2, $4;
+	GET DIAGNOSTICS cnt = ROW_COUNT;
+	IF cnt OPERATOR(pg_catalog.=) 1 THEN
+		RETURN;
+	END IF;
+	IF NOT COALESCE($5, false) THEN
+		RAISE EXCEPTION 'biz_tag "%" already exists', $1
+			USING ERRCODE = 'LF013',
+				  DETAIL = 'leaf_alloc holds a row for it.',
+				  HINT = 'Pass if_not_exists => true to accept a tag that exists with the same step and description, or change it with leaf_segment_alter().';
+	END IF;
+	EXECUTE pg_catalog.format('SELECT a.step, a.description FROM %I.leaf_alloc a '
+							  'WHERE a.biz_tag OPERATOR(pg_catalog.=) $1', nsp)
+		INTO old_step, old_description USING $1;
+	IF old_step IS DISTINCT FROM $2 OR old_description IS DISTINCT FROM $4 THEN
+		RAISE EXCEPTION 'biz_tag "%" already exists with other settings', $1
+			USING ERRCODE = 'LF013',
+				  DETAIL = pg_catalog.format('leaf_alloc holds step %s and description %s for it; step %s and description %s were given.',
+											 COALESCE(old_step::pg_catalog.text, 'NULL'),
+											 COALESCE(pg_catalog.quote_literal(old_description), 'NULL'),
+											 $2, COALESCE(pg_catalog.quote_literal($4), 'NULL')),
+				  HINT = 'Give the step and description it has, or change them with leaf_segment_alter().';
+	END IF;
+	RAISE NOTICE 'biz_tag "%" already exists, skipping', $1;
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.leaf_segment_create(text, integer, bigint, text, boolean) IS
+'adds a biz_tag to leaf_alloc with max_id = start; if_not_exists accepts one that exists with the same step and description';
+
+--
 -- Change a tag: its step, its max_id (raised only: the trigger
 -- leaf_alloc_guard refuses a lower one with LF005) and its description;
 -- what is NULL stays as it is.

@@ -30,6 +30,8 @@
 #define ERRCODE_LEAF_ALLOC_SHAPE		MAKE_SQLSTATE('L','F','0','1','1')
 /* segment mode: leaf_alloc written by logical replication (1.4) */
 #define ERRCODE_LEAF_ALLOC_REPLICATED	MAKE_SQLSTATE('L','F','0','1','2')
+/* segment mode: leaf_segment_create() of a tag that exists (1.5) */
+#define ERRCODE_LEAF_DUPLICATE_TAG		MAKE_SQLSTATE('L','F','0','1','3')
 
 /* snowflake mode */
 #define ERRCODE_LEAF_CLOCK_BACKWARDS	MAKE_SQLSTATE('L','F','1','0','1')
