@@ -1538,3 +1538,25 @@ $$;
 
 COMMENT ON FUNCTION @extschema@.leaf_segment_id_bounds(text, timestamptz, timestamptz) IS
 'bounds (min_id, max_id) on every ID of a biz_tag handed out in [from, until), from leaf_segment_log; NULL where the record cannot tell';
+
+--
+-- Loaded any other way than through shared_preload_libraries, leaf
+-- defines nothing, yet CREATE EXTENSION succeeds, and so do
+-- leaf_segment_create() and the rest of what only writes tables: the
+-- first ID was the first sign (55000).  Say so when the extension is
+-- created or updated.  The setting shows what the server was started
+-- with, not what postgresql.conf says now.
+--
+DO $$
+BEGIN
+	IF NOT EXISTS (
+		SELECT FROM pg_catalog.regexp_split_to_table(
+				pg_catalog.current_setting('shared_preload_libraries'), ',') l
+		 WHERE pg_catalog.btrim(l, ' "') OPERATOR(pg_catalog.~) '(^|/)leaf(\.so)?$') THEN
+		RAISE WARNING 'leaf is not loaded via "shared_preload_libraries"'
+			USING ERRCODE = '55000',
+				  DETAIL = 'The extension is created, but taking IDs fails with SQLSTATE 55000 until the server is started with leaf preloaded.',
+				  HINT = 'Add shared_preload_libraries = ''leaf'' to postgresql.conf and restart the server. A server that only holds the allocation database of a fleet does without.';
+	END IF;
+END
+$$;

@@ -2,8 +2,9 @@
 # Copyright (c) leaf contributors
 
 # Segment mode settings and life cycle:
-#  (a) without shared_preload_libraries the extension installs, but calls
-#      fail with 55000 and a hint naming the setting;
+#  (a) without shared_preload_libraries the extension installs with a
+#      warning (55000) whose hint names the setting, and calls fail with
+#      55000 and a hint naming the setting;
 #  (b) leaf.max_tags bounds the tags in shared memory (53000 past it), and
 #      unknown tags never take any of that space;
 #  (c) changes to leaf_alloc apply without a restart: new tags at once,
@@ -31,6 +32,19 @@ my ($state, $err);
 my $plain = LeafTest::new_node('not_preloaded',
 	{ preload => 0, max_worker_processes => undef });
 pass('CREATE EXTENSION leaf works without shared_preload_libraries');
+# but it warns, with a code and a hint that give the line to add
+$plain->safe_psql('postgres', 'CREATE DATABASE warned');
+(undef, undef, $err) = $plain->psql('warned',
+	"\\set VERBOSITY verbose\nCREATE EXTENSION leaf");
+like($err,
+	qr/WARNING:  55000: leaf is not loaded via "shared_preload_libraries"/,
+	'not preloaded: CREATE EXTENSION warns with 55000');
+like($err,
+	qr/HINT:  Add shared_preload_libraries = 'leaf' to postgresql.conf and restart the server/,
+	'the warning\'s hint gives the setting and the restart');
+is($plain->safe_psql('warned',
+		"SELECT extversion = default_version FROM pg_extension, pg_available_extensions WHERE extname = 'leaf' AND name = 'leaf'"),
+	't', 'the extension is created all the same');
 $plain->safe_psql('postgres', "SELECT leaf_segment_create('order')");
 ($state, $err) = LeafTest::sqlstate($plain, 'postgres',
 	"SELECT leaf_segment_nextval('order')");
