@@ -238,7 +238,10 @@ leaf_local_source_still_ok(Oid nsp, const char *tag, LeafLoadResult *res)
 		snprintf(res->msg, sizeof(res->msg),
 				 "leaf_alloc_source records %s as the owner of the counters in leaf_alloc, and this is database %u of system " UINT64_FORMAT ".",
 				 desc ? desc : "another source", local.dboid, (uint64) local.sysid);
-	leaf_source_refuse_changed(tag, res);
+	leaf_source_refuse_changed(tag,
+							   leaf_source_moved(desc) != NULL ? LEAF_SOURCE_TAKEN_OVER :
+							   rec.remote ? LEAF_SOURCE_OTHER : LEAF_SOURCE_COPY,
+							   res);
 	return false;
 }
 

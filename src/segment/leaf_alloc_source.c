@@ -134,6 +134,8 @@ typedef struct LeafSourceCheck
 								 * not yet updated to 1.4 */
 	bool		copied;			/* out: the local source is recorded for
 								 * another database: this one is a copy */
+	bool		taken_over;		/* out: copied, and the recorded database's
+								 * counters were taken over by another one */
 	char		detail[LEAF_ERRMSG_LEN];	/* out: if not the same, or
 											 * promoted */
 } LeafSourceCheck;
@@ -342,9 +344,12 @@ leaf_source_judge(LeafSourceCheck *c, bool have_tl, const char *cur_desc,
 	uint32		last_timeline = 0;	/* of a new timeline refused */
 
 	if (c->copied && leaf_source_moved(rows->recorded_desc) != NULL)
+	{
+		c->taken_over = true;
 		snprintf(c->detail, sizeof(c->detail),
 				 "The counters in leaf_alloc were taken over by another database (%s). Confirming here would hand out IDs that it hands out as well.",
 				 leaf_source_moved(rows->recorded_desc));
+	}
 	else if (c->copied)
 		snprintf(c->detail, sizeof(c->detail),
 				 "The counters in leaf_alloc are those of %s, and this is database %u of system " UINT64_FORMAT ": a copy (CREATE DATABASE ... TEMPLATE, a restored dump, a clone in another cluster, pg_upgrade) would hand out the IDs of the original again.",
@@ -729,7 +734,10 @@ leaf_source_check(const LeafCopyIdent *cur, const LeafLoadJob *job,
 		if (c.same)
 			leaf_source_refuse_promoted(job->tag, res);
 		else
-			leaf_source_refuse_changed(job->tag, res);
+			leaf_source_refuse_changed(job->tag,
+									   c.taken_over ? LEAF_SOURCE_TAKEN_OVER :
+									   c.copied ? LEAF_SOURCE_COPY : LEAF_SOURCE_OTHER,
+									   res);
 		return false;
 	}
 	leaf_checked_ident = *cur;
@@ -802,26 +810,46 @@ leaf_source_refusal(void)
 }
 
 /*
- * Make *res the refusal (LF006) of a load of tag from another allocation
- * database than the recorded one, with what the check found in res->msg.
+ * Make *res the refusal (LF006) of a load of tag from another source of
+ * segments than the recorded one, with what the check found in res->msg.
+ * The message says which change it is: a restored dump or a template
+ * draws from no other allocation database, it is a copy of the database
+ * that did.
  */
 void
-leaf_source_refuse_changed(const char *tag, LeafLoadResult *res)
+leaf_source_refuse_changed(const char *tag, LeafSourceChange change,
+						   LeafLoadResult *res)
 {
 	LeafRefusal *r = &res->refusal;
+	const char *detail_public;
+	const char *hint;
 
+	switch (change)
+	{
+		case LEAF_SOURCE_COPY:
+			snprintf(r->message, sizeof(r->message),
+					 "refusing to draw segments of biz_tag \"%s\" in a copy of the database that drew them", tag);
+			detail_public = "This database is a copy (a restored dump, CREATE DATABASE ... TEMPLATE, a clone) of a database that handed out IDs from the same counters.";
+			hint = "Once every max_id in this database's leaf_alloc lies above every ID the original handed out, a superuser confirms the copy with SELECT leaf_alloc_source_confirm(); the table leaf_alloc_source shows both.";
+			break;
+		case LEAF_SOURCE_TAKEN_OVER:
+			snprintf(r->message, sizeof(r->message),
+					 "refusing to draw segments of biz_tag \"%s\": its counters were taken over by another database", tag);
+			detail_public = "leaf_alloc_cutover() in another database took over the counters of this one.";
+			hint = "Do not confirm here: this database would hand out the IDs of the other one again. To switch back, run leaf_alloc_cutover() in this database.";
+			break;
+		default:
+			snprintf(r->message, sizeof(r->message),
+					 "refusing to draw segments of biz_tag \"%s\" from another allocation database", tag);
+			detail_public = "This database drew its segments from another allocation database before.";
+			hint = "Once every max_id in the new leaf_alloc lies above every ID handed out before, a superuser confirms the change with SELECT leaf_alloc_source_confirm(); the table leaf_alloc_source shows both.";
+			break;
+	}
 	res->status = LEAF_LOAD_FINAL;
 	res->sqlstate = ERRCODE_LEAF_ALLOC_SOURCE_CHANGED;
-	snprintf(r->message, sizeof(r->message),
-			 "refusing to draw segments of biz_tag \"%s\" from another allocation database",
-			 tag);
 	strlcpy(r->detail, res->msg, sizeof(r->detail));
-	strlcpy(r->detail_public,
-			"This database drew its segments from another allocation database before.",
-			sizeof(r->detail_public));
-	strlcpy(r->hint,
-			"Once every max_id in the new leaf_alloc lies above every ID handed out before, a superuser confirms the change with SELECT leaf_alloc_source_confirm(); the table leaf_alloc_source shows both.",
-			sizeof(r->hint));
+	strlcpy(r->detail_public, detail_public, sizeof(r->detail_public));
+	strlcpy(r->hint, hint, sizeof(r->hint));
 }
 
 /*

@@ -36,7 +36,21 @@ extern bool leaf_source_recorded_ok(const LeafCopyIdent *cur, char *errbuf,
 									size_t errlen);
 extern const char *leaf_source_refusal(void);
 
-/* the refusal of a load from another allocation database (LF006) */
-extern void leaf_source_refuse_changed(const char *tag, LeafLoadResult *res);
+/*
+ * What a refusal LF006 found: another allocation database than the
+ * recorded one, this database a copy of the recorded one (a restored
+ * dump, a template, a clone), or the recorded one's counters taken over
+ * by another database (leaf_alloc_cutover()).
+ */
+typedef enum LeafSourceChange
+{
+	LEAF_SOURCE_OTHER,
+	LEAF_SOURCE_COPY,
+	LEAF_SOURCE_TAKEN_OVER,
+} LeafSourceChange;
+
+/* the refusal of a load from another source of segments (LF006) */
+extern void leaf_source_refuse_changed(const char *tag, LeafSourceChange change,
+									   LeafLoadResult *res);
 
 #endif							/* LEAF_ALLOC_SOURCE_H */

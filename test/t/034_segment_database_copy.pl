@@ -67,8 +67,10 @@ $node->safe_psql('postgres', 'CREATE ROLE app LOGIN');
 $node->safe_psql('tcopy', 'GRANT EXECUTE ON FUNCTION leaf_segment_nextval(text) TO app');
 my ($rc, $out, $aerr) = $node->psql('tcopy', q[SELECT leaf_segment_nextval('order')],
 	extra_params => [ '-U', 'app' ]);
-like($aerr, qr/refusing to draw segments of biz_tag "order" from another allocation database/,
-	'an application role gets the refusal');
+like($aerr, qr/refusing to draw segments of biz_tag "order" in a copy of the database that drew them/,
+	'an application role gets the refusal, which names the copy');
+like($aerr, qr/DETAIL:  This database is a copy \(a restored dump/,
+	'and its detail says what a copy is');
 unlike($aerr, qr/this is database/, 'without the internals');
 
 # the original goes on, unaffected

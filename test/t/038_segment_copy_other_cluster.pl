@@ -100,8 +100,8 @@ is(scalar(@$ids), 0, 'the copy hands out no ID of order')
   or diag 'the copy handed out ' . scalar(@$ids) . ' IDs of order';
 is_deeply(distinct(@$states), ['LF006'], 'the copy is refused with LF006');
 like($err,
-	qr/refusing to draw segments of biz_tag "order" from another allocation database/,
-	'the message says so');
+	qr/refusing to draw segments of biz_tag "order" in a copy of the database that drew them/,
+	'the message says it is a copy');
 my ($detail) = $err =~ /^DETAIL:\s+(.*)$/m;
 $detail //= '';
 like($detail, qr/a copy/, 'the detail (for a superuser) says it is a copy');
