@@ -25,10 +25,13 @@
 #     FLEET_ZK=0, the shards get worker IDs 1..N by hand instead
 #     (Patroni mode needs ZooKeeper).
 #
-# Ports: FLEET_PORT_BASE (default 56400) for the allocation primary,
-# +1 for the standby, +2 for ZooKeeper and +10+i for shard i.  In Patroni
-# mode, member k (alloc1..alloc3) has PostgreSQL on +2+k and its REST API
-# on +5+k.
+# Ports: FLEET_PORT_BASE (default 5500, beside the demo server's 5499)
+# for the allocation primary, +1 for the standby, +2 for ZooKeeper and
+# +10+i for shard i.  In Patroni mode, member k (alloc1..alloc3) has
+# PostgreSQL on +2+k and its REST API on +5+k.  The default stays below
+# the ports PostgreSQL's TAP tests take (10200-32767) and Linux's
+# ephemeral ports (32768-60999, where any outgoing connection may hold
+# one).
 #
 # Run as root (servers then run as user postgres) or as postgres.
 # PostgreSQL comes from FLEET_PGBIN (default /usr/lib/postgresql/NN/bin of
@@ -450,7 +453,7 @@ do_start() {
 		die "leaf is not installed; run make && make install first"
 
 	nshards=${FLEET_SHARDS:-3}
-	base=${FLEET_PORT_BASE:-56400}
+	base=${FLEET_PORT_BASE:-5500}
 	[[ "$nshards" =~ ^[1-9][0-9]?$ ]] || die "FLEET_SHARDS must be 1..99"
 	if ! [[ "$base" =~ ^[0-9]+$ ]] || ((base < 1024 || base + 10 + nshards > 65535)); then
 		die "FLEET_PORT_BASE must leave room for ports up to +$((10 + nshards)) below 65536"
