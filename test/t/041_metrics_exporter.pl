@@ -224,7 +224,7 @@ for my $m (
 my $se_conf = slurp_file("$contrib/sql_exporter.yml");
 my $url = sprintf('postgres://leaf_watch@:%d/postgres?host=%s&sslmode=disable',
 	$node->port, $node->host);
-$se_conf =~ s{'postgres://leaf_monitor\@localhost:5432/postgres\?sslmode=disable'}{'$url'}
+$se_conf =~ s{'postgres://prometheus\@/postgres\?host=/var/run/postgresql&sslmode=disable'}{'$url'}
   or die "no connection to replace in sql_exporter.yml";
 my $se_file = $node->basedir . '/sql_exporter.yml';
 PostgreSQL::Test::Utils::append_to_file($se_file, $se_conf);
