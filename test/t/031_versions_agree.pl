@@ -4,7 +4,8 @@
 # heading.  META.json is also checked against the parts of PGXN's
 # meta-spec 1.0.0 that PGXN refuses a release without, and debian/control
 # against debian/control.in (pg_buildext updatecontrol writes the first
-# from the second, one binary package per supported major).  Reads files
+# from the second, one binary package per supported major), and the
+# files a build writes as docs/installing.md names them.  Reads files
 # only: no server.
 use strict;
 use warnings;
@@ -83,5 +84,16 @@ for my $i (1 .. $#out)
 }
 my @supported = split ' ', `"$top/test/lib/run.sh" majors`;
 is("@majors", "@supported", 'debian/control has a package for each supported major (test/lib/run.sh majors)');
+
+# docs/installing.md names the files that a build of this version writes
+# (the package, its debug symbols, .buildinfo and .changes, the PGXN
+# archive): every such name it gives has this version, so that a line
+# copied from it finds its file
+my $install = slurp('docs/installing.md');
+my @named = $install =~
+  /\b((?:postgresql-\d+-leaf(?:-dbgsym)?|leaf)_[0-9][^_\s`]*_\w+\.(?:deb|buildinfo|changes)|leaf-[0-9][0-9.]*[0-9](?=\.zip|\/))/g;
+ok(@named >= 5, 'docs/installing.md names the files of a build: ' . join(' ', @named));
+is_deeply([ grep { !/[-_]\Q$control\E(?:_|\z)/ } @named ], [],
+	"docs/installing.md names them for version $control");
 
 done_testing();
