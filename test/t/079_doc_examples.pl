@@ -22,7 +22,9 @@
 #                                       assumes)
 #
 # A block that fails fails the file, named by its page and line, with
-# psql's error.
+# psql's error.  A statement whose line ends in a comment of numbers
+# alone ("-- 1", "-- 3 | 10002 | 10000: one call", the words after a
+# colon aside) must print them, as the page says it does.
 use strict;
 use warnings;
 
@@ -79,6 +81,30 @@ sub sql_blocks
 
 # a worker ID for snowflake mode, and a key for public IDs (read at each
 # call, so it may come after the start)
+# The block with a psql \echo after each line that ends a statement, and
+# what the statements ending on such lines must print, by their number
+# (none for a block with a dollar-quoted body, whose lines may end in
+# ";" within a statement)
+sub with_marks
+{
+	my ($sql) = @_;
+	my (@lines, %expect);
+	my $n = 0;
+
+	return ($sql, {}) if $sql =~ /\$\$/;
+	for my $line (split /\n/, $sql)
+	{
+		push @lines, $line;
+		next unless $line =~ /;\s*(?:--\s*(.*?))?\s*$/;
+		my $comment = $1 // '';
+		$n++;
+		$expect{$n} = $1 =~ s/\s*\|\s*/|/gr
+		  if $comment =~ /^(\d+(?:\s*\|\s*\d+)*)(?:\s*:.*)?$/;
+		push @lines, "\\echo \@\@mark $n";
+	}
+	return (join("\n", @lines) . "\n", \%expect);
+}
+
 my $node = LeafTest::new_node('doc_examples', { worker_id => 1 },
 	"leaf.public_id_key_file = 'leaf_public_id.key'");
 my $key = $node->data_dir . '/leaf_public_id.key';
@@ -96,9 +122,9 @@ for my $page (@pages)
 	ok(@blocks > 0, "$page has SQL examples");
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
 	$node->safe_psql($db, 'CREATE EXTENSION leaf');
-	for my $b (@blocks)
+	for my $block (@blocks)
 	{
-		my ($line, $directive, $sql) = @$b;
+		my ($line, $directive, $sql) = @$block;
 		my $where = $db;
 
 		if ($directive =~ /^skip: (.*)$/)
@@ -116,14 +142,31 @@ for my $page (@pages)
 		{
 			$node->safe_psql($where, $1);
 		}
+		my ($marked, $expect) = with_marks($sql);
 		my ($ret, $out, $err) = (0, '', '');
 		$ret = $node->psql(
-			$where, $sql,
+			$where, $marked,
 			stdout => \$out,
 			stderr => \$err,
 			on_error_stop => 1);
 		is($ret, 0, "$page:$line runs") or diag "$page:$line failed:\n$err";
 		$ran++;
+
+		# what each statement printed, up to its mark
+		my %printed;
+		my $from = 0;
+		while ($out =~ /^\@\@mark (\d+)$/mg)
+		{
+			my ($k, $start, $end) = ($1, $-[0], $+[0]);
+
+			$printed{$k} = substr($out, $from, $start - $from) =~ s/^\n+|\n+\z//gr;
+			$from = $end + 1;
+		}
+		for my $k (sort { $a <=> $b } keys %$expect)
+		{
+			is($printed{$k}, $expect->{$k},
+				"$page:$line: statement $k prints what the page says");
+		}
 	}
 	ok($ran > $skipped, "$page: more of its examples run ($ran) than not ($skipped)");
 }
