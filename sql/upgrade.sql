@@ -64,3 +64,23 @@ SELECT version FROM leaf_upgrade_result
  WHERE NOT (tag_kept AND same_objects AND same_n) ORDER BY version;
 DROP TABLE leaf_upgrade_result;
 DROP DATABASE leaf_upgrade_new;
+
+-- grants an administrator made on leaf_segment_create, whose signature
+-- 1.5 changed, are kept across the update: revoked from PUBLIC and given
+-- to one role at 1.4, it stays that way at the new signature
+CREATE ROLE regress_leaf_tag_maker;
+CREATE ROLE regress_leaf_bystander;
+CREATE DATABASE leaf_upgrade_grants;
+\c leaf_upgrade_grants
+CREATE EXTENSION leaf VERSION '1.4';
+REVOKE EXECUTE ON FUNCTION leaf_segment_create(text, integer, bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION leaf_segment_create(text, integer, bigint, text) TO regress_leaf_tag_maker;
+ALTER EXTENSION leaf UPDATE;
+SELECT p.oid::regprocedure AS signature,
+       has_function_privilege('regress_leaf_tag_maker', p.oid, 'EXECUTE') AS tag_maker_may,
+       has_function_privilege('regress_leaf_bystander', p.oid, 'EXECUTE') AS bystander_may
+  FROM pg_proc p WHERE p.proname = 'leaf_segment_create';
+\c postgres
+DROP DATABASE leaf_upgrade_grants;
+DROP ROLE regress_leaf_tag_maker;
+DROP ROLE regress_leaf_bystander;

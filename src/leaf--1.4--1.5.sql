@@ -1056,7 +1056,10 @@ COMMENT ON FUNCTION @extschema@.leaf_segment_retire(text) IS
 -- ON CONFLICT DO NOTHING, so that a tag created at the same time by
 -- another session is found as well.
 --
-DROP FUNCTION @extschema@.leaf_segment_create(text, integer, bigint, text);
+-- The old signature is renamed, not dropped, until its grants are
+-- carried over to the new one below.
+ALTER FUNCTION @extschema@.leaf_segment_create(text, integer, bigint, text)
+	RENAME TO leaf_segment_create_1_4;
 
 CREATE FUNCTION @extschema@.leaf_segment_create(biz_tag text,
 												step integer DEFAULT 1000,
@@ -1138,6 +1141,37 @@ $$;
 
 COMMENT ON FUNCTION @extschema@.leaf_segment_create(text, integer, bigint, text, boolean) IS
 'adds a biz_tag to leaf_alloc with max_id = start; if_not_exists accepts one that exists with the same step and description';
+
+--
+-- Whoever could run the old leaf_segment_create can run the new one, and
+-- no one else: an administrator who revoked it from PUBLIC and granted it
+-- to a role keeps that after ALTER EXTENSION leaf UPDATE.
+--
+DO $$
+DECLARE
+	old_acl pg_catalog.aclitem[];
+	g record;
+BEGIN
+	SELECT p.proacl INTO old_acl FROM pg_catalog.pg_proc p
+	 WHERE p.oid OPERATOR(pg_catalog.=)
+		   '@extschema@.leaf_segment_create_1_4(text, integer, bigint, text)'::pg_catalog.regprocedure;
+	IF old_acl IS NULL THEN
+		RETURN;					-- the default: EXECUTE for PUBLIC, as now
+	END IF;
+	REVOKE ALL ON FUNCTION @extschema@.leaf_segment_create(text, integer, bigint, text, boolean) FROM PUBLIC;
+	FOR g IN SELECT a.grantee, a.is_grantable
+			   FROM pg_catalog.aclexplode(old_acl) a
+			  WHERE a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+	LOOP
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION @extschema@.leaf_segment_create(text, integer, bigint, text, boolean) TO %s%s',
+								  CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+								  ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
+								  CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+	END LOOP;
+END
+$$;
+
+DROP FUNCTION @extschema@.leaf_segment_create_1_4(text, integer, bigint, text);
 
 --
 -- Change a tag: its step, its max_id (raised only: the trigger
