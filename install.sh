@@ -104,11 +104,23 @@ install_packages() {
 	fi
 	[ "${2:-}" = chroots ] && pkgs+=(debootstrap)
 	[ "$1" = debootstrap ] && pkgs=(debootstrap)
-	say "installing packages: ${pkgs[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt_update
+	# pg_partman where Debian has it for this major (bookworm's 15,
+	# trixie's 17, unstable's 18): test/t/076_snowflake_partman.pl fails
+	# without it there, and tests nothing where Debian has none
+	if [ "$1" = test ] && apt_has "postgresql-$pgmajor-partman"; then
+		pkgs+=("postgresql-$pgmajor-partman")
+	fi
+	say "installing packages: ${pkgs[*]}"
 	"${apt[@]}" install -y -qq "${pkgs[@]}" >/dev/null
 	# the package may start Debian's own cluster; leaf never uses it
+}
+
+# apt_has PACKAGE: does this machine's archive have a version of PACKAGE?
+# (grep reads to the end: with pipefail, apt-cache must not see a closed pipe)
+apt_has() {
+	apt-cache show --no-all-versions "$1" 2>/dev/null | grep '^Version: ' >/dev/null
 }
 
 # apt_update: apt-get update, which does not wait for the lock of the

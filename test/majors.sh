@@ -200,27 +200,44 @@ tests_of() {
 	echo "${!var:-$(default_tests "$1")}"
 }
 
+# uses_of MAJOR: which of ZooKeeper, Patroni, Prometheus and pg_partman
+# MAJOR's TAP files use
+uses_of() {
+	local major=$1 tests
+	tests=$(tests_of "$major")
+	if is_host "$major"; then
+		# the host's chroot serves its Debian package only
+		return 0
+	elif [ "$tests" = all ]; then
+		echo 'LeafZK LeafPatroni prometheus pg_partman'
+	else
+		{ cd "$here" && eval "grep -h -o -E 'LeafZK|LeafPatroni|prometheus|pg_partman' $tests" 2>/dev/null || true; } |
+			sort -u | tr '\n' ' '
+	fi
+}
+
 # packages_of MAJOR: what MAJOR's chroot needs for its build, its tests
 # (ZooKeeper, Patroni and Prometheus only if one of its TAP files uses
 # them) and its Debian package
 packages_of() {
-	local major=$1 tests uses=
-	tests=$(tests_of "$major")
-	if is_host "$major"; then
-		# the host's chroot serves its Debian package only
-		uses=
-	elif [ "$tests" = all ]; then
-		uses='LeafZK LeafPatroni prometheus'
-	else
-		uses=$({ cd "$here" && eval "grep -h -o -E 'LeafZK|LeafPatroni|prometheus' $tests" 2>/dev/null || true; } |
-			sort -u | tr '\n' ' ')
-	fi
+	local major=$1 uses
+	uses=$(uses_of "$major")
 	echo "build-essential postgresql-$major postgresql-server-dev-$major"
 	echo "libzookeeper-mt-dev libpq-dev libssl-dev libipc-run-perl libdbd-pg-perl faketime"
 	case " $uses " in *' LeafZK '* | *' LeafPatroni '*) echo "zookeeper default-jre-headless" ;; esac
 	case " $uses " in *' LeafPatroni '*) echo "patroni python3-kazoo python3-pysyncobj etcd-server python3-etcd" ;; esac
 	case " $uses " in *' prometheus '*) echo "prometheus-postgres-exporter prometheus-sql-exporter prometheus" ;; esac
 	"$here/test/package.sh" build-deps
+}
+
+# optional_packages_of MAJOR: what MAJOR's chroot gets only where its
+# suite has a package of it for MAJOR: pgTAP (a new major may have none
+# yet, see pgtap_fallback) and, if a TAP file uses it, pg_partman
+# (test/t/076_snowflake_partman.pl fails without it where Debian has it)
+optional_packages_of() {
+	local major=$1
+	echo "postgresql-$major-pgtap"
+	case " $(uses_of "$major") " in *' pg_partman '*) echo "postgresql-$major-partman" ;; esac
 }
 
 # extra_cflags MAJOR: the compiler flags of the build under test.  19's
@@ -377,17 +394,20 @@ EOF
 	apt-config dump 2>/dev/null | grep -i '^Acquire::[a-z]*::Proxy' \
 		>"$root/etc/apt/apt.conf.d/01leaf-proxy" || rm -f "$root/etc/apt/apt.conf.d/01leaf-proxy"
 
-	local pkgs
+	local pkgs optional
 	pkgs=$(packages_of "$major")
+	optional=$(optional_packages_of "$major")
 	mount_chroot "$root"
 	# shellcheck disable=SC2064
 	trap "umount_chroot '$root'" EXIT
 	say "$major: installing packages in $root"
 	t0=$SECONDS
-	# pgTAP comes later: a new major may not have a package of it yet
+	# the optional packages come later, those the suite has of them
 	in_chroot "$root" "timeout 1800 apt-get update -qq && timeout 1800 apt-get install -y -qq --no-install-recommends $(echo $pkgs) &&
-		{ apt-cache show postgresql-$major-pgtap >/dev/null 2>&1 || exit 0; } &&
-		apt-get install -y -qq --no-install-recommends postgresql-$major-pgtap" \
+		have=\$(for p in $(echo $optional); do
+			apt-cache show --no-all-versions \$p 2>/dev/null | grep -q '^Version: ' && echo \$p || true
+		done) && echo optional packages this suite has: \${have:-none} &&
+		{ [ -z \"\$have\" ] || timeout 1800 apt-get install -y -qq --no-install-recommends \$have; }" \
 		>"$root.apt.log" 2>&1 ||
 		{ tail -n 30 "$root.apt.log" >&2; die "installing packages into $root failed"; }
 	in_chroot "$root" "test -x /usr/lib/postgresql/$major/bin/postgres" ||
