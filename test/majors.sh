@@ -163,13 +163,15 @@ is_host() {
 # template, logical replication and its cut-over, pg_upgrade, against the
 # counters and the leases, which takes, holds and refuses worker IDs of
 # the allocation database on each major; the rest of the database
-# source, 200, is the worker's own logic and runs on the host), and the
-# shared-server check (303: one tenant against every shared resource).  The
+# source, 200, is the worker's own logic and runs on the host), the
+# shared-server check (303: one tenant against every shared resource),
+# and pg_partman keeping snowflake-keyed partitions ahead (076), with the
+# pg_partman of the major's suite (its versions differ).  The
 # limits of the code (001) read the tree only and take a second: listed
 # so that they hold in every matrix, a chroot of the host's major too.
 short_tests='test/t/001_code_limits.pl test/t/010_segment_concurrency.pl test/t/012_segment_kill9.pl
 	test/t/024_extension_upgrade.pl test/t/036_pg_upgrade_majors.pl
-	test/t/064_patroni_etcd_fleet.pl test/t/100_snowflake_concurrency.pl
+	test/t/064_patroni_etcd_fleet.pl test/t/076_snowflake_partman.pl test/t/100_snowflake_concurrency.pl
 	test/t/110_snowflake_bad_input.pl test/t/140_snowflake_clock.pl
 	test/t/190_public_id.pl test/t/192_snowflake_layouts.pl
 	test/t/300_copy_matrix_complete.pl test/t/301_copy_matrix.pl
