@@ -181,8 +181,8 @@ short_tests='test/t/001_code_limits.pl test/t/010_segment_concurrency.pl test/t/
 # host's own gets the whole suite.  In the short matrix, the others get
 # the short list; in the full one, 17 gets the whole suite, and 18 and 19
 # the segment (01x-03x, including the upgrade tests 024 and 036),
-# snowflake and public ID (1xx) files, the copy matrix (30x) and the
-# chaos run.
+# snowflake and public ID (1xx) files, pg_partman (076), the copy matrix
+# (30x) and the chaos run.
 default_tests() {
 	if is_host "$1"; then
 		echo all
@@ -191,7 +191,7 @@ default_tests() {
 	else
 		case "$1" in
 			15 | 17) echo all ;;
-			*) echo 'test/t/0[1-4]*.pl test/t/1*.pl test/t/30*.pl test/t/900_chaos_fleet.pl' ;;
+			*) echo 'test/t/0[1-4]*.pl test/t/076_snowflake_partman.pl test/t/1*.pl test/t/30*.pl test/t/900_chaos_fleet.pl' ;;
 		esac
 	fi
 }
