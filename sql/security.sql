@@ -129,6 +129,7 @@ SELECT count(*) FROM leaf_snowflake_status();
 SELECT count(*) FROM leaf_tag_metrics;
 SELECT count(*) FROM leaf_node_metrics;
 SELECT count(*) FROM leaf_segment_errors();
+SELECT count(*) FROM leaf_segment_refills();
 SELECT leaf_snowflake_units_exhausted();
 -- what stays open to everyone: it reads nothing and takes nothing
 SELECT worker_id, sequence FROM leaf_snowflake_decode((1::bigint << 22) | (5 << 12) | 7);
@@ -279,6 +280,8 @@ SELECT biz_tag, ready, refusing, ids_issued_total FROM leaf_tag_metrics
 SELECT snowflake_ready, segment_tags_refusing FROM leaf_node_metrics;
 SELECT leaf_snowflake_units_exhausted() >= 0 AS reads_units_exhausted;
 SELECT failed_loads FROM leaf_segment_errors()
+ WHERE database = current_database() AND biz_tag = 'watched';
+SELECT refill_buckets IS NOT NULL AS reads_refills FROM leaf_segment_refills()
  WHERE database = current_database() AND biz_tag = 'watched';
 -- pg_monitor includes pg_read_all_settings: its members read the
 -- settings that are otherwise for superusers only (docs/privileges.md)

@@ -1574,6 +1574,101 @@ COMMENT ON FUNCTION @extschema@.leaf_segment_id_bounds(text, timestamptz, timest
 'bounds (min_id, max_id) on every ID of a biz_tag handed out in [from, until), from leaf_segment_log; NULL where the record cannot tell';
 
 --
+-- How long the refills of each biz_tag took, from the moment a caller
+-- asked for one to the moment its segment was published, split into the
+-- wait for the allocator to pick it up (queue), the work of the load
+-- (work: its statements; a fleet's round trip and row lock) and a local
+-- load's commit (commit: its WAL flush and synchronous standbys; NULL in
+-- a fleet, whose commit is part of its statement); the longest one since
+-- the tag's slot was taken and its parts; an upper bound of the 99th
+-- percentile; the tail (the longest refill, halving every minute); and
+-- the number of refills under 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000
+-- and 5000 ms, and longer.  Times in ms, NULL before the first refill.
+-- leaf_tag_metrics shows them in seconds (docs/monitoring.md).
+--
+CREATE FUNCTION @extschema@.leaf_segment_refills(
+	OUT database name,
+	OUT biz_tag text,
+	OUT last_refill_ms double precision,
+	OUT last_refill_queue_ms double precision,
+	OUT last_refill_work_ms double precision,
+	OUT last_refill_commit_ms double precision,
+	OUT max_refill_ms double precision,
+	OUT max_refill_queue_ms double precision,
+	OUT max_refill_work_ms double precision,
+	OUT max_refill_commit_ms double precision,
+	OUT max_refill_at timestamptz,
+	OUT refill_p99_ms double precision,
+	OUT refill_tail_ms double precision,
+	OUT refill_buckets bigint[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'leaf_segment_refills'
+LANGUAGE C STRICT VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.leaf_segment_refills() IS
+'leaf segment mode: how long the refills of every biz_tag held in shared memory took, and where the time went';
+
+REVOKE ALL ON FUNCTION @extschema@.leaf_segment_refills() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.leaf_segment_refills() TO pg_monitor;
+
+-- leaf_tag_metrics gains the refill times, in seconds, after its columns
+-- of 1.4 (its grants stay)
+CREATE OR REPLACE VIEW @extschema@.leaf_tag_metrics AS
+SELECT s.database,
+	   s.biz_tag,
+	   s.state,
+	   -- a call made now returns an ID at once
+	   CASE WHEN s.state OPERATOR(pg_catalog.=) 'ok' THEN 1 ELSE 0 END AS ready,
+	   -- the last load was refused and only a person can mend it
+	   -- (docs/errors.md); the buffers may still serve
+	   CASE WHEN e.error_current
+				 AND e.last_error_code OPERATOR(pg_catalog.=) ANY
+					 (ARRAY['LF005', 'LF006', 'LF007', 'LF012']::pg_catalog.text[])
+			THEN 1 ELSE 0 END AS refusing,
+	   CASE WHEN e.error_current THEN e.last_error_code END AS error_code,
+	   s.ids_issued AS ids_issued_total,
+	   s.refills AS refills_total,
+	   COALESCE(e.failed_loads, 0) AS failed_refills_total,
+	   s.waits AS waits_total,
+	   s.max_wait_ms OPERATOR(pg_catalog./) 1000.0::pg_catalog.float8 AS wait_max_seconds,
+	   -- IDs left in both buffers
+	   COALESCE(s.segment_end OPERATOR(pg_catalog.-) s.next_id
+				OPERATOR(pg_catalog.+) 1, 0)
+	   OPERATOR(pg_catalog.+)
+	   CASE WHEN s.next_ready
+			THEN s.next_segment_end OPERATOR(pg_catalog.-) s.next_segment_start
+				 OPERATOR(pg_catalog.+) 1
+			ELSE 0 END AS runway_ids,
+	   s.step AS step_ids,
+	   -- IDs above the highest one loaded, up to the end of bigint
+	   9223372036854775807::pg_catalog.numeric OPERATOR(pg_catalog.-)
+	   GREATEST(s.segment_end, s.next_segment_end)::pg_catalog.numeric AS range_left_ids,
+	   pg_catalog.date_part('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) s.last_refill)
+		 AS last_refill_age_seconds,
+	   -- refill times (leaf_segment_refills), from the ask to the segment
+	   r.last_refill_ms OPERATOR(pg_catalog./) 1000.0::pg_catalog.float8
+		 AS refill_last_seconds,
+	   r.max_refill_ms OPERATOR(pg_catalog./) 1000.0::pg_catalog.float8
+		 AS refill_max_seconds,
+	   r.max_refill_queue_ms OPERATOR(pg_catalog./) 1000.0::pg_catalog.float8
+		 AS refill_max_queue_seconds,
+	   r.max_refill_work_ms OPERATOR(pg_catalog./) 1000.0::pg_catalog.float8
+		 AS refill_max_work_seconds,
+	   r.max_refill_commit_ms OPERATOR(pg_catalog./) 1000.0::pg_catalog.float8
+		 AS refill_max_commit_seconds,
+	   r.refill_p99_ms OPERATOR(pg_catalog./) 1000.0::pg_catalog.float8
+		 AS refill_p99_seconds,
+	   r.refill_tail_ms OPERATOR(pg_catalog./) 1000.0::pg_catalog.float8
+		 AS refill_tail_seconds
+  FROM @extschema@.leaf_segments() s
+  LEFT JOIN @extschema@.leaf_segment_errors() e
+	ON e.database OPERATOR(pg_catalog.=) s.database
+   AND e.biz_tag OPERATOR(pg_catalog.=) s.biz_tag
+  LEFT JOIN @extschema@.leaf_segment_refills() r
+	ON r.database OPERATOR(pg_catalog.=) s.database
+   AND r.biz_tag OPERATOR(pg_catalog.=) s.biz_tag;
+
+--
 -- Loaded any other way than through shared_preload_libraries, leaf
 -- defines nothing, yet CREATE EXTENSION succeeds, and so do
 -- leaf_segment_create() and the rest of what only writes tables: the

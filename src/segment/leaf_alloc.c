@@ -12,7 +12,8 @@
  * decides the next segment: the dynamic step, the end of the bigint
  * range, a max_id that moved back.
  * leaf_in_transaction() runs a piece of the worker's work in a
- * transaction of its own, and keeps its errors from ending the worker.
+ * transaction of its own, keeps its errors from ending the worker, and
+ * times its commit.
  * leaf_report_refusal() raises, in a backend, the error of a refusal as
  * the check that decided it composed it.  leaf_load_log_begin() says
  * whether, and how, a source records its load in leaf_segment_log.
@@ -73,6 +74,13 @@ int			leaf_tag_refresh_ms = 10 * 1000;
  * rows of a load (0: no row is written).  Both sources write the rows.
  */
 int			leaf_segment_log_retention_s = 30 * 24 * 3600;
+
+/*
+ * How long the commit of the last transaction of leaf_in_transaction()
+ * took, in microseconds: a local load reports it as the commit of its
+ * refill (the WAL flush, the wait for synchronous standbys).
+ */
+int64		leaf_last_commit_us = 0;
 
 /* who loads, in leaf_segment_log: "system identifier.inode/database" */
 static char leaf_loader_name[LEAF_LOADER_LEN] = "";
@@ -362,6 +370,7 @@ leaf_in_transaction(void (*fn) (void *arg), void *arg, const char *activity,
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile bool ok = false;
+	TimestampTz commit_start;
 
 	leaf_alloc_in_xact = true;
 	PG_TRY();
@@ -377,7 +386,9 @@ leaf_in_transaction(void (*fn) (void *arg), void *arg, const char *activity,
 
 		SPI_finish();
 		PopActiveSnapshot();
+		commit_start = GetCurrentTimestamp();
 		CommitTransactionCommand();
+		leaf_last_commit_us = GetCurrentTimestamp() - commit_start;
 		pgstat_report_stat(false);
 		pgstat_report_activity(STATE_IDLE, NULL);
 		ok = true;

@@ -61,6 +61,7 @@ typedef struct LeafLoadJob
 	int64		db_max_id;
 	TimestampTz last_load;
 	int			nloads;
+	TimestampTz asked;			/* when a caller asked for it, or 0 */
 	TimestampTz collected;		/* when the worker picked the load up */
 	uint64		collected_no;	/* the slot's loads_collected for it */
 	bool		serving;		/* the buffer in use had IDs left then */
@@ -86,6 +87,9 @@ typedef struct LeafLoadResult
 	int64		db_max_id;		/* leaf_alloc.max_id after the update */
 	uint32		timeline;		/* allocation database's timeline */
 	char		server[LEAF_SERVER_LEN];	/* host:port, or "local" */
+	int64		commit_us;		/* how long its local commit took (WAL
+								 * flush, synchronous standbys), or -1 when
+								 * the commit is part of its statement */
 	int			sqlstate;
 	char		msg[LEAF_ERRMSG_LEN];
 	LeafRefusal refusal;		/* a refusal: how callers are told */
@@ -143,6 +147,7 @@ typedef struct LeafLoadLog
 
 extern int	leaf_tag_refresh_ms;
 extern int	leaf_segment_log_retention_s;
+extern int64 leaf_last_commit_us;
 extern void leaf_alloc_set_loader(const char *dbname);
 extern bool leaf_load_log_begin(LeafLoadLog *log);
 extern void leaf_timestamp_iso(TimestampTz ts, char *buf, size_t len);

@@ -458,9 +458,13 @@ leaf_local_load(const LeafLoadJob *job, LeafLoadResult *res)
 	if (!leaf_in_transaction(leaf_local_load_txn, &l,
 							 "leaf: loading a segment",
 							 &res->sqlstate, res->msg, sizeof(res->msg)))
+	{
 		res->status = LEAF_LOAD_FAILED;
-	else if (res->status == LEAF_LOAD_OK &&
-			 leaf_commit_confirmed(job, res))
+		return;
+	}
+	/* the commit's WAL flush and synchronous standbys, for leaf_segments */
+	res->commit_us = Max(leaf_last_commit_us, 0);
+	if (res->status == LEAF_LOAD_OK && leaf_commit_confirmed(job, res))
 	{
 		/* a primary's timeline stays the same while it runs */
 		res->timeline = GetWALInsertionTimeLine();

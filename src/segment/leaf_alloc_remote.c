@@ -986,6 +986,7 @@ leaf_remote_load(const LeafLoadJob *job, LeafLoadResult *res)
 	/* not in a transaction: a cancel would be FATAL (leaf_worker_interrupts) */
 	HOLD_CANCEL_INTERRUPTS();
 	leaf_remote_load_once(job, res);
+	res->commit_us = -1;		/* the commit is part of its statement */
 	if (res->status == LEAF_LOAD_FAILED && leaf_remote_pq.conn == NULL)
 		res->sqlstate = ERRCODE_CONNECTION_FAILURE;
 	leaf_remote_scrub(res->msg, sizeof(res->msg));

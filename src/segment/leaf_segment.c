@@ -71,6 +71,7 @@ PG_FUNCTION_INFO_V1(leaf_segment_nextval);
 PG_FUNCTION_INFO_V1(leaf_segment_nextvals);
 PG_FUNCTION_INFO_V1(leaf_segments);
 PG_FUNCTION_INFO_V1(leaf_segment_errors);
+PG_FUNCTION_INFO_V1(leaf_segment_refills);
 PG_FUNCTION_INFO_V1(leaf_segment_discard);
 PG_FUNCTION_INFO_V1(leaf_alloc_local);
 
@@ -404,6 +405,7 @@ leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
 				job->db_max_id = slot->db_max_id;
 				job->last_load = slot->last_load;
 				job->nloads = slot->nloads;
+				job->asked = slot->refill.asked_at;
 				job->collected = now;
 				job->collected_no = ++slot->loads_collected;
 				/* the segment that may still be served after this load */
@@ -533,6 +535,7 @@ leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
 			seg->max = res->start + res->size;
 			seg->preload_at = leaf_preload_at(slot, job, res, now,
 											  preload_percent);
+			leaf_refill_record(&slot->refill, job, res, now);
 			slot->ids_at_load = slot->ids_issued;
 			slot->next_ready = true;
 			slot->loading = false;
@@ -565,7 +568,10 @@ leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
 				slot->fail_refusal.message[0] = '\0';
 			slot->last_failure = now;
 			if (slot->fail_final)
+			{
 				slot->loading = false;
+				slot->refill.asked_at = 0;
+			}
 			else
 				slot->retry_at = TimestampTzPlusMilliseconds(now, retry_ms);
 		}
@@ -887,6 +893,8 @@ leaf_init_slot(LeafTagSlot *slot, const LeafTagKey *key, Oid owner,
 	slot->nloads = 0;
 	slot->ids_at_load = 0;
 	slot->refill_ms = 0;
+	memset(&slot->refill, 0, sizeof(slot->refill));
+	slot->refill.asked_at = GetCurrentTimestamp();
 	slot->retry_at = 0;
 	slot->ids_issued = 0;
 	slot->refills = 0;
@@ -1099,6 +1107,7 @@ leaf_take(LeafTagSlot *slot, uint64 generation, int64 n, int64 want,
 		{
 			slot->loading = true;
 			slot->want = Max(want - take, 0);
+			leaf_refill_asked(&slot->refill, GetCurrentTimestamp());
 		}
 		*wake = true;
 	}
@@ -1215,6 +1224,7 @@ leaf_wake_for(LeafTagSlot *slot, uint64 generation, int64 want,
 		{
 			slot->loading = true;
 			slot->want = Max(want, 0);
+			leaf_refill_asked(&slot->refill, now);
 		}
 	}
 	SpinLockRelease(&slot->mutex);
@@ -1761,7 +1771,7 @@ leaf_display_text(const char *s, int src_encoding)
  * A copy of slot i, taken under its mutex, with its database's name, tag
  * and last error as this database shows them: false if the slot is free
  * or its database was dropped (its slots wait for a worker to free them).
- * For leaf_segments and leaf_segment_errors.
+ * For leaf_segments, leaf_segment_errors and leaf_segment_refills.
  */
 static bool
 leaf_slot_snapshot(int i, LeafSlotView *view)
@@ -1878,6 +1888,40 @@ leaf_segment_errors(PG_FUNCTION_ARGS)
 		values[4] = BoolGetDatum(failed && copy->fail_current);
 		values[5] = BoolGetDatum(failed && copy->fail_current && copy->fail_final);
 
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+							 values, nulls);
+	}
+
+	return (Datum) 0;
+}
+
+/*
+ * leaf_segment_refills(): one row per tag slot in use, as leaf_segments,
+ * with how long its refills took, from the moment a caller asked for one
+ * to the moment its segment was published (leaf_refill_time.c).
+ */
+Datum
+leaf_segment_refills(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TimestampTz now = GetCurrentTimestamp();
+	int			i;
+
+	leaf_segment_check_ready();
+	InitMaterializedSRF(fcinfo, 0);
+
+	for (i = 0; i < leaf_tag_slots_in_use(); i++)
+	{
+		LeafSlotView view;
+		Datum		values[2 + LEAF_REFILL_COLUMNS];
+		bool		nulls[2 + LEAF_REFILL_COLUMNS];
+
+		if (!leaf_slot_snapshot(i, &view))
+			continue;
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = NameGetDatum(&view.dbname);
+		values[1] = CStringGetTextDatum(view.tag);
+		(void) leaf_refill_row(&view.slot.refill, now, values + 2, nulls + 2);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
 							 values, nulls);
 	}

@@ -29,6 +29,42 @@ typedef struct LeafSegment
 } LeafSegment;
 
 /*
+ * How long a tag's refills took (leaf_refill_time.c), kept in its slot
+ * under the slot's mutex.  A refill runs from the moment a caller asked
+ * for it (asked_at) to the moment its segment was published; its parts
+ * are the wait for the allocator to pick it up (queue: the worker waking
+ * up, the loads of other tags ahead of it, failed attempts and their
+ * pauses), the work of the load (work: its statements, the round trip and
+ * the row lock of a fleet's allocation database), and the commit of a
+ * local load (commit: its WAL flush and the synchronous standbys; -1 in
+ * a fleet, whose commit is part of its statement).  tail_ms is the
+ * longest refill, halving every LEAF_REFILL_TAIL_HALF_LIFE_MS.  Times in
+ * ms.
+ */
+#define LEAF_REFILL_BUCKETS		12
+#define LEAF_REFILL_COLUMNS		12
+
+typedef struct LeafRefillTimes
+{
+	TimestampTz asked_at;		/* the refill under way was asked for then,
+								 * or 0 */
+	double		last_ms;		/* the last refill, and its parts */
+	double		last_queue_ms;
+	double		last_work_ms;
+	double		last_commit_ms;
+	double		max_ms;			/* the longest since the slot was taken, and
+								 * its parts */
+	double		max_queue_ms;
+	double		max_work_ms;
+	double		max_commit_ms;
+	TimestampTz max_at;			/* when that one ended */
+	double		tail_ms;		/* the decaying longest, as of tail_at */
+	TimestampTz tail_at;
+	int64		buckets[LEAF_REFILL_BUCKETS];	/* refills by time (bounds in
+												 * leaf_refill_time.c) */
+} LeafRefillTimes;
+
+/*
  * One biz_tag of one database.  Slots live in a fixed array, so that a
  * backend may keep a pointer to one across calls and check that it still
  * names the same tag: a freed slot keeps its spinlock, and "generation"
@@ -81,6 +117,7 @@ typedef struct LeafTagSlot
 	double		refill_ms;		/* how long a load takes, from the worker
 								 * picking it up: the longest seen, decaying
 								 * by a tenth at each load */
+	LeafRefillTimes refill;		/* how long its refills took */
 
 	/* statistics for leaf_segments */
 	int64		ids_issued;		/* IDs handed out since the slot was taken */
@@ -186,6 +223,16 @@ extern void leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
 							  const char *source,
 							  int preload_percent, int retry_ms);
 extern void leaf_free_slot(int slotno, uint64 generation);
+
+/*
+ * leaf_refill_time.c: the time refills take, for leaf_segment.c (each
+ * called holding the slot's mutex, but leaf_refill_row, on a copy).
+ */
+extern void leaf_refill_asked(LeafRefillTimes *rt, TimestampTz now);
+extern void leaf_refill_record(LeafRefillTimes *rt, const LeafLoadJob *job,
+							   const LeafLoadResult *res, TimestampTz now);
+extern int	leaf_refill_row(const LeafRefillTimes *rt, TimestampTz now,
+							Datum *values, bool *nulls);
 extern void leaf_free_stale_slots(Oid dboid, HTAB *tags);
 
 /*

@@ -55,7 +55,9 @@
 # p99, p99.9 and max of the latency of the per-transaction log (pgbench
 # counts it from the scheduled start, so it includes the schedule lag);
 # the schedule lag on its own; refills, and callers that waited (both
-# buffers empty) from leaf_segments; the load average before and after.
+# buffers empty) from leaf_segments; the refills of the run by time and
+# the longest refill with its parts, from leaf_segment_refills(); the
+# load average before and after.
 #
 # Environment:
 #   PGBIN             PostgreSQL binaries (default: pg_config --bindir of the
@@ -200,6 +202,34 @@ seg_counters() {
 	          FROM leaf_segments s
 	          JOIN leaf_tag_metrics m USING (database, biz_tag)
 	         WHERE s.biz_tag = '$2' AND s.database = current_database()"
+}
+
+# refill_times PORT TAG: "buckets|max|queue|work|commit|p99|tail" from
+# leaf_segment_refills (ms; buckets as {n,n,...})
+refill_times() {
+	q "$1" "SELECT r.refill_buckets, round(r.max_refill_ms::numeric, 1),
+	               round(r.max_refill_queue_ms::numeric, 1), round(r.max_refill_work_ms::numeric, 1),
+	               coalesce(round(r.max_refill_commit_ms::numeric, 1)::text, '-'),
+	               round(r.refill_p99_ms::numeric, 1), round(r.refill_tail_ms::numeric, 1)
+	          FROM leaf_segment_refills() r
+	         WHERE r.biz_tag = '$2' AND r.database = current_database()"
+}
+
+# bucket_diff BEFORE AFTER: the refills of each bucket between two
+# readings of refill_buckets, as "<1 ms: n, <2 ms: n, ..." (non-zero only)
+bucket_diff() {
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		split("1 2 5 10 20 50 100 200 500 1000 5000", bound, " ")
+		gsub(/[{}]/, "", a); gsub(/[{}]/, "", b)
+		n = split(a, x, ","); split(b, y, ",")
+		for (i = 1; i <= n; i++) {
+			d = y[i] - x[i]
+			if (d == 0) continue
+			label = (i <= 11) ? "<" bound[i] : ">=5000"
+			out = out (out == "" ? "" : ", ") label " ms: " d
+		}
+		print (out == "" ? "none" : out)
+	}'
 }
 
 # ---------------------------------------------------------------- proxy
@@ -435,7 +465,7 @@ enter_profile() {
 # run_case CASE
 run_case() {
 	local c=$1 port inst alloc pre tag script p tps st lb la c0 c1 s0=0 s1=0 budget
-	local n p50 p99 p999 mx lp999 lmx zero r0 w0 mw0 f0 r1 w1 mw1 f1 step mw slow
+	local n p50 p99 p999 mx lp999 lmx zero r0 w0 mw0 f0 r1 w1 mw1 f1 step mw slow t0 t1
 	case $c in
 		floor | nextval)
 			port=$PORT_MAIN inst=main alloc="-" pre="-" tag=""
@@ -459,7 +489,7 @@ run_case() {
 	fi
 	log "== $c: warm-up ${WARM}s"
 	pgbench_run "warm_$c" "$port" "$script" "$WARM" >/dev/null
-	[ -n "$tag" ] && c0=$(seg_counters "$port" "$tag")
+	[ -n "$tag" ] && c0=$(seg_counters "$port" "$tag") && t0=$(refill_times "$port" "$tag")
 	[ "${c%_*}" = slow ] && s0=$(slow_count)
 	lb=$(loadavg)
 	log "== $c: ${T}s at $RATE tps (load $lb)"
@@ -476,6 +506,8 @@ run_case() {
 		IFS='|' read -r r0 w0 mw0 f0 _ <<<"$c0"
 		IFS='|' read -r r1 w1 mw1 f1 step <<<"$c1"
 		dr=$((r1 - r0)) dw=$((w1 - w0)) df=$((f1 - f0))
+		t1=$(refill_times "$port" "$tag")
+		refill_row "$c" "$t0" "$t1"
 		# max_wait_ms counts since the tag's first call; a longest wait
 		# that did not grow happened before this run (or equals it)
 		if [ "$dw" = 0 ]; then
@@ -494,6 +526,20 @@ run_case() {
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
 		"$c" "$inst" "$alloc" "$pre" "$RATE" "$tps" "$n" "$p50" "$p99" "$p999" "$mx" "$lp999" "$lmx" "$zero" \
 		"$dr" "$dw" "$mw" "$df" "$slow" "$step" "$lb" "$la" >>"$TSV"
+}
+
+REFILL_ROWS=()
+
+# refill_row CASE BEFORE AFTER: the refill times of a case's tag, from
+# two readings of refill_times around the measured run
+refill_row() {
+	local b0 b1 mx qu wo co p99 tail mx0 when
+	IFS='|' read -r b0 mx0 _ _ _ _ _ <<<"$2"
+	IFS='|' read -r b1 mx qu wo co p99 tail <<<"$3"
+	when="since the tag's first call"
+	awk -v a="$mx" -v b="$mx0" 'BEGIN {exit !(a > b)}' && when="in the run"
+	log "   refills by time in the run: $(bucket_diff "$b0" "$b1"); longest ($when) $mx ms = queue $qu + work $wo + commit $co; p99 ≤ $p99, tail $tail ms"
+	REFILL_ROWS+=("| $1 | $(bucket_diff "$b0" "$b1") | $mx ($when) | $qu | $wo | $co | $p99 | $tail |")
 }
 
 # cold_counters PORT INSTANCE: "tags|refills|waits|max_wait_ms" over the
@@ -619,6 +665,18 @@ if [ ${#ROWS[@]} -gt 0 ]; then
 	out "| case | instance | allocation | preload % | budget ms | tps (of $RATE) | p50 ms | p99 ms | p99.9 ms | max ms | lag p99.9 ms | lag max ms | refills | waits | max wait ms | failed loads | slow | load |"
 	out "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for r in "${ROWS[@]}"; do
+		out "$r"
+	done
+fi
+if [ ${#REFILL_ROWS[@]} -gt 0 ]; then
+	out ""
+	out "## Refill times"
+	out ""
+	out "From \`leaf_segment_refills()\` of each case's tag: refills of the measured run by time (from the caller's ask to the segment's publication), and the longest refill with its parts (queue: until the allocator picked it up; work: the load's statements; commit: a local load's commit and WAL flush), in the run or, if it did not grow there, since the tag's first call; the p99 (an upper bound, from the buckets) and the tail the trigger plans for, at the end of the run (both since the tag's first call)."
+	out ""
+	out "| case | refills in the run, by time | longest ms | queue ms | work ms | commit ms | p99 ≤ ms | tail ms |"
+	out "|---|---|---|---|---|---|---|---|"
+	for r in "${REFILL_ROWS[@]}"; do
 		out "$r"
 	done
 fi
