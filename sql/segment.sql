@@ -237,6 +237,7 @@ SELECT database = current_database() AS this_db, biz_tag, segment_start,
 -- settings
 SHOW leaf.wait_timeout;
 SHOW leaf.preload_percent;
+SHOW leaf.preload_floor;
 SHOW leaf.segment_duration;
 SHOW leaf.max_tags;
 SET leaf.max_tags = 10;

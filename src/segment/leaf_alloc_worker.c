@@ -88,8 +88,12 @@ static Oid	leaf_worker_dboid = InvalidOid;
 /* Name of that database, for log lines (the worker ends on a rename). */
 static char leaf_worker_dbname[NAMEDATALEN];
 
-/* leaf.preload_percent, and leaf.alloc_idle_timeout in ms */
+/*
+ * leaf.preload_percent; leaf.preload_floor and leaf.alloc_idle_timeout,
+ * in ms
+ */
 static int	leaf_preload_percent = 10;
+static int	leaf_preload_floor_ms = 250;
 static int	leaf_alloc_idle_timeout_ms = 60 * 1000;
 
 /* Define the settings of the worker. */
@@ -103,6 +107,15 @@ leaf_alloc_worker_init_settings(void)
 							10, 0, 100,
 							PGC_SIGHUP,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("leaf.preload_floor",
+							"Sets the least time a refill is given before the current segment runs out.",
+							"The next segment is asked for when the IDs left would last less at the tag's rate, or less than twice its longest recent refill, and at the latest when the segment comes into use. 0 leaves only the refill times.",
+							&leaf_preload_floor_ms,
+							250, 0, 60 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("leaf.alloc_idle_timeout",
@@ -268,7 +281,8 @@ leaf_publish(const LeafLoadJob *job, const LeafLoadResult *res)
 	char		source[LEAF_SOURCE_LEN];
 
 	leaf_source()->describe(source, sizeof(source));
-	leaf_publish_load(job, res, source, leaf_preload_percent, LEAF_RETRY_MS);
+	leaf_publish_load(job, res, source, leaf_preload_percent,
+					  leaf_preload_floor_ms, LEAF_RETRY_MS);
 }
 
 /*

@@ -11,6 +11,14 @@
  *	  and the longest refill decaying with time (the tail); the columns
  *	  of leaf_segment_refills() are filled here (docs/monitoring.md).
  *
+ *	  The preload trigger (leaf_preload_at in leaf_segment.c) plans with
+ *	  the tail rather than with a recent average: one slow commit (a WAL
+ *	  flush behind a checkpoint, a busy disk, an allocator that did not
+ *	  get the CPU) is what makes every caller wait, and the next one is
+ *	  likely within minutes.  leaf_refill_lead says how many IDs must be
+ *	  left when the next segment is asked for (docs/segment.md, "When the
+ *	  next segment is loaded").
+ *
  *	  Every function but leaf_refill_row is called holding the slot's
  *	  mutex: none raises an error or takes a lock.
  *
@@ -97,6 +105,23 @@ leaf_refill_record(LeafRefillTimes *rt, const LeafLoadJob *job,
 			break;
 	rt->buckets[b]++;
 	rt->asked_at = 0;
+}
+
+/*
+ * The preload trigger's lead for a tag whose IDs go at rate a ms: twice
+ * the tail of its refill times, and never less than floor_ms.  Returns
+ * the IDs that last the lead at that rate, which must be left when the
+ * next segment is asked for.
+ */
+int64
+leaf_refill_lead(const LeafRefillTimes *rt, TimestampTz now, double rate,
+				 int floor_ms)
+{
+	double		lead_ms = Max(2.0 * leaf_refill_tail(rt, now), (double) floor_ms);
+	double		lead = rate * lead_ms;
+
+	/* more than any segment holds is as good as all of it */
+	return lead >= (double) PG_INT32_MAX ? PG_INT32_MAX : (int64) ceil(lead);
 }
 
 /*

@@ -421,35 +421,36 @@ leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
 
 /*
  * From which ID of the segment just loaded (res) its callers ask for the
- * next one.  Once preload_percent of it is used, as configured; earlier if
- * the rest would not last a load: at the rate the tag's IDs went since its
- * last load, twice the longest recent load time (from the worker picking
- * the load up to its end, so queueing behind other tags' loads counts)
- * must fit in what is left.  A preload_percent of 100 keeps the load for
- * when the segment is used up: the double buffer off, as configured.
- * Called holding the slot's mutex.
+ * next one.  Once preload_percent of it is used, as configured; earlier
+ * if the rest would not last the lead at the rate the tag's IDs went
+ * since its last load: twice the tail of its refill times (the longest
+ * refill, from a caller's ask to its segment, halving every minute), and
+ * never less than preload_floor_ms (leaf_refill_lead); at the latest
+ * when the segment comes into use: a refill longer than a whole segment
+ * lasts still makes callers wait, and only a bigger step helps it.  A
+ * preload_percent of 100 keeps the load for when the segment is used up:
+ * the double buffer off, as configured.  Called holding the slot's
+ * mutex, after the refill's time was recorded.
  */
 static int64
-leaf_preload_at(LeafTagSlot *slot, const LeafLoadJob *job,
-				const LeafLoadResult *res, TimestampTz now, int preload_percent)
+leaf_preload_at(LeafTagSlot *slot, const LeafLoadResult *res,
+				TimestampTz now, int preload_percent, int preload_floor_ms)
 {
 	int64		at = res->start +
 		(int64) ((double) res->size * preload_percent / 100.0);
-	double		took_ms = (double) (now - job->collected) / 1000.0;
-	double		since_ms;
-	double		lead;
+	double		rate;
+	int64		lead;
 
-	slot->refill_ms = Max(took_ms, slot->refill_ms * 0.9);
 	if (preload_percent >= 100 || slot->last_load == 0 ||
 		now <= slot->last_load)
 		return at;
-	since_ms = (double) (now - slot->last_load) / 1000.0;
-	lead = 2.0 * slot->refill_ms *
-		(double) (slot->ids_issued - slot->ids_at_load) / since_ms;
-	if (lead >= (double) res->size)
+	rate = (double) (slot->ids_issued - slot->ids_at_load) /
+		((double) (now - slot->last_load) / 1000.0);
+	lead = leaf_refill_lead(&slot->refill, now, rate, preload_floor_ms);
+	if (lead >= res->size)
 		at = res->start;
-	else if (lead > (double) (res->start + res->size - at))
-		at = res->start + res->size - (int64) lead;
+	else if (lead > res->start + res->size - at)
+		at = res->start + res->size - lead;
 	return at;
 }
 
@@ -511,13 +512,14 @@ leaf_database_refused(Oid dboid)
 /*
  * Publish the outcome of the load of job in its slot, unless the slot was
  * freed meanwhile: a segment goes into the buffer not in use, the callers
- * asking for a load once preload_percent of it is used; a failure that
- * retrying may mend is retried after retry_ms.  Then wake the callers
- * waiting for a load of the slot.
+ * asking for a load once preload_percent of it is used, or earlier
+ * (leaf_preload_at); a failure that retrying may mend is retried after
+ * retry_ms.  Then wake the callers waiting for a load of the slot.
  */
 void
 leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
-				  const char *source, int preload_percent, int retry_ms)
+				  const char *source, int preload_percent,
+				  int preload_floor_ms, int retry_ms)
 {
 	LeafTagSlot *slot = &leaf_seg->slots[job->slotno];
 	TimestampTz now = GetCurrentTimestamp();
@@ -533,9 +535,9 @@ leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
 			seg->start = res->start;
 			seg->next = res->start;
 			seg->max = res->start + res->size;
-			seg->preload_at = leaf_preload_at(slot, job, res, now,
-											  preload_percent);
 			leaf_refill_record(&slot->refill, job, res, now);
+			seg->preload_at = leaf_preload_at(slot, res, now, preload_percent,
+											  preload_floor_ms);
 			slot->ids_at_load = slot->ids_issued;
 			slot->next_ready = true;
 			slot->loading = false;
@@ -892,7 +894,6 @@ leaf_init_slot(LeafTagSlot *slot, const LeafTagKey *key, Oid owner,
 	slot->last_load = 0;
 	slot->nloads = 0;
 	slot->ids_at_load = 0;
-	slot->refill_ms = 0;
 	memset(&slot->refill, 0, sizeof(slot->refill));
 	slot->refill.asked_at = GetCurrentTimestamp();
 	slot->retry_at = 0;

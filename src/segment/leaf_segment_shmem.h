@@ -37,9 +37,9 @@ typedef struct LeafSegment
  * pauses), the work of the load (work: its statements, the round trip and
  * the row lock of a fleet's allocation database), and the commit of a
  * local load (commit: its WAL flush and the synchronous standbys; -1 in
- * a fleet, whose commit is part of its statement).  tail_ms is the
- * longest refill, halving every LEAF_REFILL_TAIL_HALF_LIFE_MS.  Times in
- * ms.
+ * a fleet, whose commit is part of its statement).  tail_ms is what
+ * the preload trigger plans for: the longest refill, halving every
+ * LEAF_REFILL_TAIL_HALF_LIFE_MS.  Times in ms.
  */
 #define LEAF_REFILL_BUCKETS		12
 #define LEAF_REFILL_COLUMNS		12
@@ -114,9 +114,6 @@ typedef struct LeafTagSlot
 	int			nloads;			/* loads since the slot was taken */
 	int64		ids_at_load;	/* ids_issued when the last segment was
 								 * loaded */
-	double		refill_ms;		/* how long a load takes, from the worker
-								 * picking it up: the longest seen, decaying
-								 * by a tenth at each load */
 	LeafRefillTimes refill;		/* how long its refills took */
 
 	/* statistics for leaf_segments */
@@ -220,8 +217,8 @@ extern bool leaf_loads_refused(Oid dboid);
 extern int	leaf_collect_loads(Oid dboid, TimestampTz now, LeafLoadJob *jobs,
 							   int maxjobs, long *next_retry);
 extern void leaf_publish_load(const LeafLoadJob *job, const LeafLoadResult *res,
-							  const char *source,
-							  int preload_percent, int retry_ms);
+							  const char *source, int preload_percent,
+							  int preload_floor_ms, int retry_ms);
 extern void leaf_free_slot(int slotno, uint64 generation);
 
 /*
@@ -231,6 +228,8 @@ extern void leaf_free_slot(int slotno, uint64 generation);
 extern void leaf_refill_asked(LeafRefillTimes *rt, TimestampTz now);
 extern void leaf_refill_record(LeafRefillTimes *rt, const LeafLoadJob *job,
 							   const LeafLoadResult *res, TimestampTz now);
+extern int64 leaf_refill_lead(const LeafRefillTimes *rt, TimestampTz now,
+							  double rate, int floor_ms);
 extern int	leaf_refill_row(const LeafRefillTimes *rt, TimestampTz now,
 							Datum *values, bool *nulls);
 extern void leaf_free_stale_slots(Oid dboid, HTAB *tags);
