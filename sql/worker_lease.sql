@@ -212,7 +212,8 @@ GRANT EXECUTE ON FUNCTION leaf_worker_lease_copy_check(bigint, boolean),
 	leaf_worker_lease_fleet_check(bigint, boolean, integer, integer, bigint),
 	leaf_worker_lease_pick(text, integer, bigint, integer, integer, bigint),
 	leaf_worker_lease_take(text, text, integer, bigint, bigint, bigint, bigint, text,
-						   integer, integer, integer, bigint, bigint, bigint, boolean),
+						   integer, integer, integer, bigint, bigint, bigint, boolean,
+						   boolean, bigint),
 	leaf_worker_lease_renew(integer, text, bigint, bigint, bigint, bigint, integer,
 							integer, bigint),
 	leaf_worker_lease_release(integer, text, bigint, bigint),
@@ -247,6 +248,64 @@ SELECT leaf_worker_lease_release(1, 'b', 90, 1300);
 SELECT * FROM take('b', 111, file_token => 90);
 RESET ROLE;
 SELECT * FROM leases;
+
+--
+-- 9. Bound leases (leaf.worker_id_lease = 'bound'): a row that no other
+-- node takes over by time alone, only once given up, or once the reclaim
+-- window it was taken with (leaf.worker_id_reclaim_after) and the drift
+-- have passed since its last renewal.
+--
+CREATE FUNCTION take_bound(identity text, token bigint,
+						   reclaim_ms bigint DEFAULT NULL,
+						   file_token bigint DEFAULT 0)
+RETURNS TABLE (result text, reason text, worker_id integer, fresh boolean,
+			   taken_from text)
+LANGUAGE sql AS $$
+SELECT t.result, masked(t.reason), t.worker_id, t.fresh, t.taken_from
+  FROM leaf_worker_lease_take(identity, identity || '.example:5432', -1, 100,
+							  file_token, 0, token, '41+10+12', 1, 500, 1000,
+							  0, 2000, 0, false, true, reclaim_ms) AS t
+$$;
+DELETE FROM leaf_worker_lease;
+-- g and h take both worker IDs, bound: g with a reclaim window of a
+-- minute, h for good
+SELECT * FROM take_bound('g', 1, reclaim_ms => 60000);
+SELECT * FROM take_bound('h', 2);
+SELECT worker_id, holder_identity, bound, reclaim_after_ms
+  FROM leaf_worker_lease ORDER BY worker_id;
+-- the database was unreachable for an hour, and g's window has not
+-- passed: a new node takes neither row, bound or expiring itself, and
+-- says why
+UPDATE leaf_worker_lease
+   SET expires_at = clock_timestamp() - interval '1 hour',
+	   renewed_at = clock_timestamp() - interval '59 seconds';
+SELECT * FROM take_bound('k', 3);
+SELECT result, reason, worker_id FROM take('k', 3);
+-- g's window and the drift have passed: its row is taken over, as by a
+-- fresh holder, and g's renewal finds it lost; h's row never is
+UPDATE leaf_worker_lease SET renewed_at = clock_timestamp() - interval '62 seconds';
+SELECT * FROM take_bound('k', 3);
+SELECT * FROM renew('g', 1, 0, 2000);
+SELECT * FROM take_bound('m', 4);
+-- h renews after any length of outage
+SELECT * FROM renew('h', 2, 1, 2000);
+-- h's next run, whose state file names the lease, takes its row back, not
+-- fresh, once its lease has ended (before that, a copy may run)
+SELECT * FROM take_bound('h', 5, file_token => 2);
+UPDATE leaf_worker_lease SET expires_at = clock_timestamp() - interval '1 minute'
+ WHERE worker_id = 1;
+SELECT * FROM take_bound('h', 5, file_token => 2);
+-- given up, the row is bound no more: taken over once its lease and the
+-- drift have passed
+SELECT leaf_worker_lease_give_up(1, 'h', 5, 2100);
+SELECT worker_id, holder_identity, bound FROM leaf_worker_lease WHERE worker_id = 1;
+UPDATE leaf_worker_lease SET expires_at = clock_timestamp() - interval '1 minute'
+ WHERE worker_id = 1;
+SELECT * FROM take_bound('m', 4);
+-- a take as before 1.5's bound leases (no binding given): expiring
+SELECT leaf_worker_lease_release(1, 'm', 4, 2200);
+SELECT result, worker_id FROM take('m', 6, file_token => 4);
+SELECT worker_id, bound, reclaim_after_ms FROM leaf_worker_lease WHERE worker_id = 1;
 
 \c postgres
 DROP DATABASE leaf_worker_lease_regress;

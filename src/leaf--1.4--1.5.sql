@@ -27,7 +27,10 @@ CREATE TABLE @extschema@.leaf_worker_lease (
 	expires_at	timestamptz NOT NULL,
 	renewed_at	timestamptz NOT NULL,
 	held_since	timestamptz NOT NULL,
-	timeline	bigint NOT NULL
+	timeline	bigint NOT NULL,
+	bound		boolean NOT NULL DEFAULT false,
+	reclaim_after_ms bigint
+				CHECK (reclaim_after_ms OPERATOR(pg_catalog.>) 0)
 );
 
 COMMENT ON TABLE @extschema@.leaf_worker_lease IS
@@ -48,6 +51,10 @@ COMMENT ON COLUMN @extschema@.leaf_worker_lease.held_since IS
 'when the holder took the worker ID (from no row, or from another holder)';
 COMMENT ON COLUMN @extschema@.leaf_worker_lease.timeline IS
 'timeline of this database when the row was last written';
+COMMENT ON COLUMN @extschema@.leaf_worker_lease.bound IS
+'taken with leaf.worker_id_lease = ''bound'': expires_at only says whether the holder runs, and the holder serves with the row while this database is unreachable; another node takes it over only once it is given up, or reclaim_after_ms after renewed_at';
+COMMENT ON COLUMN @extschema@.leaf_worker_lease.reclaim_after_ms IS
+'of a bound row: how long after its last renewal (renewed_at, plus the clock drift) another node may take it over (leaf.worker_id_reclaim_after of the holder, which stops serving before); NULL: never';
 
 --
 -- Each copy of this database the leases were used in, as
@@ -610,7 +617,10 @@ $$;
 -- holds it; the row of this data directory, waited for ('wait') while its
 -- lease runs; the lowest free one up to max_worker_id; the one whose
 -- lease ended longest ago, more than max_clock_drift_ms ago, and whose
--- mark has passed; else 'wait'.  earlier_hwm_ms is the row's mark in the
+-- mark has passed; else 'wait'.  A bound row's lease does not end by time
+-- for other holders: it is taken over only once given up (which unbinds
+-- it), or once its reclaim_after_ms and max_clock_drift_ms have passed
+-- since its last renewal.  earlier_hwm_ms is the row's mark in the
 -- terms of epoch_ms, taken_from 'nobody', 'self' or 'other', and known
 -- whether the row is the run of file_token.
 --
@@ -686,15 +696,21 @@ BEGIN
 		IF worker_id IS NULL THEN
 			EXECUTE format('SELECT worker_id, hwm_ms, epoch_ms FROM %I.leaf_worker_lease '
 						   'WHERE NOT hand_set AND worker_id <= $1 '
-						   'AND expires_at + ($2::float8 * ''1 ms''::interval) < clock_timestamp() '
+						   'AND CASE WHEN bound THEN renewed_at + '
+						   '((reclaim_after_ms + $2)::float8 * ''1 ms''::interval) < clock_timestamp() '
+						   'ELSE expires_at + ($2::float8 * ''1 ms''::interval) < clock_timestamp() END '
 						   'AND hwm_ms < (date_part(''epoch'', clock_timestamp()) * 1000)::int8 '
 						   'ORDER BY expires_at LIMIT 1 FOR UPDATE SKIP LOCKED', nsp)
 				INTO r USING max_worker_id, max_clock_drift_ms;
 			GET DIAGNOSTICS cnt = ROW_COUNT;
 			IF cnt = 0 THEN
 				result := 'wait';
-				reason := format('every worker ID from 0 to %s is held in the allocation database, and none has a lease that ended and a mark that has passed: waiting for one',
-								 max_worker_id);
+				EXECUTE format('SELECT count(*) FROM %I.leaf_worker_lease '
+							   'WHERE bound AND worker_id <= $1', nsp)
+					INTO cnt USING max_worker_id;
+				reason := format('every worker ID from 0 to %s is held in the allocation database, and none has a lease that ended and a mark that has passed: waiting for one%s',
+								 max_worker_id,
+								 CASE WHEN cnt > 0 THEN format(' (%s of them bound to their holders with "leaf.worker_id_lease" = ''bound'': taken over only once given up, or after the holder''s "leaf.worker_id_reclaim_after" without renewal)', cnt) ELSE '' END);
 				RETURN;
 			END IF;
 			worker_id := r.worker_id;
@@ -712,7 +728,9 @@ $$;
 -- the row this data directory holds once its lease has ended, else the
 -- lowest worker ID up to max_worker_id without a row, else the one whose
 -- lease ended longest ago, more than max_clock_drift_ms ago, and whose
--- mark has passed (leaf_worker_lease_pick).  The row gets the new token, a lease of lease_ms and
+-- mark has passed (leaf_worker_lease_pick).  The row gets the new token,
+-- whether it is bound (leaf.worker_id_lease = 'bound', taken over by time
+-- only reclaim_after_ms after its last renewal, never if NULL), a lease of lease_ms and
 -- a mark of at least floor_ms and of its former mark, moved by the
 -- difference of the epochs if its holder's was earlier (earlier_hwm_ms).
 -- file_token and file_fleet_id are what the caller's state file names
@@ -741,6 +759,8 @@ CREATE FUNCTION @extschema@.leaf_worker_lease_take(
 	lease_ms bigint,
 	earlier_holder_ms bigint,
 	synchronous_failover boolean,
+	bound boolean DEFAULT false,
+	reclaim_after_ms bigint DEFAULT NULL,
 	OUT result text,
 	OUT reason text,
 	OUT worker_id integer,
@@ -835,10 +855,10 @@ BEGIN
 		END IF;
 		EXECUTE format('INSERT INTO %I.leaf_worker_lease AS l (worker_id, holder_identity, '
 					   'holder_address, holder_token, hand_set, layout, epoch_ms, hwm_ms, '
-					   'expires_at, renewed_at, held_since, timeline) '
+					   'expires_at, renewed_at, held_since, timeline, bound, reclaim_after_ms) '
 					   'VALUES ($1, $2, $3, $4, $5, $6, $7, $8, '
 					   'clock_timestamp() + ($9::float8 * ''1 ms''::interval), '
-					   'clock_timestamp(), clock_timestamp(), $10) '
+					   'clock_timestamp(), clock_timestamp(), $10, $11, $12) '
 					   'ON CONFLICT (worker_id) DO UPDATE SET '
 					   'holder_identity = excluded.holder_identity, '
 					   'holder_address = excluded.holder_address, '
@@ -848,11 +868,13 @@ BEGIN
 					   'renewed_at = excluded.renewed_at, '
 					   'held_since = CASE WHEN l.holder_identity = excluded.holder_identity '
 					   'THEN l.held_since ELSE excluded.held_since END, '
-					   'timeline = excluded.timeline RETURNING hwm_ms', nsp)
+					   'timeline = excluded.timeline, bound = excluded.bound, '
+					   'reclaim_after_ms = excluded.reclaim_after_ms RETURNING hwm_ms', nsp)
 			INTO STRICT recorded_hwm_ms
 			USING worker_id, holder_identity, holder_address, token, want_worker_id >= 0,
 				  layout, epoch_ms, greatest(earlier_hwm_ms, floor_ms, 1), lease_ms,
-				  here.timeline;
+				  here.timeline, coalesce(bound, false),
+				  CASE WHEN bound AND reclaim_after_ms > 0 THEN reclaim_after_ms END;
 	EXCEPTION WHEN SQLSTATE 'LF199' THEN
 		RETURN;
 	END;
@@ -937,7 +959,7 @@ $$;
 -- its data directory to take back at once (leaf_worker_lease_release);
 -- given up (leaf_worker_lease_give_up), it becomes no data directory's,
 -- so that no node takes it back as its own, and is taken over once its
--- mark has passed.  False if the row is not the holder's.
+-- mark has passed, bound or not.  False if the row is not the holder's.
 --
 CREATE FUNCTION @extschema@.leaf_worker_lease_release(
 	worker_id integer,
@@ -981,7 +1003,7 @@ BEGIN
 	  FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
 	 WHERE e.extname = 'leaf';
 	EXECUTE format('UPDATE %I.leaf_worker_lease SET hwm_ms = greatest(hwm_ms, $4), '
-				   'expires_at = clock_timestamp(), '
+				   'expires_at = clock_timestamp(), bound = false, '
 				   'holder_identity = ''given up by '' || holder_identity '
 				   'WHERE worker_id = $1 AND holder_identity = $2 AND holder_token = $3', nsp)
 		USING worker_id, holder_identity, token, hwm_ms;
@@ -993,7 +1015,7 @@ $$;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_copy_check(bigint, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_fleet_check(bigint, boolean, integer, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_pick(text, integer, bigint, integer, integer, bigint) FROM PUBLIC;
-REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_take(text, text, integer, bigint, bigint, bigint, bigint, text, integer, integer, integer, bigint, bigint, bigint, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_take(text, text, integer, bigint, bigint, bigint, bigint, text, integer, integer, integer, bigint, bigint, bigint, boolean, boolean, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_renew(integer, text, bigint, bigint, bigint, bigint, integer, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_release(integer, text, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_give_up(integer, text, bigint, bigint) FROM PUBLIC;
