@@ -39,6 +39,16 @@
  *	  the row holds, and to no later than the lease in the database could
  *	  last, counted on this node's monotonic clock from the moment the
  *	  renewal was sent;
+ *	- with leaf.worker_id_lease = 'bound', the row is bound to its holder:
+ *	  its lease still says whether the holder runs (for a copy of its
+ *	  data directory, and for its own next start), but no other node
+ *	  takes it over when it ends; only once it is given up, or, if
+ *	  leaf.worker_id_reclaim_after was set when it was taken, once that
+ *	  long and leaf.max_clock_drift_ms have passed since its last renewal
+ *	  on the database's clock.  The holder serves while the database is
+ *	  unreachable: for good, or until the reclaim window less the drift
+ *	  has passed on its monotonic clock since the renewal was sent, so
+ *	  that every timestamp it used is below the first a taker may use;
  *	- every request measures this node's clock against the database's
  *	  clock_timestamp(): a difference of leaf.max_clock_drift_ms or more,
  *	  counting half the round trip as unknown, is refused;
@@ -143,6 +153,10 @@ leaf_sf_db_config_problem(void)
 				return "\"leaf.worker_id_source\" is 'database', but \"leaf.alloc_conninfo\" is not set";
 			if (zk)
 				return "\"leaf.worker_id_source\" is 'database', but \"leaf.zk_hosts\" is set too: worker IDs come from one source";
+			if (leaf_sf_lease_mode == LEAF_SF_LEASE_BOUND &&
+				leaf_sf_reclaim_after_ms > 0 &&
+				leaf_sf_reclaim_after_ms <= leaf_sf_earlier_holder_ms())
+				return "\"leaf.worker_id_reclaim_after\" is shorter than a lease and twice \"leaf.max_clock_drift_ms\" (2 heartbeats, 1 s and twice the drift): a node with \"leaf.worker_id_lease\" = 'bound' would stop serving between two renewals; set it longer, or to 0 to reclaim no worker ID";
 			break;
 		case LEAF_SF_SOURCE_ZOOKEEPER:
 			if (!zk)
@@ -525,6 +539,25 @@ leaf_sf_db_log_records(const LeafSfDbWhere *where, PGresult *res)
 }
 
 /*
+ * Until when (monotonic ms) a lease confirmed by a request sent at mono0
+ * may be used: the lease in the database, which ends leaf_sf_margin_ms()
+ * after the request was made; or, bound, for good, or until the reclaim
+ * window less the drift: a taker takes the row only once the window and
+ * the drift have passed since the renewal on the database's clock, and our
+ * clock is within the drift of it, so every timestamp we use is below the
+ * window's end and every one of the taker's above it.
+ */
+static int64
+leaf_sf_db_until(const LeafSfDbLease *lease, int64 mono0)
+{
+	if (!lease->bound)
+		return mono0 + leaf_sf_margin_ms();
+	if (lease->reclaim_ms <= 0)
+		return PG_INT64_MAX;
+	return mono0 + lease->reclaim_ms - Max(leaf_sf_max_clock_drift_ms, 0);
+}
+
+/*
  * The lease that leaf_worker_lease_take() gave this node, from its result:
  * log how it was taken, and fill in *lease.
  */
@@ -552,7 +585,9 @@ leaf_sf_db_took(PGresult *res, int64 token, int64 mono0, LeafSfDbLease *lease)
 	lease->fresh = fresh;
 	lease->row_hwm = row_hwm;
 	lease->db_hwm = strtoi64(PQgetvalue(res, 0, 7), NULL, 10);
-	lease->until_mono = mono0 + leaf_sf_margin_ms();
+	lease->bound = leaf_sf_lease_mode == LEAF_SF_LEASE_BOUND;
+	lease->reclaim_ms = lease->bound ? leaf_sf_reclaim_after_ms : 0;
+	lease->until_mono = leaf_sf_db_until(lease, mono0);
 }
 
 /*
@@ -568,8 +603,8 @@ leaf_sf_db_take(const LeafSfNode *node, int want_wid, int64 floor_hint,
 {
 	char		sql[LEAF_SF_DB_CALL_LEN];
 	char		layout[64];
-	char		p[11][32];
-	const char *params[15];
+	char		p[12][32];
+	const char *params[17];
 	const char *failover = GetConfigOption("leaf.alloc_failover", true, false);
 	PGresult   *res;
 	LeafSfDbResult r;
@@ -595,6 +630,9 @@ leaf_sf_db_take(const LeafSfNode *node, int want_wid, int64 floor_hint,
 		params[3 + i] = p[i];
 	params[14] = failover != NULL && strcmp(failover, "synchronous") == 0 ?
 		"true" : "false";
+	params[15] = leaf_sf_lease_mode == LEAF_SF_LEASE_BOUND ? "true" : "false";
+	snprintf(p[11], sizeof(p[11]), "%d", leaf_sf_reclaim_after_ms);
+	params[16] = p[11];
 	snprintf(sql, sizeof(sql),
 			 "SELECT result, reason, worker_id, fleet_id, fresh, taken_from, "
 			 "earlier_hwm_ms, recorded_hwm_ms, new_copy, last_timeline, "
@@ -604,9 +642,9 @@ leaf_sf_db_take(const LeafSfNode *node, int want_wid, int64 floor_hint,
 			 "$6::pg_catalog.int8, $7::pg_catalog.int8, $8::pg_catalog.text, "
 			 "$9::pg_catalog.int4, $10::pg_catalog.int4, $11::pg_catalog.int4, "
 			 "$12::pg_catalog.int8, $13::pg_catalog.int8, $14::pg_catalog.int8, "
-			 "$15::pg_catalog.bool)",
+			 "$15::pg_catalog.bool, $16::pg_catalog.bool, $17::pg_catalog.int8)",
 			 leaf_sf_lease_table);
-	if (!leaf_sf_db_run(sql, 15, params, &res, reason, reasonlen))
+	if (!leaf_sf_db_run(sql, 17, params, &res, reason, reasonlen))
 		return LEAF_SF_DB_RETRY;
 	leaf_sf_db_log_records(where, res);
 	r = leaf_sf_db_outcome(PQgetvalue(res, 0, 0));
@@ -772,7 +810,7 @@ leaf_sf_db_renew(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm,
 	}
 	lease->db_hwm = strtoi64(PQgetvalue(res, 0, 2), NULL, 10);
 	PQclear(res);
-	lease->until_mono = mono0 + leaf_sf_margin_ms();
+	lease->until_mono = leaf_sf_db_until(lease, mono0);
 	return LEAF_SF_DB_OK;
 }
 

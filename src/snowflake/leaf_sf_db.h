@@ -48,8 +48,15 @@ typedef struct LeafSfDbLease
 								 * wait out earlier holders */
 	int64		row_hwm;		/* the mark the row held when we took it */
 	int64		db_hwm;			/* the last mark the row holds for us */
-	int64		until_mono;		/* monotonic ms before which our lease in
-								 * the database cannot have ended */
+	bool		bound;			/* taken bound (leaf.worker_id_lease):
+								 * no other node takes it by time alone */
+	int64		reclaim_ms;		/* of a bound lease: others may take it this
+								 * long after its last renewal, or 0 */
+	int64		until_mono;		/* monotonic ms until which we may serve
+								 * with it: before the lease in the
+								 * database could end (expiring), or the
+								 * reclaim window minus the clock drift
+								 * (bound); PG_INT64_MAX if bound for good */
 	int64		clock_offset_ms;	/* our clock minus the database's, at
 									 * the last request */
 } LeafSfDbLease;

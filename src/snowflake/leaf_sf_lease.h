@@ -5,8 +5,8 @@
  *	  contract between the snowflake worker (leaf_sf_worker.c) and its
  *	  sources, one file each: a worker ID set by hand or from a pod ordinal
  *	  (leaf_sf_source_setting.c), ZooKeeper with the state file standing
- *	  in (leaf_sf_source_zk.c), the allocation database
- *	  (leaf_sf_source_db.c).
+ *	  in (leaf_sf_source_zk.c), the allocation database, with the state
+ *	  file standing in for a bound lease (leaf_sf_source_db.c).
  *
  * The worker runs one lease through its phases and calls its source
  * through a table of functions (LeafSfSource), as the segment allocator
@@ -173,6 +173,7 @@ extern const LeafSfSource leaf_sf_source_setting;
 extern const LeafSfSource leaf_sf_source_zk;
 extern const LeafSfSource leaf_sf_source_cache_file;
 extern const LeafSfSource leaf_sf_source_db;
+extern const LeafSfSource leaf_sf_source_db_file;
 extern const LeafSfSource leaf_sf_source_none;
 extern const LeafSfSource *leaf_sf_source_named(const char *name);
 

@@ -8,9 +8,21 @@
  * taken (or, set by hand, claimed) with a token drawn for it, renewed at
  * every heartbeat with the new high-water mark, and given up or released
  * with a mark.  The state file names the lease (its token and its table)
- * so that the next start knows it as its own.  A worker ID held there may
- * be taken over once its lease has ended, so the state file never stands
- * in for the database: with the database unreachable, the node waits.
+ * so that the next start knows it as its own.
+ *
+ * An expiring lease (leaf.worker_id_lease = 'expiring') may be taken over
+ * once it has ended, so the node serves no longer than its lease without
+ * the database, and the state file never stands in for it: with the
+ * database unreachable, a starting node waits.  A bound lease is taken
+ * over by no other node by time alone, as a forever node of ZooKeeper
+ * without recycling: the node serves on while the database is
+ * unreachable, and a node that starts then serves with the worker ID of
+ * its state file (source "database file"), if the file is this data
+ * directory's and this address's, names a bound lease of the database
+ * (written with no reclaim window) and was not superseded; once the
+ * database answers, the node takes its row back.  With a reclaim window
+ * (leaf.worker_id_reclaim_after), the node serves only within it, and
+ * the file does not stand in.
  *
  * The requests and the SQL are leaf_sf_db.c's; this file only keeps the
  * lease (LeafSfDbLease) and tells the worker what it means.
@@ -35,6 +47,89 @@ typedef struct LeafSfDbState
 } LeafSfDbState;
 
 #define DB(w)	(&((LeafSfDbState *) (w)->source_state)->db)
+
+/* Is the worker serving with the worker ID of the state file? */
+static bool
+leaf_sf_db_standing_in(LeafSfWorker *w)
+{
+	return w->lease.from == &leaf_sf_source_db_file;
+}
+
+/*
+ * May the state file stand in for the database, which is unreachable?
+ * Only for a lease bound for good when this node last wrote the file
+ * (declared 0: nobody may take it over by time), named by the file of this
+ * data directory at this address, and only if we would take it so today.
+ */
+static bool
+leaf_sf_db_file_stands_in(LeafSfWorker *w)
+{
+	const LeafSfSource *from = leaf_sf_source_named(w->file.source);
+	LeafSfStateFile *f = &w->file;
+
+	return leaf_sf_lease_mode == LEAF_SF_LEASE_BOUND &&
+		leaf_sf_reclaim_after_ms == 0 && leaf_sf_worker_id < 0 &&
+		f->valid && !f->foreign && !f->damaged && !w->file_refuted &&
+		(from == &leaf_sf_source_db || from == &leaf_sf_source_db_file) &&
+		f->declared == 0 && f->worker_id >= 0 && f->lease_token != 0 &&
+		strncmp(f->lease_ref, LEAF_SF_DB_FLEET_PREFIX,
+				strlen(LEAF_SF_DB_FLEET_PREFIX)) == 0 &&
+		strcmp(f->node_address, w->node.addr) == 0;
+}
+
+/* Why the state file does not stand in for the unreachable database. */
+static const char *
+leaf_sf_db_no_stand_in(LeafSfWorker *w)
+{
+	if (leaf_sf_lease_mode != LEAF_SF_LEASE_BOUND)
+		return "as a worker ID held there may be taken over once its lease has ended (\"leaf.worker_id_lease\" is 'expiring')";
+	if (leaf_sf_reclaim_after_ms > 0)
+		return "as \"leaf.worker_id_reclaim_after\" lets another node take a worker ID over after that long";
+	if (w->file.valid && w->file.declared != 0)
+		return "as its worker ID was not held bound for good in the allocation database when the file was last written";
+	return "as it names no bound lease of this data directory at this address";
+}
+
+/*
+ * The database is unreachable and nothing is served: serve with the
+ * worker ID of the state file, above its mark, if it may stand in.
+ */
+static bool
+leaf_sf_db_fall_back(LeafSfWorker *w)
+{
+	if (w->phase != LEAF_SF_TAKING || !leaf_sf_db_file_stands_in(w))
+		return false;
+	w->lease.worker_id = w->file.worker_id;
+	w->lease.token = w->file.lease_token;
+	strlcpy(w->lease.ref, w->file.lease_ref, sizeof(w->lease.ref));
+	w->floor_ms = Max(w->file.hwm_ms, w->last_issued);
+	w->floor_ms = Max(w->floor_ms, leaf_sf_state_mark(&w->file,
+													  w->lease.worker_id));
+	w->lease.from = &leaf_sf_source_db_file;
+	leaf_sf_floor_known(w);
+	leaf_sf_report_identity(w->lease.worker_id, w->lease.from->name,
+							w->node.addr, NULL);
+	leaf_sf_report_zk("not used");
+	ereport(LOG,
+			(errmsg("the allocation database is unreachable, using worker ID %d, bound to this node there, from \"%s\"",
+					w->lease.worker_id, LEAF_SF_STATE_FILE)));
+	return true;
+}
+
+/*
+ * The database, reached again, refuses this node (another table of worker
+ * IDs, other settings than the fleet's): the worker ID of the state file
+ * may be another node's there, so it stands in no more.
+ */
+static void
+leaf_sf_db_stand_in_refuted(LeafSfWorker *w)
+{
+	w->file_refuted = true;
+	w->lease.from = &leaf_sf_source_db;
+	w->lease.token = 0;
+	w->lease.ref[0] = '\0';
+	w->lease.worker_id = -1;
+}
 
 /*
  * The token of the lease that the state file names: the one this data
@@ -78,6 +173,15 @@ leaf_sf_db_taken(LeafSfWorker *w, bool hand_set)
 	int			wid = db->worker_id;
 	int64		f;
 
+	if (w->phase == LEAF_SF_SERVING &&
+		(wid != w->serving_wid || db->fresh))
+	{
+		/* everything up to the lease may have been used */
+		leaf_sf_not_ready(w, "the allocation database gave worker ID %d%s instead of %d of \"%s\", restarting the generator",
+						  wid, db->fresh ? " (new to this node)" : "",
+						  w->serving_wid, LEAF_SF_STATE_FILE);
+		w->floor_ms = Max(w->floor_ms, leaf_sf_get_lease());
+	}
 	w->lease.worker_id = wid;
 	f = Max(db->row_hwm, w->last_issued);
 	f = Max(f, leaf_sf_state_mark(&w->file, wid));
@@ -116,7 +220,8 @@ leaf_sf_db_take(LeafSfWorker *w, long *delay)
 	int64		hint = Max(w->last_issued, leaf_sf_get_lease());
 	LeafSfDbResult r;
 
-	if (DB(w)->held || w->phase == LEAF_SF_SERVING ||
+	if (DB(w)->held ||
+		(w->phase == LEAF_SF_SERVING && !leaf_sf_db_standing_in(w)) ||
 		(want >= 0 && w->lease.worker_id < 0))
 		return true;
 	hint = Max(hint, w->file_hwm);
@@ -129,11 +234,19 @@ leaf_sf_db_take(LeafSfWorker *w, long *delay)
 		return false;
 	if (r != LEAF_SF_DB_OK)
 	{
+		/* unreachable, or not yet: serving on from the file meanwhile */
+		if (leaf_sf_db_standing_in(w) && r != LEAF_SF_DB_FAIL)
+			return true;
+		if (leaf_sf_db_standing_in(w))
+			leaf_sf_db_stand_in_refuted(w);
+		if (r == LEAF_SF_DB_RETRY && leaf_sf_db_fall_back(w))
+			return true;
 		if (r != LEAF_SF_DB_RETRY)
 			leaf_sf_not_ready(w, "%s", reason);
 		else
-			leaf_sf_not_ready(w, "could not take a worker ID from the allocation database: %s; \"%s\" does not stand in for it, as a worker ID held there may be taken over once its lease has ended",
-							  reason, LEAF_SF_STATE_FILE);
+			leaf_sf_not_ready(w, "could not take a worker ID from the allocation database: %s; \"%s\" does not stand in for it, %s",
+							  reason, LEAF_SF_STATE_FILE,
+							  leaf_sf_db_no_stand_in(w));
 		*delay = Max(*delay, r == LEAF_SF_DB_FAIL ? 10000 : 1000);
 		leaf_sf_floor_lost(w);
 		return true;
@@ -182,9 +295,11 @@ leaf_sf_db_heartbeat(LeafSfWorker *w, int64 now, int64 hwm)
 
 /*
  * The latest timestamp the lease in the allocation database lets this
- * node use: the mark it holds, and no later than the lease there can
- * last, on our monotonic clock from the start of the last renewal; -1
- * once the lease is no longer held.
+ * node use: an expiring lease, the mark it holds, and no later than the
+ * lease there can last, on our monotonic clock from the start of the last
+ * renewal; a bound one, no later than its reclaim window allows
+ * (leaf_sf_db_until), or only the state file's mark; -1 once the lease is
+ * no longer held (unless the state file stands in for a bound one).
  */
 static int64
 leaf_sf_db_bound(LeafSfWorker *w, int64 now)
@@ -192,39 +307,55 @@ leaf_sf_db_bound(LeafSfWorker *w, int64 now)
 	LeafSfDbLease *db = DB(w);
 
 	if (!db->held)
-		return -1;
+		return leaf_sf_db_standing_in(w) ? PG_INT64_MAX : -1;
+	if (db->until_mono == PG_INT64_MAX)
+		return PG_INT64_MAX;
+	if (db->bound)
+		return now + (db->until_mono - leaf_sf_mono_ms());
 	return Min(db->db_hwm, now + (db->until_mono - leaf_sf_mono_ms()));
 }
 
-/* The lease bounds what is used: never extended from the file alone. */
+/*
+ * An expiring lease, or a bound one with a reclaim window, bounds what is
+ * used: never extended from the file alone.  One bound for good is
+ * nobody else's, and the file, written first, is the record that counts.
+ */
 static bool
 leaf_sf_db_file_first(LeafSfWorker *w)
 {
-	return false;
+	return leaf_sf_db_standing_in(w) ||
+		(DB(w)->held && DB(w)->until_mono == PG_INT64_MAX);
 }
 
 static void
 leaf_sf_db_lease_out(LeafSfWorker *w, char *buf, size_t len)
 {
-	snprintf(buf, len, "the allocation database has not recorded a new high-water mark, and a worker ID held there may not be used past the mark and the lease it holds");
+	if (DB(w)->bound)
+		snprintf(buf, len, "the allocation database has not confirmed the lease for longer than \"leaf.worker_id_reclaim_after\" (%lld ms) less \"leaf.max_clock_drift_ms\", after which another node may take worker ID %d over",
+				 (long long) DB(w)->reclaim_ms, w->lease.worker_id);
+	else
+		snprintf(buf, len, "the allocation database has not recorded a new high-water mark, and a worker ID held there may not be used past the mark and the lease it holds");
 }
 
-/* A worker ID is used only once the allocation database holds its mark. */
+/*
+ * A worker ID is used only once the allocation database holds its mark,
+ * or, bound there, while the state file stands in.
+ */
 static bool
 leaf_sf_db_confirmed(LeafSfWorker *w)
 {
-	if (w->lease.renewed)
+	if (w->lease.renewed || leaf_sf_db_standing_in(w))
 		return true;
 	leaf_sf_not_ready(w, "worker ID %d is used once the allocation database records its mark",
 					  w->lease.worker_id);
 	return false;
 }
 
-/* Serving waits until the lease is held. */
+/* Serving waits until the lease is held, or the state file stands in. */
 static bool
 leaf_sf_db_settled(LeafSfWorker *w)
 {
-	return DB(w)->held;
+	return DB(w)->held || leaf_sf_db_standing_in(w);
 }
 
 /* A worker ID taken from the database (not set by hand) can be given up. */
@@ -262,7 +393,8 @@ leaf_sf_db_give_up_lease(LeafSfWorker *w, int64 hwm)
 static void
 leaf_sf_db_release_lease(LeafSfWorker *w, int64 hwm)
 {
-	leaf_sf_db_release(&w->node, DB(w), hwm);
+	if (DB(w)->held)
+		leaf_sf_db_release(&w->node, DB(w), hwm);
 	(void) leaf_sf_file_lower(w, hwm);
 }
 
@@ -272,11 +404,20 @@ leaf_sf_db_stop(LeafSfWorker *w)
 	leaf_sf_db_disconnect();
 }
 
-/* A worker ID from the allocation database is recycled there. */
+/*
+ * A worker ID from the allocation database is recycled there, unless its
+ * row is bound to this node for good: the file may then stand in.
+ */
 static bool
 leaf_sf_db_recyclable(LeafSfWorker *w)
 {
-	return leaf_sf_worker_id == -1;
+	LeafSfDbLease *db = DB(w);
+
+	if (leaf_sf_worker_id != -1)
+		return false;
+	if (leaf_sf_db_standing_in(w))
+		return false;
+	return !(db->held && db->bound && db->reclaim_ms <= 0);
 }
 
 static void
@@ -320,4 +461,13 @@ const LeafSfSource leaf_sf_source_db = {
 	.stop = leaf_sf_db_stop,
 	.recyclable = leaf_sf_db_recyclable,
 	.record = leaf_sf_record_plain,
+};
+
+/*
+ * The state file standing in for a bound lease in the unreachable
+ * allocation database: only a name, for the worker ID it gives
+ * (leaf_sf_db_fall_back), in the status and the file.
+ */
+const LeafSfSource leaf_sf_source_db_file = {
+	.name = "database file",
 };

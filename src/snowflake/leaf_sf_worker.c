@@ -79,6 +79,7 @@ static const LeafSfSource *const leaf_sf_sources[] = {
 	&leaf_sf_source_zk,
 	&leaf_sf_source_cache_file,
 	&leaf_sf_source_db,
+	&leaf_sf_source_db_file,
 };
 
 /* The source of that name, or NULL. */

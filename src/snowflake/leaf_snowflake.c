@@ -94,6 +94,15 @@ static const struct config_enum_entry leaf_sf_id_source_options[] = {
 	{NULL, 0, false}
 };
 
+/* leaf.worker_id_lease: read here, by the worker and by leaf_sf_db.c */
+int			leaf_sf_lease_mode = LEAF_SF_LEASE_EXPIRING;
+
+static const struct config_enum_entry leaf_sf_lease_mode_options[] = {
+	{"expiring", LEAF_SF_LEASE_EXPIRING, false},
+	{"bound", LEAF_SF_LEASE_BOUND, false},
+	{NULL, 0, false}
+};
+
 char	   *leaf_sf_zk_hosts = NULL;
 char	   *leaf_sf_zk_auth = NULL;
 int64		leaf_sf_epoch_ms = INT64CONST(1288834974657);
@@ -323,6 +332,18 @@ leaf_sf_define_worker_id_settings(void)
 							 &leaf_sf_id_source,
 							 LEAF_SF_SOURCE_AUTO,
 							 leaf_sf_id_source_options,
+							 PGC_POSTMASTER,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("leaf.worker_id_lease",
+							 "Sets how a worker ID held in the allocation database is kept.",
+							 "\"expiring\": a lease of a few seconds, taken over once it ended; "
+							 "\"bound\": the node's until it gives it up (or after leaf.worker_id_reclaim_after without renewal), "
+							 "so that it serves through an outage of the allocation database.",
+							 &leaf_sf_lease_mode,
+							 LEAF_SF_LEASE_EXPIRING,
+							 leaf_sf_lease_mode_options,
 							 PGC_POSTMASTER,
 							 0,
 							 NULL, NULL, NULL);

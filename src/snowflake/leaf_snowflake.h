@@ -47,6 +47,21 @@ typedef enum LeafSfIdSource
 
 extern int	leaf_sf_id_source;
 
+/*
+ * leaf.worker_id_lease: how a lease in the allocation database ends.
+ * Expiring: a few seconds after its last renewal, and others take it over.
+ * Bound: never by time alone (only by a give-up, or after
+ * leaf.worker_id_reclaim_after without renewal if set), so the holder
+ * serves through an outage of the allocation database.
+ */
+typedef enum LeafSfLeaseMode
+{
+	LEAF_SF_LEASE_EXPIRING,
+	LEAF_SF_LEASE_BOUND
+} LeafSfLeaseMode;
+
+extern int	leaf_sf_lease_mode;
+
 /* leaf_sf_ordinal.c */
 extern void leaf_sf_ordinal_define_settings(void);
 extern bool leaf_sf_ordinal_configured(void);
