@@ -12,6 +12,10 @@
 # expiring mode stopped cleanly, never the bound row of a node that
 # crashed before the outage, however long ago that lease ended; no ID is
 # repeated across the nodes.
+#
+# LEAF_BOUND_OUTAGE_S sets the outage's length in seconds (60 unless set):
+# LEAF_BOUND_OUTAGE_S=600 runs the ten minutes of docs/snowflake.md by
+# hand.  The file notes what the nodes did, for the figures there.
 use strict;
 use warnings;
 
@@ -21,8 +25,13 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes ();
 
-my $outage_s = 60;
+my $outage_s = $ENV{LEAF_BOUND_OUTAGE_S} // 60;
+die "LEAF_BOUND_OUTAGE_S must be a whole number of seconds, at least 20"
+  unless $outage_s =~ /^\d+$/ && $outage_s >= 20;
 my $drift_ms = 2000;
+# the sessions that take IDs through the outage run longer than it
+$PostgreSQL::Test::Utils::timeout_default = $outage_s + 120
+  if $PostgreSQL::Test::Utils::timeout_default < $outage_s + 120;
 
 my $alloc = LeafTest::new_node('alloc', { max_worker_processes => undef },
 	"listen_addresses = '127.0.0.1'");
@@ -41,8 +50,10 @@ sub sf_node
 		"leaf.heartbeat_interval = '500ms'",
 		"leaf.max_clock_drift_ms = '${drift_ms}ms'",
 		"leaf.wait_timeout = '1s'");
+	$node->{started_at} = Time::HiRes::time();
 	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION leaf; CREATE TABLE got (id bigint, at float8)');
+	$node->safe_psql('postgres',
+		'CREATE EXTENSION leaf; CREATE TABLE got (id bigint, at float8); CREATE TABLE stop (at float8)');
 	$node->{mode} = $mode;
 	return $node;
 }
@@ -53,8 +64,9 @@ sub wait_ready
 	return;
 }
 
-# a session that takes 200 IDs every 100 ms for $secs into table got, and
-# stops at the first error (a call that found the generator not ready)
+# a session that takes 200 IDs every 100 ms into table got until table
+# stop has a row (stop_taking) or for $secs at most, and stops at the
+# first error (a call that found the generator not ready)
 sub start_taking
 {
 	my ($node, $secs) = @_;
@@ -64,7 +76,7 @@ DO \$\$
 DECLARE
 	deadline timestamptz := clock_timestamp() + interval '$secs s';
 BEGIN
-	WHILE clock_timestamp() < deadline LOOP
+	WHILE clock_timestamp() < deadline AND NOT EXISTS (SELECT FROM stop) LOOP
 		INSERT INTO got
 		SELECT g, extract(epoch FROM clock_timestamp()) FROM leaf_snowflake_nextvals(200) g;
 		COMMIT;
@@ -85,6 +97,12 @@ SELECT max(d) FROM (
           UNION SELECT $from UNION SELECT $to) s) g]);
 }
 
+sub stop_taking
+{
+	$_->safe_psql('postgres', 'INSERT INTO stop VALUES (extract(epoch FROM clock_timestamp()))') for @_;
+	return;
+}
+
 sub ids_of { return split /\n/, $_[0]->safe_psql('postgres', 'SELECT id FROM got'); }
 
 # started together: the new holders wait out earlier ones at once
@@ -102,7 +120,7 @@ my @ids = map { LeafTest::sf_ids($_, 2000) } $a, $b, $c, $e;
 # c crashes before the outage and stays down: its row stays bound
 $c->stop('immediate');
 
-my $taking_a = start_taking($a, $outage_s + 4);
+my $taking_a = start_taking($a, $outage_s + 120);
 ok(LeafTest::wait_until(sub { $a->safe_psql('postgres', 'SELECT count(*) FROM got') > 0 },
 	'a to be called'), 'a is called every 100 ms');
 
@@ -113,6 +131,8 @@ ok(LeafTest::wait_until(sub {
 	my ($st) = LeafTest::sqlstate($e, 'postgres', 'SELECT leaf_snowflake()');
 	return defined $st && $st eq 'LF102';
 }, 'e to stop serving', 15), 'the expiring node stops serving once its lease can end');
+note(sprintf('the expiring node stopped serving within %.1f s of the stop',
+	Time::HiRes::time() - $stopped_at));
 like(LeafTest::sf_status($e, 'not_ready_reason'), qr/the lease ran out/, '... and says why');
 
 # b is stopped and started while the database is down
@@ -126,13 +146,16 @@ is(LeafTest::sf_status($b, 'worker_id || \'/\' || worker_id_source'), "$wid{b}/d
 	"... with its worker ID $wid{b}, from its state file");
 like(slurp_file($b->logfile), qr/the allocation database is unreachable, using worker ID $wid{b}, bound to this node there, from "leaf_snowflake\.state"/,
 	'... and its log says so');
-my $taking_b = start_taking($b, int($stopped_at + $outage_s + 5 - Time::HiRes::time()));
+my $taking_b = start_taking($b, $outage_s + 120);
 
 my $left = $stopped_at + $outage_s - Time::HiRes::time();
 Time::HiRes::sleep($left) if $left > 0;
 ok(LeafTest::sf_wait_ready($a, 1), "a still serves $outage_s s into the outage");
 $alloc->start;
 my $back_at = Time::HiRes::time();
+# a few calls more once it is back, then the sessions end
+Time::HiRes::sleep(3);
+stop_taking($a, $b);
 
 my ($rc_a, undef, $err_a) = LeafTest::finish_psql_script($taking_a);
 is($rc_a, 0, 'a served every call, all through the outage') or diag($err_a);
@@ -142,6 +165,10 @@ my $last_a = $a->safe_psql('postgres', 'SELECT max(at) FROM got');
 note(sprintf('a served from %.1f s before the stop to %.1f s after the database came back (outage %.1f s); b served %.1f s after its start',
 	$stopped_at - $a->safe_psql('postgres', 'SELECT min(at) FROM got'),
 	$last_a - $back_at, $back_at - $stopped_at, $b_wait));
+
+note(sprintf('IDs taken while the allocation database was down: %d by a, %d by b (restarted %.1f s into the outage)',
+	map({ $_->safe_psql('postgres', "SELECT count(*) FROM got WHERE at BETWEEN $stopped_at AND $back_at") } $a, $b),
+	$b_started - $stopped_at));
 
 my ($rc_b, undef, $err_b) = LeafTest::finish_psql_script($taking_b);
 is($rc_b, 0, 'b served every call from its start until after the outage') or diag($err_b);
@@ -155,16 +182,15 @@ ok(LeafTest::sf_wait_ready($e), 'the expiring node serves again');
 # e stops cleanly: its lease ends; a new node takes it, not c's bound row
 push @ids, LeafTest::sf_ids($e, 2000);
 $e->stop;
-my $n_started = Time::HiRes::time();
 my $n = sf_node('n', 'bound');
 wait_ready($n);
-my $n_wait = Time::HiRes::time() - $n_started;
+my $n_wait = Time::HiRes::time() - $n->{started_at};
 is(LeafTest::sf_status($n, 'worker_id'), $wid{e},
 	"a new node takes the ended lease of the expiring node, worker ID $wid{e}, not c's bound $wid{c}");
 like($alloc->safe_psql('postgres', "SELECT holder_address FROM leaf_worker_lease WHERE worker_id = $wid{c}"),
 	qr/^c\.example/, "... c's row is still c's");
 note(sprintf('n served %.1f s after its start (the database back %.1f s before)',
-	$n_wait, $n_started - $back_at));
+	$n_wait, $n->{started_at} - $back_at));
 
 push @ids, ids_of($a), ids_of($b), LeafTest::sf_ids($n, 2000),
   map { LeafTest::sf_ids($_, 2000) } $a, $b;
