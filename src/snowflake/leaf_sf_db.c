@@ -870,12 +870,14 @@ leaf_sf_db_end_lease(const LeafSfNode *node, LeafSfDbLease *lease,
 /*
  * At a clean stop, once the generator serves no more: end the lease, so
  * that this data directory takes the row back at once at its next start.
- * A failure only makes that start wait for the lease to end.
+ * A failure only makes that start wait for the lease to end.  Returns
+ * whether the row was ours and is released (a bound row stays ours).
  */
-void
+bool
 leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm)
 {
 	char		reason[LEAF_SF_REASON_LEN];
+	bool		released;
 
 	/*
 	 * The stop is why we are here: a renewal it interrupted closed the
@@ -886,8 +888,10 @@ leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm)
 	 * and the stop waits for them.
 	 */
 	leaf_sf_releasing = true;
-	if (leaf_sf_db_end_lease(node, lease, hwm, false, LEAF_SF_DB_RELEASE_MS,
-							 reason, sizeof(reason)))
+	released = leaf_sf_db_end_lease(node, lease, hwm, false,
+									LEAF_SF_DB_RELEASE_MS,
+									reason, sizeof(reason));
+	if (released)
 		ereport(LOG,
 				(errmsg("leaf snowflake worker released worker ID %d in the allocation database, with mark " INT64_FORMAT,
 						lease->worker_id, hwm)));
@@ -897,6 +901,7 @@ leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease, int64 hwm)
 						lease->worker_id, reason),
 				 errdetail("The lease ends there by itself; until it has, the next start of this node waits to take the row back.")));
 	leaf_sf_releasing = false;
+	return released;
 }
 
 /* leaf_snowflake_new_worker_id(): give our row up, with mark hwm. */

@@ -71,7 +71,7 @@ extern LeafSfDbResult leaf_sf_db_acquire(const LeafSfNode *node, int want_wid,
 extern LeafSfDbResult leaf_sf_db_renew(const LeafSfNode *node,
 									   LeafSfDbLease *lease, int64 hwm,
 									   char *reason, size_t reasonlen);
-extern void leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease,
+extern bool leaf_sf_db_release(const LeafSfNode *node, LeafSfDbLease *lease,
 							   int64 hwm);
 extern bool leaf_sf_db_give_up(const LeafSfNode *node, LeafSfDbLease *lease,
 							   int64 hwm, char *reason, size_t reasonlen);

@@ -42,6 +42,8 @@
 typedef struct LeafSfDbState
 {
 	LeafSfDbLease db;			/* the lease */
+	bool		released_bound; /* a clean stop released a row bound to
+								 * us for good: it is still ours */
 	char		renew_failed[LEAF_SF_REASON_LEN];	/* why the last renewal
 													 * failed, or "" */
 } LeafSfDbState;
@@ -389,12 +391,20 @@ leaf_sf_db_give_up_lease(LeafSfWorker *w, int64 hwm)
 	return true;
 }
 
-/* The lease in the allocation database ends now, above what was used. */
+/*
+ * The lease in the allocation database ends now, above what was used.  A
+ * row bound for good stays ours when released, so the file written after
+ * may stand in at the next start as before.
+ */
 static void
 leaf_sf_db_release_lease(LeafSfWorker *w, int64 hwm)
 {
-	if (DB(w)->held)
-		leaf_sf_db_release(&w->node, DB(w), hwm);
+	LeafSfDbState *st = (LeafSfDbState *) w->source_state;
+	LeafSfDbLease *db = &st->db;
+	bool		for_good = db->held && db->bound && db->reclaim_ms <= 0;
+
+	if (db->held && leaf_sf_db_release(&w->node, db, hwm))
+		st->released_bound = for_good;
 	(void) leaf_sf_file_lower(w, hwm);
 }
 
@@ -406,18 +416,21 @@ leaf_sf_db_stop(LeafSfWorker *w)
 
 /*
  * A worker ID from the allocation database is recycled there, unless its
- * row is bound to this node for good: the file may then stand in.
+ * row is bound to this node for good, held or released at a clean stop:
+ * the file may then stand in.
  */
 static bool
 leaf_sf_db_recyclable(LeafSfWorker *w)
 {
-	LeafSfDbLease *db = DB(w);
+	LeafSfDbState *st = (LeafSfDbState *) w->source_state;
+	LeafSfDbLease *db = &st->db;
 
 	if (leaf_sf_worker_id != -1)
 		return false;
 	if (leaf_sf_db_standing_in(w))
 		return false;
-	return !(db->held && db->bound && db->reclaim_ms <= 0);
+	return !((db->held || st->released_bound) && db->bound &&
+			 db->reclaim_ms <= 0);
 }
 
 static void

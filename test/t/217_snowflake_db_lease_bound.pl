@@ -5,9 +5,11 @@
 # minute:
 #  - a node of the bound mode serves throughout, called every 100 ms;
 #  - a node of the expiring mode stops once its lease can end;
-#  - a bound node stopped and started meanwhile serves from its state
-#    file, with its worker ID, and holds its row again once the database
-#    is back, without the wait of a new holder;
+#  - a bound node stopped cleanly before the outage (which released its
+#    row, still bound to it) and started during it serves from its state
+#    file, with its worker ID, again after a crash during the outage, and
+#    holds its row again once the database is back, without the wait of
+#    a new holder;
 # and once it is back, a new node takes the ended lease of a node of the
 # expiring mode stopped cleanly, never the bound row of a node that
 # crashed before the outage, however long ago that lease ended; no ID is
@@ -117,8 +119,12 @@ is($bound_rows, join(',', map { $_ == $wid{e} ? 'false' : 'true' } 0 .. 3),
 	'the rows of the bound nodes are bound, the row of the expiring one is not');
 my @ids = map { LeafTest::sf_ids($_, 2000) } $a, $b, $c, $e;
 
-# c crashes before the outage and stays down: its row stays bound
+# c crashes before the outage and stays down: its row stays bound; b
+# stops cleanly, which releases its row, bound to it still
 $c->stop('immediate');
+$b->stop;
+like(slurp_file($b->logfile), qr/released worker ID $wid{b} in the allocation database/,
+	'b, stopped cleanly, released its row');
 
 my $taking_a = start_taking($a, $outage_s + 120);
 ok(LeafTest::wait_until(sub { $a->safe_psql('postgres', 'SELECT count(*) FROM got') > 0 },
@@ -135,17 +141,25 @@ note(sprintf('the expiring node stopped serving within %.1f s of the stop',
 	Time::HiRes::time() - $stopped_at));
 like(LeafTest::sf_status($e, 'not_ready_reason'), qr/the lease ran out/, '... and says why');
 
-# b is stopped and started while the database is down
+# b is started while the database is down, and crashes and starts again
 Time::HiRes::sleep(5);
-$b->stop('immediate');
 $b->start;
 my $b_started = Time::HiRes::time();
-ok(LeafTest::sf_wait_ready($b, 20), 'a bound node started while the allocation database is down serves');
+ok(LeafTest::sf_wait_ready($b, 20),
+	'a bound node stopped cleanly before the outage and started during it serves');
 my $b_wait = Time::HiRes::time() - $b_started;
 is(LeafTest::sf_status($b, 'worker_id || \'/\' || worker_id_source'), "$wid{b}/database file",
 	"... with its worker ID $wid{b}, from its state file");
 like(slurp_file($b->logfile), qr/the allocation database is unreachable, using worker ID $wid{b}, bound to this node there, from "leaf_snowflake\.state"/,
 	'... and its log says so');
+push @ids, LeafTest::sf_ids($b, 2000);
+$b->stop('immediate');
+$b->start;
+my $b_crash_started = Time::HiRes::time();
+ok(LeafTest::sf_wait_ready($b, 20), '... and again after a crash during the outage');
+my $b_crash_wait = Time::HiRes::time() - $b_crash_started;
+is(LeafTest::sf_status($b, 'worker_id || \'/\' || worker_id_source'), "$wid{b}/database file",
+	"... with its worker ID $wid{b}, from its state file");
 my $taking_b = start_taking($b, $outage_s + 120);
 
 my $left = $stopped_at + $outage_s - Time::HiRes::time();
@@ -162,13 +176,13 @@ is($rc_a, 0, 'a served every call, all through the outage') or diag($err_a);
 my $gap = longest_gap($a, $stopped_at, $back_at);
 cmp_ok($gap, "<", 1.5, "... never 1.5 s without a call served, from the stop until the database was back (longest: ${gap} s)");
 my $last_a = $a->safe_psql('postgres', 'SELECT max(at) FROM got');
-note(sprintf('a served from %.1f s before the stop to %.1f s after the database came back (outage %.1f s); b served %.1f s after its start',
+note(sprintf('a served from %.1f s before the stop to %.1f s after the database came back (outage %.1f s); b served %.1f s after its start, %.1f s after its start after the crash',
 	$stopped_at - $a->safe_psql('postgres', 'SELECT min(at) FROM got'),
-	$last_a - $back_at, $back_at - $stopped_at, $b_wait));
+	$last_a - $back_at, $back_at - $stopped_at, $b_wait, $b_crash_wait));
 
-note(sprintf('IDs taken while the allocation database was down: %d by a, %d by b (restarted %.1f s into the outage)',
+note(sprintf('IDs taken while the allocation database was down: %d by a, %d by b (started %.1f s into the outage, and again after a crash %.1f s into it)',
 	map({ $_->safe_psql('postgres', "SELECT count(*) FROM got WHERE at BETWEEN $stopped_at AND $back_at") } $a, $b),
-	$b_started - $stopped_at));
+	$b_started - $stopped_at, $b_crash_started - $stopped_at));
 
 my ($rc_b, undef, $err_b) = LeafTest::finish_psql_script($taking_b);
 is($rc_b, 0, 'b served every call from its start until after the outage') or diag($err_b);
