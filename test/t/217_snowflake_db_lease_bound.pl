@@ -10,6 +10,9 @@
 #    file, with its worker ID, again after a crash during the outage, and
 #    holds its row again once the database is back, without the wait of
 #    a new holder;
+#  - a copy of that node's data directory (cp -a while it was stopped),
+#    started beside it with its configuration, does not serve: the state
+#    file stands in only for the data directory that wrote it;
 # and once it is back, a new node takes the ended lease of a node of the
 # expiring mode stopped cleanly, never the bound row of a node that
 # crashed before the outage, however long ago that lease ended; no ID is
@@ -18,6 +21,8 @@
 # LEAF_BOUND_OUTAGE_S sets the outage's length in seconds (60 unless set):
 # LEAF_BOUND_OUTAGE_S=600 runs the ten minutes of docs/snowflake.md by
 # hand.  The file notes what the nodes did, for the figures there.
+#
+# copy-matrix: sf_file cp_datadir
 use strict;
 use warnings;
 
@@ -143,6 +148,7 @@ like(LeafTest::sf_status($e, 'not_ready_reason'), qr/the lease ran out/, '... an
 
 # b is started while the database is down, and crashes and starts again
 Time::HiRes::sleep(5);
+my $b_copy = LeafTest::new_node_from_data_dir('b_copy', $b);
 $b->start;
 my $b_started = Time::HiRes::time();
 ok(LeafTest::sf_wait_ready($b, 20),
@@ -161,6 +167,16 @@ my $b_crash_wait = Time::HiRes::time() - $b_crash_started;
 is(LeafTest::sf_status($b, 'worker_id || \'/\' || worker_id_source'), "$wid{b}/database file",
 	"... with its worker ID $wid{b}, from its state file");
 my $taking_b = start_taking($b, $outage_s + 120);
+
+# the copy of b's data directory, beside it while the database is down
+$b_copy->start;
+ok(LeafTest::sf_wait_reason($b_copy, qr/"leaf_snowflake\.state" does not stand in for it/, 20),
+	"a copy of b's data directory does not serve from the state file it copied");
+like(slurp_file($b_copy->logfile), qr/"leaf_snowflake\.state" was written by another data directory/,
+	'... which its log says is the original\'s');
+my ($copy_st) = LeafTest::sqlstate($b_copy, 'postgres', 'SELECT leaf_snowflake()');
+is($copy_st, 'LF102', '... and it serves no ID');
+$b_copy->stop('immediate');
 
 my $left = $stopped_at + $outage_s - Time::HiRes::time();
 Time::HiRes::sleep($left) if $left > 0;
