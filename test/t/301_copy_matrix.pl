@@ -17,7 +17,13 @@
 #    file names the original's table of worker IDs) is ready, held back or
 #    refused as the cell says, the original's nodes go on where the cell
 #    says so, no two ready nodes hold one worker ID, and no snowflake ID
-#    is handed out twice in the whole run.
+#    is handed out twice in the whole run.  Where the copy refuses a
+#    new node (a clone, a logical subscriber, with the subscription
+#    enabled or not), a node of the bound mode
+#    (leaf.worker_id_lease = 'bound') whose row the copy holds, bound to
+#    it, is pointed at the copy with its state file too, and is refused
+#    as well: neither its own row nor its state file lets it serve there,
+#    not even for a moment (its log never says the file stood in).
 # The operations: a physical standby; a pg_basebackup clone started as a
 # primary; a restore to a restore point (archive recovery, a new
 # timeline); pg_dump into another database of the cluster and into a
@@ -169,9 +175,9 @@ my @sf_conf = (
 # a snowflake node, not started: point() starts it
 sub sf_node
 {
-	my ($name) = @_;
+	my ($name, @conf) = @_;
 	return LeafTest::new_node($name, { max_worker_processes => undef, start => 0 },
-		@sf_conf, "leaf.node_address = '$name.example:5432'");
+		@sf_conf, "leaf.node_address = '$name.example:5432'", @conf);
 }
 
 sub running { return defined $_[0]->{_pid}; }
@@ -184,6 +190,8 @@ sub point
 	my ($sf, $alloc, $db, %o) = @_;
 	$sf->stop if running($sf);
 	unlink $sf->data_dir . '/leaf_snowflake.state' if $o{fresh};
+	# what it logs from this start on
+	$sf->{cm_log_from} = -s $sf->logfile // 0;
 	my $conf = $sf->data_dir . '/copy_matrix.conf';
 	unlink $conf;
 	append_to_file($conf,
@@ -251,9 +259,12 @@ sub sf_check_ready
 }
 
 # the lease cell of $op: $copy is the node pointed at the copy (started),
-# @$orig the nodes that go on at the original, $after (optional) a sub
-# that starts a node at the original once the copy's clauses are checked
-# (for clauses of the original other than "serves") and returns it
+# or a list of them whose first is the node new to the copy and the
+# others nodes of the bound mode pointed at it with their state files
+# (only where every clause of the copy is not_ready), @$orig the nodes
+# that go on at the original, $after (optional) a sub that starts a node
+# at the original once the copy's clauses are checked (for clauses of the
+# original other than "serves") and returns it
 sub lease_cell
 {
 	my ($op, $copy, $orig, $after) = @_;
@@ -261,7 +272,11 @@ sub lease_cell
 	$ran{"lease $op"} = 1;
 	note "lease $op: $c->{text} (" . elapsed() . ')';
 	my @cl = @{ $c->{outcome} };
-	my @check = ($copy);
+	my @copies = ref $copy eq 'ARRAY' ? @$copy : ($copy);
+	$copy = $copies[0];
+	fail("lease $op: nodes of the bound mode are pointed at a copy only where it is refused")
+	  if @copies > 1 && grep { $_->{who} eq 'copy' && $_->{what} ne 'not_ready' } @cl;
+	my @check = @copies;
 	my ($never, $refused);
 	for my $i (0 .. $#cl)
 	{
@@ -327,13 +342,23 @@ sub lease_cell
 		}
 		elsif ($cl->{what} eq 'not_ready')
 		{
-			my ($ready, $wid, $reason) = sf_decide($copy, $cl->{re}, 30);
-			ok(!$ready && $reason =~ $cl->{re},
-				"$what (" . ($ready ? "ready with worker ID $wid" : "not ready: $reason") . ')');
-			next if $ready;
-			my ($st) = LeafTest::sqlstate($copy, 'postgres', 'SELECT leaf_snowflake()');
-			is($st, 'LF102', "lease $op: leaf_snowflake() on the copy's node fails with LF102");
-			$refused = 1;
+			for my $n (@copies)
+			{
+				my $whose = $n == $copy ? '' : ' (' . $n->name . ', bound there)';
+				my ($ready, $wid, $reason) = sf_decide($n, $cl->{re}, 30);
+				ok(!$ready && $reason =~ $cl->{re}, "$what$whose ("
+					  . ($ready ? "ready with worker ID $wid" : "not ready: $reason") . ')');
+				next if $ready;
+				my ($st) = LeafTest::sqlstate($n, 'postgres', 'SELECT leaf_snowflake()');
+				is($st, 'LF102', "lease $op: leaf_snowflake() on the node " . $n->name
+					  . " pointed at the copy fails with LF102");
+				# not even for a moment, before the copy refused it
+				unlike(slurp_file($n->logfile, $n->{cm_log_from}),
+					qr/using worker ID \d+, bound to this node there/,
+					"lease $op: the state file of the node " . $n->name
+					  . ' never stood in for the copy');
+				$refused = 1;
+			}
 		}
 		else
 		{
@@ -344,10 +369,22 @@ sub lease_cell
 	# a refusal stays
 	if ($refused)
 	{
-		my ($ready, $wid) = sf_state($copy);
-		ok(!$ready, "lease $op: the copy's node is still not ready"
-			  . ($ready ? " (ready with worker ID $wid)" : ''));
+		for my $n (@copies)
+		{
+			my ($ready, $wid) = sf_state($n);
+			ok(!$ready, "lease $op: the node " . $n->name . " pointed at the copy is still not ready"
+				  . ($ready ? " (ready with worker ID $wid)" : ''));
+		}
 	}
+	return;
+}
+
+# the node of the bound mode back at the original $alloc
+sub bound_back
+{
+	my ($sf, $alloc, $what) = @_;
+	point($sf, $alloc, 'postgres');
+	ok(LeafTest::sf_wait_ready($sf, 30), "$what: the bound node serves at the original again");
 	return;
 }
 
@@ -413,6 +450,17 @@ point($S2, $A, 'postgres');
 ok(LeafTest::sf_wait_ready($S1, 60) && LeafTest::sf_wait_ready($S2, 60),
 	'the two nodes of the original serve');
 sf_check_ready('set-up', $S1, $S2);
+# a node of the bound mode, whose row the copies made from here hold
+my $Bd;
+if ($part eq 'copies')
+{
+	$Bd = sf_node('bound', "leaf.worker_id_lease = 'bound'");
+	point($Bd, $A, 'postgres');
+	ok(LeafTest::sf_wait_ready($Bd, 60), 'the node of the bound mode serves');
+	is($A->safe_psql('postgres', q[SELECT bound FROM leaf_worker_lease WHERE holder_address = 'bound.example:5432']),
+		't', '... with its row bound to it');
+	sf_check_ready('set-up, bound', $S1, $S2, $Bd);
+}
 
 $A->backup('base');
 $A->safe_psql('postgres', q[SELECT pg_create_restore_point('copy_matrix')]);
@@ -440,8 +488,12 @@ if ($part eq 'copies')
 	$C->start;
 	segment_cell('clone_primary', $C, 'postgres', $A, 'postgres');
 	point($N, $C, 'postgres', fresh => 1);
-	lease_cell('clone_primary', $N, [ $S1, $S2 ]);
+	is($C->safe_psql('postgres', q[SELECT bound FROM leaf_worker_lease WHERE holder_address = 'bound.example:5432']),
+		't', "clone_primary: the clone holds the bound node's row, bound");
+	point($Bd, $C, 'postgres');
+	lease_cell('clone_primary', [ $N, $Bd ], [ $S1, $S2 ]);
 	$N->stop;
+	bound_back($Bd, $A, 'clone_primary');
 	$C->stop;
 
 	# ---------------------------------------------------------------- PITR
@@ -496,6 +548,7 @@ if ($part eq 'copies')
 	# their leases); leaf stops its allocator for the copy itself
 	$S1->stop;
 	$S2->stop;
+	$Bd->stop;
 	my ($tstate, $terr) = LeafTest::sqlstate($A, 'template1', 'CREATE DATABASE tcopy TEMPLATE postgres');
 	is($tstate, undef, 'template: CREATE DATABASE tcopy TEMPLATE postgres') or diag $terr;
 	point($S2, $A, 'postgres');
@@ -504,6 +557,7 @@ if ($part eq 'copies')
 	lease_cell('template', $S1, [$S2]);
 	point($S1, $A, 'postgres');
 	ok(LeafTest::sf_wait_ready($S1, 30), 'template: s1 serves at the original again');
+	bound_back($Bd, $A, 'template');
 
 }
 
@@ -641,9 +695,12 @@ if ($part eq 'copies')
 	is($F->safe_psql('sub', 'SELECT count(*) FROM leaf_worker_lease'),
 		$O->safe_psql('postgres', 'SELECT count(*) FROM leaf_worker_lease'),
 		'logical_sub: the leases are replicated');
+	is($F->safe_psql('sub', q[SELECT bound FROM leaf_worker_lease WHERE holder_address = 'bound.example:5432']),
+		't', "logical_sub: the subscriber holds the bound node's row, bound");
 	segment_cell('logical_sub', $F, 'sub', $O, 'postgres');
 	point($N, $F, 'sub', fresh => 1);
-	lease_cell('logical_sub', $N, [ $S1, $S2 ]);
+	point($Bd, $F, 'sub');
+	lease_cell('logical_sub', [ $N, $Bd ], [ $S1, $S2 ]);
 	$N->stop;
 
 	$F->safe_psql('sub', 'ALTER SUBSCRIPTION copy_matrix DISABLE');
@@ -652,7 +709,9 @@ if ($part eq 'copies')
 		'logical_sub_disabled: the subscription is disabled, its apply gone');
 	segment_cell('logical_sub_disabled', $F, 'sub', $O, 'postgres');
 	point($N, $F, 'sub', fresh => 1);
-	lease_cell('logical_sub_disabled', $N, [ $S1, $S2 ]);
+	point($Bd, $F, 'sub');
+	lease_cell('logical_sub_disabled', [ $N, $Bd ], [ $S1, $S2 ]);
+	$Bd->stop;
 
 	# the cut-over; the subscriber's node keeps running through it
 	my $cutover = q[SELECT count(*) FROM leaf_alloc_cutover('copy_matrix')];
@@ -687,5 +746,5 @@ for my $k (sort keys %cell)
 }
 note 'the run took ' . elapsed();
 my %stopped;
-$_->stop for grep { defined $_ && !$stopped{ $_->name }++ && running($_) } ($N, $S1, $S2, $O, $F, $A);
+$_->stop for grep { defined $_ && !$stopped{ $_->name }++ && running($_) } ($N, $S1, $S2, $Bd, $O, $F, $A);
 done_testing();
