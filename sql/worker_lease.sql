@@ -306,6 +306,16 @@ SELECT * FROM take_bound('m', 4);
 SELECT leaf_worker_lease_release(1, 'm', 4, 2200);
 SELECT result, worker_id FROM take('m', 6, file_token => 4);
 SELECT worker_id, bound, reclaim_after_ms FROM leaf_worker_lease WHERE worker_id = 1;
+-- binding a row takes no privilege of its own: a role without the grants
+-- is refused, the fleet's login with them (section 8) goes as before
+UPDATE leaf_worker_lease SET expires_at = clock_timestamp() + interval '1 hour'
+ WHERE worker_id = 1;
+SET ROLE leaf_lease_plain;
+SELECT * FROM take_bound('p', 7);
+\echo :LAST_ERROR_SQLSTATE
+SET ROLE leaf_lease_node;
+SELECT result, worker_id FROM take_bound('p', 7);
+RESET ROLE;
 
 \c postgres
 DROP DATABASE leaf_worker_lease_regress;
