@@ -22,7 +22,11 @@ worker_ids => 'database' (make chaos CHAOS_WORKER_IDS=database) no
 ZooKeeper is started: the shards lease their worker IDs as rows of
 leaf_worker_lease in the allocation database
 (leaf.worker_id_source = 'database'), the faults of ZooKeeper are left
-out of the schedule, and faults on those rows take their place.  Four
+out of the schedule, and faults on those rows take their place.  Each
+shard reaches the allocation servers and the ZooKeeper servers through
+loopback proxies of its own (LeafProxy.pm), which the partition faults
+cut; the servers reach each other, and the clients the shards, directly.
+Four
 clients per shard (test/chaos/client.pl: two calling segment mode, one
 snowflake mode, one both, with rolled-back transactions) write down every
 ID they receive.  Meanwhile faults are injected on a schedule
@@ -54,6 +58,7 @@ use PostgreSQL::Test::Utils;
 use Test::More ();
 use LeafTest;
 use LeafZK;
+use LeafProxy;
 
 my $here = dirname(__FILE__);
 
@@ -67,12 +72,13 @@ our @KINDS = qw(
   clock_step_small clock_step_large
   step_change tag_recreated
   hand_set_worker_id clock_step_forward locked_alloc_row
+  partition_alloc partition_zk_one partition_zk_all partition_alloc_zk
 );
 
 # With worker IDs from the allocation database: no ZooKeeper faults, and
 # faults on the rows of leaf_worker_lease instead
 our @DB_KINDS = (
-	(grep { !/^zk_/ } @KINDS),
+	(grep { !/zk/ } @KINDS),
 	qw(lease_row_deleted lease_rows_truncated lease_expiry_frozen_worker));
 
 # The shards' leaf.heartbeat_interval is 500 ms, so a lease in the
@@ -80,6 +86,21 @@ our @DB_KINDS = (
 # is left at its default, 5 s
 my $LEASE_S = 2;
 my $DRIFT_S = 5;
+
+# A partition lasts 8 to 13 s: longer than the ZooKeeper session (6 s),
+# the lease (2 s), a lease and the drift after it (7 s, when another node
+# may take the worker ID over) and the shards' leaf.alloc_timeout (3 s)
+my $CUT_MIN_S = 8;
+my $CUT_SPAN_S = 6;
+
+# How a partition cuts the shard's links (LeafProxy's modes): refused and
+# reset, half-open (nothing passes, nothing is reset), or one-way
+my @CUT_VARIANTS = (
+	[ reset => 'reset' ],
+	[ blackhole => 'half-open' ],
+	[ up_only => 'one-way, shard to server only' ],
+	[ down_only => 'one-way, server to shard only' ],
+);
 
 my @TAGS = (
 	[ 'big', 1000 ],
@@ -161,21 +182,26 @@ sub start_fleet
 	  or croak 'the allocation standby did not become synchronous';
 
 	my $user = $a->safe_psql('postgres', 'SELECT current_user');
-	my $conninfo = sprintf(
-		'host=127.0.0.1,127.0.0.1 port=%d,%d dbname=postgres user=%s '
-		  . 'target_session_attrs=read-write connect_timeout=2',
-		$a->port, $b->port, $user);
 	$self->{alloc_ports} = [ $a->port, $b->port ];
-
-	# where the worker IDs come from: ZooKeeper, or the allocation
-	# database that alloc_conninfo names (the role is the superuser that
-	# created the extension there, so it may use leaf_worker_lease)
-	my $id_conf = $db_ids
-	  ? qq[leaf.worker_id_source = 'database'\n]
-	  : qq[leaf.zk_hosts = '@{[ $self->{zk}->hosts ]}'\nleaf.zk_root = '/leaf/chaos'\n];
 
 	for my $i (1 .. 3)
 	{
+		# the shard reaches both allocation servers and every ZooKeeper
+		# server through proxies of its own, which a partition cuts; the
+		# clients reach it directly
+		my $px = $self->start_proxies($i);
+		my $conninfo = sprintf(
+			'host=127.0.0.1,127.0.0.1 port=%d,%d dbname=postgres user=%s '
+			  . 'target_session_attrs=read-write connect_timeout=2',
+			(map { $_->port } @{ $px->{alloc} }), $user);
+
+		# where the worker IDs come from: ZooKeeper, or the allocation
+		# database that alloc_conninfo names (the role is the superuser that
+		# created the extension there, so it may use leaf_worker_lease)
+		my $id_conf = $db_ids
+		  ? qq[leaf.worker_id_source = 'database'\n]
+		  : sprintf(qq[leaf.zk_hosts = '%s'\nleaf.zk_root = '/leaf/chaos'\n],
+			join(',', map { '127.0.0.1:' . $_->port } @{ $px->{zk} }));
 		# its node address names its port: the rest after it
 		my $s = LeafTest::new_node("chaos_shard$i", { start => 0 }, qq[
 max_connections = 40
@@ -204,6 +230,30 @@ include_if_exists = 'leaf_chaos.conf'
 		$s->safe_psql('postgres', "SELECT leaf_segment_nextval('big')");
 	}
 	return;
+}
+
+# The proxies of shard $i: one per allocation server (in front of the port
+# it keeps through failovers) and one per ZooKeeper server.
+sub start_proxies
+{
+	my ($self, $i) = @_;
+	my %px;
+	make_path("$self->{dir}/proxies");
+	my $n = 0;
+	for my $port (@{ $self->{alloc_ports} })
+	{
+		$n++;
+		push @{ $px{alloc} }, LeafProxy->start(name => "shard$i-alloc$n", upstream => $port,
+			log => "$self->{dir}/proxies/shard$i-alloc$n.log");
+	}
+	for my $z (@{ $self->{zk} ? $self->{zk}{servers} : [] })
+	{
+		push @{ $px{zk} }, LeafProxy->start(name => "shard$i-zk$z->{id}",
+			upstream => $z->{client_port},
+			log => "$self->{dir}/proxies/shard$i-zk$z->{id}.log");
+	}
+	$self->{proxies}[$i] = \%px;
+	return \%px;
 }
 
 # CHAOS_ZK_TAKEN=N: N forever nodes of a retired address in the fleet's
@@ -605,9 +655,65 @@ RETURNING worker_id, hwm_ms]);
 			what => sub { eval { $h->finish }; eval { $h->kill_kill }; 1 } };
 		$outcome = "row of '$tag' locked for $secs s";
 	}
+	elsif ($k =~ /^partition_/)
+	{
+		$outcome = $self->partition($f, $k);
+	}
 	else { croak "unknown fault $k" }
 
 	return ($target, $outcome);
+}
+
+# A partition of a shard from the allocation database (both servers),
+# from one ZooKeeper server (the one its session is on, if any), from all
+# of them, or from both; the variant and the length drawn from p.  Its
+# clients still reach it.  Undone by putting the proxies back to pass,
+# unless a later partition took one of them over; each partition, once
+# undone, is a line of cuts.tsv: start_ms end_ms kind target variant
+# proxies.
+sub partition
+{
+	my ($self, $f, $k) = @_;
+	my $px = $self->{proxies}[ $f->{shard} ];
+	my $v = int($f->{p} * @CUT_VARIANTS);
+	my $rest = $f->{p} * @CUT_VARIANTS - $v;    # in [0, 1), for the rest
+	my ($mode, $what) = @{ $CUT_VARIANTS[$v] };
+	my $secs = $CUT_MIN_S + int($CUT_SPAN_S * $rest);
+	my @cut;
+	push @cut, @{ $px->{alloc} } if $k eq 'partition_alloc' || $k eq 'partition_alloc_zk';
+	push @cut, @{ $px->{zk} } if $k eq 'partition_zk_all' || $k eq 'partition_alloc_zk';
+	if ($k eq 'partition_zk_one')
+	{
+		my @zk = @{ $px->{zk} };
+		my @busy = grep { $_->connections > 0 } @zk;
+		@zk = @busy if @busy;
+		push @cut, $zk[ int($rest * 997) % @zk ];
+	}
+	my $id = ++$self->{cuts};
+	my $start = ms();
+	for my $p (@cut)
+	{
+		my $ok = eval { $p->set($mode); 1 };
+		return 'proxy ' . $p->name . " failed: $@" unless $ok;
+		$self->{cut_by}{ $p->name } = $id;
+	}
+	my $names = join(',', map { $_->name =~ s/^shard\d+-//r } @cut);
+	push @{ $self->{undo} }, {
+		at => time() + $secs,
+		what => sub {
+			my @mine = grep { ($self->{cut_by}{ $_->name } // 0) == $id } @cut;
+			for my $p (@mine)
+			{
+				eval { $p->set('pass') };
+				delete $self->{cut_by}{ $p->name };
+			}
+			open my $c, '>>', "$self->{dir}/cuts.tsv" or die $!;
+			printf $c "%d\t%d\t%s\tshard%d\t%s\t%s\n", $start, ms(), $k,
+			  $f->{shard}, $mode, $names . (@mine < @cut ? ' (in part taken over by a later partition)' : '');
+			close $c;
+			return 1;
+		} };
+	return "cut from $names: $what, for $secs s";
 }
 
 # Stop a shard at once and start it again.  Its processes are first let
@@ -778,8 +884,16 @@ sub run
 	open my $d, '>', "$self->{dir}/down" or die $!;
 	print $d "$_\n" for @down;
 	close $d;
-	for my $n (@{ $self->{shards} }, @{ $self->{alloc} }, @{ $self->{retired} // [] })
+	# the proxies go after the shards and before the servers: a server's
+	# fast shutdown waits for the connection that a proxy keeps open to it
+	# (see LeafProxy.pm)
+	for my $n (@{ $self->{shards} }, 'proxies', @{ $self->{alloc} }, @{ $self->{retired} // [] })
 	{
+		if (!ref $n)
+		{
+			$_->stop for map { @{ $_->{alloc} }, @{ $_->{zk} // [] } } grep { $_ } @{ $self->{proxies} };
+			next;
+		}
 		$n->stop('fast', fail_ok => 1);
 		copy($n->logfile, "$self->{dir}/logs/" . $n->name . '.log');
 	}

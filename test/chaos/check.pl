@@ -7,7 +7,9 @@
 #
 # Reads RUN_DIR/ids/*.ids (one file per client, see client.pl),
 # RUN_DIR/faults.tsv (one line per fault: start_ms end_ms kind target
-# outcome) and RUN_DIR/logs/*.log (server logs), prints one table and
+# outcome), RUN_DIR/cuts.tsv if there is one (one line per partition
+# once undone: start_ms end_ms kind target variant proxies) and
+# RUN_DIR/logs/*.log (server logs), prints one table and
 # writes RUN_DIR/summary (key value lines).  Exits 1 if the promise was
 # broken: a duplicate, an ID at or below an earlier one of the same client
 # and tag, a failed call whose SQLSTATE is neither documented in
@@ -311,6 +313,67 @@ for my $n (0 .. $#fault_lines)
 	}
 }
 
+# ---------- partitions ----------
+
+# For each partition and mode: how long the shard went on serving after
+# the cut (to the start of the first pause of 1 s or more, or the whole
+# partition), and, if it was not serving when the partition was undone,
+# the time from then to its next ID.
+my (%cut_n, %cut_len, %cut_served, %cut_all, %cut_back);
+if (open my $cf, '<', "$run/cuts.tsv")
+{
+	while (my $line = <$cf>)
+	{
+		chomp $line;
+		my ($start, $end, $kind, $target, $variant) = split /\t/, $line;
+		next unless defined $variant && $target =~ /^shard(\d+)$/;
+		my $s = $1;
+		my $key = "$kind $variant";
+		$cut_n{$key}++;
+		my $len = ($end - $start) / 1000;
+		$cut_len{$key}[0] = $len if !defined $cut_len{$key}[0] || $len < $cut_len{$key}[0];
+		$cut_len{$key}[1] = $len if !defined $cut_len{$key}[1] || $len > $cut_len{$key}[1];
+		for my $m (qw(segment snowflake))
+		{
+			my $l = $mode_list{$m}{$s} // [];
+			my $j = lower_bound($l, int($start / 10));
+			my $prev = int($start / 10);
+			my $stop = int($end / 10);
+			my $served;
+			while ($prev < $stop)
+			{
+				my $next = $j < @$l ? $l->[$j] : undef;
+				if (!defined $next || $next - $prev >= 100)
+				{
+					$served = ($prev * 10 - $start) / 1000;
+					$served = 0 if $served < 0;
+					last;
+				}
+				$prev = $next;
+				$j++;
+			}
+			if (defined $served)
+			{
+				push @{ $cut_served{$key}{$m} }, $served;
+				# not serving when undone (no ID in the last second): the
+				# wait for the next ID; undef if none came
+				my $k = lower_bound($l, $stop);
+				my $back = 0;
+				if ($k == 0 || $l->[ $k - 1 ] < $stop - 100)
+				{
+					$back = $k < @$l ? ($l->[$k] * 10 - $end) / 1000 : undef;
+					$back = 0 if defined $back && $back < 0;
+				}
+				$cut_back{$key}{$m} = $back
+				  if !exists $cut_back{$key}{$m}
+				  || (defined $cut_back{$key}{$m} && (!defined $back || $back > $cut_back{$key}{$m}));
+			}
+			else { $cut_all{$key}{$m}++ }
+		}
+	}
+	close $cf;
+}
+
 # ---------- servers ----------
 
 # served: the generator became ready with it (whatever its source);
@@ -375,6 +438,28 @@ for my $k (sort keys %faults)
 		  $recovery{$k}, $pause{$k}{segment}, $pause{$k}{snowflake});
 }
 push @out, "    no ID after: $_" for @unrecovered;
+if (%cut_n)
+{
+	push @out, 'partitions: how long the shard served on after the cut (to its first pause of 1 s';
+	push @out, 'or more), and the longest wait for its next ID after the cut was undone';
+	push @out, sprintf("    %-30s %3s %9s  %-26s %-26s", 'kind and variant', 'n', 'length',
+		'segment: served', 'snowflake: served');
+	for my $key (sort keys %cut_n)
+	{
+		my @col;
+		for my $m (qw(segment snowflake))
+		{
+			my $all = $cut_all{$key}{$m} // 0;
+			my @v = sort { $a <=> $b } @{ $cut_served{$key}{$m} // [] };
+			if (!@v) { push @col, 'throughout'; next; }
+			my $back = $cut_back{$key}{$m};
+			push @col, sprintf('%s%.1f-%.1f s, back %s', $all ? "$all throughout, " : '',
+				$v[0], $v[-1], defined $back ? sprintf('%.1f s', $back) : 'never');
+		}
+		push @out, sprintf("    %-30s %3d %4.1f-%4.1f  %-26s %-26s", $key, $cut_n{$key},
+			@{ $cut_len{$key} }, @col);
+	}
+}
 push @out, sprintf("%-44s %d", 'failed calls', sum(values %errors));
 for my $s (sort keys %errors)
 {
