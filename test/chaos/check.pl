@@ -315,11 +315,45 @@ for my $n (0 .. $#fault_lines)
 
 # ---------- partitions ----------
 
-# For each partition and mode: how long the shard went on serving after
-# the cut (to the start of the first pause of 1 s or more, or the whole
-# partition), and, if it was not serving when the partition was undone,
-# the time from then to its next ID.
-my (%cut_n, %cut_len, %cut_served, %cut_all, %cut_back);
+# For one partition of a shard and one mode (the 10 ms buckets in which
+# the shard answered IDs, sorted): how long it went on serving after the
+# cut (to the start of its first pause of 1 s or more; undef if it had
+# none before the cut was undone), in how many of the partition's whole
+# seconds it answered IDs, and, if it was not serving when the cut was
+# undone (no ID in the last second), the time from then to its next ID
+# (undef if none came).
+sub cut_figures
+{
+	my ($l, $start, $end) = @_;
+	my ($from, $stop) = (int($start / 10), int($end / 10));
+	my ($served, $prev, $j) = (undef, $from, lower_bound($l, $from));
+	while ($prev < $stop)
+	{
+		my $next = $j < @$l ? $l->[ $j++ ] : undef;
+		if (!defined $next || $next - $prev >= 100)
+		{
+			$served = $prev > $from ? ($prev * 10 - $start) / 1000 : 0;
+			last;
+		}
+		$prev = $next;
+	}
+	my ($with, $secs) = (0, int(($stop - $from) / 100));
+	for my $k (0 .. $secs - 1)
+	{
+		my $i = lower_bound($l, $from + 100 * $k);
+		$with++ if $i < @$l && $l->[$i] < $from + 100 * ($k + 1);
+	}
+	my $back = 0;
+	my $k = lower_bound($l, $stop);
+	if ($k == 0 || $l->[ $k - 1 ] < $stop - 100)
+	{
+		$back = $k < @$l ? ($l->[$k] * 10 - $end) / 1000 : undef;
+		$back = 0 if defined $back && $back < 0;
+	}
+	return ($served, $with, $secs, $back);
+}
+
+my (%cut_n, %cut_len, %cut_fig);
 if (open my $cf, '<', "$run/cuts.tsv")
 {
 	while (my $line = <$cf>)
@@ -327,48 +361,13 @@ if (open my $cf, '<', "$run/cuts.tsv")
 		chomp $line;
 		my ($start, $end, $kind, $target, $variant) = split /\t/, $line;
 		next unless defined $variant && $target =~ /^shard(\d+)$/;
-		my $s = $1;
 		my $key = "$kind $variant";
 		$cut_n{$key}++;
-		my $len = ($end - $start) / 1000;
-		$cut_len{$key}[0] = $len if !defined $cut_len{$key}[0] || $len < $cut_len{$key}[0];
-		$cut_len{$key}[1] = $len if !defined $cut_len{$key}[1] || $len > $cut_len{$key}[1];
+		push @{ $cut_len{$key} }, ($end - $start) / 1000;
 		for my $m (qw(segment snowflake))
 		{
-			my $l = $mode_list{$m}{$s} // [];
-			my $j = lower_bound($l, int($start / 10));
-			my $prev = int($start / 10);
-			my $stop = int($end / 10);
-			my $served;
-			while ($prev < $stop)
-			{
-				my $next = $j < @$l ? $l->[$j] : undef;
-				if (!defined $next || $next - $prev >= 100)
-				{
-					$served = ($prev * 10 - $start) / 1000;
-					$served = 0 if $served < 0;
-					last;
-				}
-				$prev = $next;
-				$j++;
-			}
-			if (defined $served)
-			{
-				push @{ $cut_served{$key}{$m} }, $served;
-				# not serving when undone (no ID in the last second): the
-				# wait for the next ID; undef if none came
-				my $k = lower_bound($l, $stop);
-				my $back = 0;
-				if ($k == 0 || $l->[ $k - 1 ] < $stop - 100)
-				{
-					$back = $k < @$l ? ($l->[$k] * 10 - $end) / 1000 : undef;
-					$back = 0 if defined $back && $back < 0;
-				}
-				$cut_back{$key}{$m} = $back
-				  if !exists $cut_back{$key}{$m}
-				  || (defined $cut_back{$key}{$m} && (!defined $back || $back > $cut_back{$key}{$m}));
-			}
-			else { $cut_all{$key}{$m}++ }
+			push @{ $cut_fig{$key}{$m} },
+			  [ cut_figures($mode_list{$m}{$1} // [], $start, $end) ];
 		}
 	}
 	close $cf;
@@ -440,24 +439,34 @@ for my $k (sort keys %faults)
 push @out, "    no ID after: $_" for @unrecovered;
 if (%cut_n)
 {
-	push @out, 'partitions: how long the shard served on after the cut (to its first pause of 1 s';
-	push @out, 'or more), and the longest wait for its next ID after the cut was undone';
-	push @out, sprintf("    %-30s %3s %9s  %-26s %-26s", 'kind and variant', 'n', 'length',
-		'segment: served', 'snowflake: served');
+	push @out, 'partitions, by kind and variant: per mode, how long the shard served on after the';
+	push @out, 'cut (to its first pause of 1 s or more; "to the end": none), the share of the';
+	push @out, 'partition\'s seconds in which it answered IDs, and the longest wait for its next';
+	push @out, 'ID after the cut was undone, where it was not serving then';
+	push @out, sprintf("    %-30s %3s %11s  %-9s %-22s %-9s %s", 'kind and variant', 'n', 'length',
+		'mode', 'served on', 'with IDs', 'next ID after');
 	for my $key (sort keys %cut_n)
 	{
-		my @col;
+		my @len = sort { $a <=> $b } @{ $cut_len{$key} };
+		my $first = sprintf("    %-30s %3d %11s  ", $key, $cut_n{$key},
+			sprintf('%.1f-%.1f s', $len[0], $len[-1]));
 		for my $m (qw(segment snowflake))
 		{
-			my $all = $cut_all{$key}{$m} // 0;
-			my @v = sort { $a <=> $b } @{ $cut_served{$key}{$m} // [] };
-			if (!@v) { push @col, 'throughout'; next; }
-			my $back = $cut_back{$key}{$m};
-			push @col, sprintf('%s%.1f-%.1f s, back %s', $all ? "$all throughout, " : '',
-				$v[0], $v[-1], defined $back ? sprintf('%.1f s', $back) : 'never');
+			my @f = @{ $cut_fig{$key}{$m} };
+			my @served = sort { $a <=> $b } map { $_->[0] } grep { defined $_->[0] } @f;
+			my $whole = grep { !defined $_->[0] } @f;
+			my $on = @served ? sprintf('%.1f-%.1f s', $served[0], $served[-1]) : '';
+			$on .= ($on ? ', ' : '') . ($whole == @f ? 'to the end' : "$whole to the end") if $whole;
+			my @share = sort { $a <=> $b }
+			  map { $_->[2] ? 100 * $_->[1] / $_->[2] : 100 } @f;
+			my @back = map { $_->[3] } @f;
+			my $never = grep { !defined } @back;
+			my ($worst) = sort { $b <=> $a } grep { defined } @back;
+			push @out, sprintf("%s%-9s %-22s %-9s %s", $first, $m, $on,
+				sprintf('%.0f-%.0f %%', $share[0], $share[-1]),
+				$never ? "none in $never" : sprintf('%.2f s', $worst // 0));
+			$first = ' ' x length($first);
 		}
-		push @out, sprintf("    %-30s %3d %4.1f-%4.1f  %-26s %-26s", $key, $cut_n{$key},
-			@{ $cut_len{$key} }, @col);
 	}
 }
 push @out, sprintf("%-44s %d", 'failed calls', sum(values %errors));
