@@ -667,10 +667,10 @@ RETURNING worker_id, hwm_ms]);
 # A partition of a shard from the allocation database (both servers),
 # from one ZooKeeper server (the one its session is on, if any), from all
 # of them, or from both; the variant and the length drawn from p.  Its
-# clients still reach it.  Undone by putting the proxies back to pass,
-# unless a later partition took one of them over; each partition, once
-# undone, is a line of cuts.tsv: start_ms end_ms kind target variant
-# proxies.
+# clients still reach it.  The proxies go back to pass by themselves when
+# the time is up, however long the fault being injected then takes; a
+# later partition of the same proxy takes it over.  Each partition is a
+# line of cuts.tsv once over: start_ms end_ms kind target variant proxies.
 sub partition
 {
 	my ($self, $f, $k) = @_;
@@ -693,22 +693,25 @@ sub partition
 	my $start = ms();
 	for my $p (@cut)
 	{
-		my $ok = eval { $p->set($mode); 1 };
+		my $ok = eval { $p->set($mode, $secs); 1 };
 		return 'proxy ' . $p->name . " failed: $@" unless $ok;
 		$self->{cut_by}{ $p->name } = $id;
 	}
+	my $end = ms() + 1000 * $secs;
 	my $names = join(',', map { $_->name =~ s/^shard\d+-//r } @cut);
 	push @{ $self->{undo} }, {
-		at => time() + $secs,
+		at => $end / 1000,
 		what => sub {
+			# (at the end of the run, perhaps before the time is up)
 			my @mine = grep { ($self->{cut_by}{ $_->name } // 0) == $id } @cut;
-			for my $p (@mine)
+			if (ms() < $end)
 			{
-				eval { $p->set('pass') };
-				delete $self->{cut_by}{ $p->name };
+				eval { $_->set('pass') } for @mine;
+				$end = ms();
 			}
+			delete $self->{cut_by}{ $_->name } for @mine;
 			open my $c, '>>', "$self->{dir}/cuts.tsv" or die $!;
-			printf $c "%d\t%d\t%s\tshard%d\t%s\t%s\n", $start, ms(), $k,
+			printf $c "%d\t%d\t%s\tshard%d\t%s\t%s\n", $start, $end, $k,
 			  $f->{shard}, $mode, $names . (@mine < @cut ? ' (in part taken over by a later partition)' : '');
 			close $c;
 			return 1;

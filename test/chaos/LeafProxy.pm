@@ -14,6 +14,7 @@ LeafProxy - a loopback TCP proxy that can cut its connections
       log => "$dir/proxy-shard1-zk2.log");
   "127.0.0.1:" . $p->port;            # what the shard connects to
   $p->set('blackhole');               # pass reset blackhole up_only down_only
+  $p->set('reset', 10);               # back to pass by itself after 10 s
   $p->status;                         # "mode blackhole conns 2 held 1"
   $p->set('pass');
   $p->stop;                           # also done at exit
@@ -60,7 +61,9 @@ blackhole, since a handshake needs both directions.
 =back
 
 Control: one line per connection to the control port, answered with
-one line: "mode M" sets the mode and answers "ok M"; "stat" answers
+one line: "mode M [S]" sets the mode and answers "ok M" (with S, the
+proxy goes back to pass by itself S seconds later, on time whatever its
+parent is busy with, unless another mode is set first); "stat" answers
 "mode M conns N held H" (N connections, H of them accepted but not
 connected upstream).
 
@@ -141,9 +144,9 @@ sub command
 
 sub set
 {
-	my ($self, $mode) = @_;
+	my ($self, $mode, $seconds) = @_;
 	croak "unknown proxy mode '$mode'" unless $MODES{$mode};
-	my $a = $self->command("mode $mode");
+	my $a = $self->command("mode $mode" . (defined $seconds ? " $seconds" : ''));
 	croak "proxy $self->{name}: '$a' to mode $mode" unless $a eq "ok $mode";
 	$self->{mode} = $mode;
 	return;
@@ -196,7 +199,8 @@ sub main
 	my ($port, $upstream, $ctlport, $name) = @_;
 	$| = 1;
 	my $st = { port => $port, upstream => $upstream, name => $name,
-		mode => 'pass', listen => undef, pairs => [], watch => undef, next_try => 0 };
+		mode => 'pass', listen => undef, pairs => [], watch => undef, next_try => 0,
+		revert_at => undef };
 	$st->{ctl} = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $ctlport,
 		Listen => 8, ReuseAddr => 1, Proto => 'tcp')
 	  or die "$name: control port $ctlport: $!\n";
@@ -222,7 +226,13 @@ sub main
 			$w->add($p->{u}) if $up && length($p->{cu});
 			$w->add($p->{c}) if $down && length($p->{uc});
 		}
-		my ($rr, $ww) = IO::Select->select($r, $w, undef, $st->{watch} ? 1 : 0.1);
+		my $wait = $st->{watch} ? 1 : 0.1;
+		if (defined $st->{revert_at})
+		{
+			my $left = $st->{revert_at} - time();
+			$wait = $left < 0 ? 0 : $left if $left < $wait;
+		}
+		my ($rr, $ww) = IO::Select->select($r, $w, undef, $wait);
 		for my $fh (@{ $ww // [] })
 		{
 			my $p = pair_of($st, $fh) or next;
@@ -245,6 +255,7 @@ sub main
 			}
 			else { forward($st, $fh); }
 		}
+		set_mode($st, 'pass') if defined $st->{revert_at} && time() >= $st->{revert_at};
 		# the upstream gone: try again every 100 ms; listen as the mode says
 		watch($st) if !$st->{watch} && time() >= $st->{next_try};
 		my $listening = $st->{mode} ne 'reset' && ($st->{mode} ne 'pass' || $st->{watch});
@@ -343,6 +354,28 @@ sub close_pair
 	return;
 }
 
+# a new mode, for the given seconds or until the next
+sub set_mode
+{
+	my ($st, $new, $seconds) = @_;
+	$st->{mode} = $new;
+	$st->{revert_at} = defined $seconds ? time() + $seconds : undef;
+	printf "%.3f %s: mode %s%s\n", time(), $st->{name}, $new,
+	  defined $seconds ? " for $seconds s" : '';
+	if ($new eq 'reset')
+	{
+		close_pair($_, 1) for @{ $st->{pairs} };
+		$st->{pairs} = [];
+		close $st->{listen} if $st->{listen};
+		$st->{listen} = undef;
+	}
+	elsif ($new eq 'pass')
+	{
+		connect_up($st, $_) for grep { $_->{c} && !$_->{u} } @{ $st->{pairs} };
+	}
+	return;
+}
+
 # one control command
 sub control
 {
@@ -350,22 +383,10 @@ sub control
 	my $s = $st->{ctl}->accept or return;
 	$s->blocking(1);
 	my $line = IO::Select->new($s)->can_read(2) ? <$s> : undef;
-	if (defined $line && $line =~ /^mode (\w+)\s*$/ && $MODES{$1})
+	if (defined $line && $line =~ /^mode (\w+)(?: (\d+(?:\.\d+)?))?\s*$/ && $MODES{$1})
 	{
-		my $new = $1;
-		$st->{mode} = $new;
-		printf "%.3f %s: mode %s\n", time(), $st->{name}, $new;
-		if ($new eq 'reset')
-		{
-			close_pair($_, 1) for @{ $st->{pairs} };
-			$st->{pairs} = [];
-			close $st->{listen} if $st->{listen};
-			$st->{listen} = undef;
-		}
-		elsif ($new eq 'pass')
-		{
-			connect_up($st, $_) for grep { $_->{c} && !$_->{u} } @{ $st->{pairs} };
-		}
+		my ($new, $seconds) = ($1, $2);
+		set_mode($st, $new, $seconds);
 		print $s "ok $new\n";
 	}
 	elsif (defined $line && $line =~ /^stat\s*$/)
