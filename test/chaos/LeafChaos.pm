@@ -183,6 +183,7 @@ sub start_fleet
 
 	my $user = $a->safe_psql('postgres', 'SELECT current_user');
 	$self->{alloc_ports} = [ $a->port, $b->port ];
+	$self->{alloc_user} = $user;
 
 	for my $i (1 .. 3)
 	{
@@ -244,6 +245,7 @@ sub start_proxies
 	{
 		$n++;
 		push @{ $px{alloc} }, LeafProxy->start(name => "shard$i-alloc$n", upstream => $port,
+			pg_user => $self->{alloc_user},
 			log => "$self->{dir}/proxies/shard$i-alloc$n.log");
 	}
 	for my $z (@{ $self->{zk} ? $self->{zk}{servers} : [] })
@@ -887,9 +889,8 @@ sub run
 	open my $d, '>', "$self->{dir}/down" or die $!;
 	print $d "$_\n" for @down;
 	close $d;
-	# the proxies go after the shards and before the servers: a server's
-	# fast shutdown waits for the connection that a proxy keeps open to it
-	# (see LeafProxy.pm)
+	# the proxies go after the shards and before the servers, which
+	# they would otherwise try to reach again as these stop
 	for my $n (@{ $self->{shards} }, 'proxies', @{ $self->{alloc} }, @{ $self->{retired} // [] })
 	{
 		if (!ref $n)

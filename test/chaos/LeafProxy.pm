@@ -12,6 +12,8 @@ LeafProxy - a loopback TCP proxy that can cut its connections
   use LeafProxy;
   my $p = LeafProxy->start(name => 'shard1-zk2', upstream => $zk_port,
       log => "$dir/proxy-shard1-zk2.log");
+  # in front of a PostgreSQL server: its watch logs in as this role
+  LeafProxy->start(name => 'shard1-alloc1', upstream => $port, pg_user => 'postgres');
   "127.0.0.1:" . $p->port;            # what the shard connects to
   $p->set('blackhole');               # pass reset blackhole up_only down_only
   $p->set('reset', 10);               # back to pass by itself after 10 s
@@ -106,7 +108,7 @@ sub start
 		open STDOUT, '>>', $log or POSIX::_exit(1);
 		open STDERR, '>&', \*STDOUT or POSIX::_exit(1);
 		exec($^X, '-I', dirname(__FILE__), '-MLeafProxy', '-e', 'LeafProxy::main(@ARGV)',
-			$port, $o{upstream}, $ctl, $o{name})
+			$port, $o{upstream}, $ctl, $o{name}, $o{pg_user} // '')
 		  or POSIX::_exit(127);
 	}
 	my $self = bless { pid => $pid, port => $port, ctl => $ctl, name => $o{name},
@@ -185,20 +187,24 @@ END
 # closed), the pairs ({c => the shard's socket, u => the upstream's, undef
 # while held; cu / uc => bytes read and not yet written, each way}), and
 # a watch: a connection of its own to the upstream, kept open.  When the
-# upstream goes away (a stopped server), the watch finds out at once, and
-# in pass mode the proxy stops listening until the upstream is back, so
-# that the shard's connections are refused as they would be without the
-# proxy (libpq then tries the next host of the list, which it does not
-# for a connection that is accepted and then closed).  A PostgreSQL
-# server's fast shutdown waits for that connection (a backend that waits
-# for its startup packet, up to authentication_timeout): stop the proxy
-# first.
+# upstream goes away (a stopped server), the watch finds out at once and
+# tries again every 100 ms; while the upstream refuses, the proxy in pass
+# mode does not listen, so that the shard's connections are refused as
+# they would be without the proxy (libpq tries the next host of the list
+# then, which it does not for a connection that is accepted and then
+# closed).  In front of a PostgreSQL server the watch logs in (as pg_user)
+# and stays an idle session: a connection that sent nothing would be
+# kept by a server that shuts down, which waits for it (a backend waiting
+# for its startup packet, up to authentication_timeout), while a server
+# that shuts down ends a session at once, and answers a new one with an
+# error.
 
 sub main
 {
-	my ($port, $upstream, $ctlport, $name) = @_;
+	my ($port, $upstream, $ctlport, $name, $pg_user) = @_;
 	$| = 1;
-	my $st = { port => $port, upstream => $upstream, name => $name,
+	my $st = { port => $port, upstream => $upstream, name => $name, pg_user => $pg_user,
+		up => 0,
 		mode => 'pass', listen => undef, pairs => [], watch => undef, next_try => 0,
 		revert_at => undef };
 	$st->{ctl} = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $ctlport,
@@ -207,13 +213,13 @@ sub main
 	$SIG{TERM} = sub { POSIX::_exit(0) };
 	$SIG{PIPE} = 'IGNORE';
 	watch($st);
-	open_listen($st) if $st->{watch};
+	open_listen($st) if $st->{up};
 	while (1)
 	{
 		$st->{pairs} = [ grep { $_->{c} } @{ $st->{pairs} } ];
 		my $m = $st->{mode};
-		my $up = $m eq 'pass' || $m eq 'up_only';
-		my $down = $m eq 'pass' || $m eq 'down_only';
+		my $to_up = $m eq 'pass' || $m eq 'up_only';
+		my $to_shard = $m eq 'pass' || $m eq 'down_only';
 		my $r = IO::Select->new($st->{ctl});
 		my $w = IO::Select->new;
 		$r->add($st->{listen}) if $st->{listen};
@@ -221,10 +227,10 @@ sub main
 		for my $p (@{ $st->{pairs} })
 		{
 			next unless $p->{u};
-			$r->add($p->{c}) if $up && length($p->{cu}) < $MAX_BUF;
-			$r->add($p->{u}) if $down && length($p->{uc}) < $MAX_BUF;
-			$w->add($p->{u}) if $up && length($p->{cu});
-			$w->add($p->{c}) if $down && length($p->{uc});
+			$r->add($p->{c}) if $to_up && length($p->{cu}) < $MAX_BUF;
+			$r->add($p->{u}) if $to_shard && length($p->{uc}) < $MAX_BUF;
+			$w->add($p->{u}) if $to_up && length($p->{cu});
+			$w->add($p->{c}) if $to_shard && length($p->{uc});
 		}
 		my $wait = $st->{watch} ? 1 : 0.1;
 		if (defined $st->{revert_at})
@@ -249,16 +255,17 @@ sub main
 			{
 				my $n = sysread($fh, my $buf, 4096);
 				next if $n || (!defined $n && $!{EAGAIN});
+				# tried again in 100 ms; up or not till then
 				close $st->{watch};
 				$st->{watch} = undef;
-				watch($st);
+				$st->{next_try} = time() + 0.1;
 			}
 			else { forward($st, $fh); }
 		}
 		set_mode($st, 'pass') if defined $st->{revert_at} && time() >= $st->{revert_at};
 		# the upstream gone: try again every 100 ms; listen as the mode says
 		watch($st) if !$st->{watch} && time() >= $st->{next_try};
-		my $listening = $st->{mode} ne 'reset' && ($st->{mode} ne 'pass' || $st->{watch});
+		my $listening = $st->{mode} ne 'reset' && ($st->{mode} ne 'pass' || $st->{up});
 		if ($listening && !$st->{listen}) { open_listen($st); }
 		elsif (!$listening && $st->{listen})
 		{
@@ -270,14 +277,25 @@ sub main
 	}
 }
 
-# (re)open the watch connection; undef when the upstream refuses
+# (re)open the watch connection; the upstream is down if it refuses
 sub watch
 {
 	my ($st) = @_;
-	$st->{watch} = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
+	my $w = IO::Socket::INET->new(PeerAddr => '127.0.0.1',
 		PeerPort => $st->{upstream}, Proto => 'tcp', Timeout => 2);
-	$st->{watch}->blocking(0) if $st->{watch};
 	$st->{next_try} = time() + 0.1;
+	$st->{up} = $w ? 1 : 0;
+	return unless $w;
+	if ($st->{pg_user})
+	{
+		# a startup message (protocol 3.0), as an idle session
+		my $body = pack('N', 196608)
+		  . join('', map { "$_\0" } user => $st->{pg_user}, database => 'postgres',
+			application_name => 'leaf chaos proxy') . "\0";
+		syswrite($w, pack('N', 4 + length $body) . $body);
+	}
+	$w->blocking(0);
+	$st->{watch} = $w;
 	return;
 }
 
