@@ -26,10 +26,9 @@ out of the schedule, and faults on those rows take their place.  Each
 shard reaches the allocation servers and the ZooKeeper servers through
 loopback proxies of its own (LeafProxy.pm), which the partition faults
 cut; the servers reach each other, and the clients the shards, directly.
-Four
-clients per shard (test/chaos/client.pl: two calling segment mode, one
-snowflake mode, one both, with rolled-back transactions) write down every
-ID they receive.  Meanwhile faults are injected on a schedule
+Four clients per shard (test/chaos/client.pl: two calling segment mode,
+one snowflake mode, one both, with rolled-back transactions) write down
+every ID they receive.  Meanwhile faults are injected on a schedule
 drawn from the seed; every kind comes once per round, in an order drawn
 from the seed.  At the end every server is stopped and test/chaos/check.pl
 checks every ID.
