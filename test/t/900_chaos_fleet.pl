@@ -16,5 +16,5 @@ use lib 'test/chaos';    # prove runs from the top of the tree
 use Test::More;
 use LeafChaos;
 
-LeafChaos::tap_run(seed => 20262038, seconds => 60, every => 3);
+LeafChaos::tap_run(seed => 20264593, seconds => 60, every => 3);
 done_testing();
