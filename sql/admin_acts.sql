@@ -220,6 +220,19 @@ SELECT public.leaf_worker_lease_forget(3);
 \echo :LAST_ERROR_SQLSTATE
 SELECT public.leaf_worker_lease_forget(NULL);
 SELECT public.leaf_worker_lease_forget(NULL) IS NULL AS none_left;
+-- a bound row: refused without force, alone or among every row
+SET search_path = pg_catalog, pg_temp;
+INSERT INTO public.leaf_worker_lease (worker_id, holder_identity,
+	holder_address, holder_token, hand_set, layout, epoch_ms, hwm_ms,
+	expires_at, renewed_at, held_since, timeline, bound)
+VALUES (6, 'c', 'c:1', 3, false, '41+10+12', 0, 3000,
+		'2026-01-01', '2026-01-01', '2026-01-01', 1, true);
+RESET search_path;
+SELECT public.leaf_worker_lease_forget(6);
+\echo :LAST_ERROR_SQLSTATE
+SELECT public.leaf_worker_lease_forget(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT public.leaf_worker_lease_forget(6, force => true);
 SELECT fleet_id, heartbeat_ms, max_clock_drift_ms, epoch_ms
   FROM public.leaf_worker_lease_fleet;
 SELECT pg_catalog.count(*) AS owners_operators_ran FROM mine.ran;

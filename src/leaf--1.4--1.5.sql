@@ -1333,9 +1333,13 @@ REVOKE ALL ON FUNCTION @extschema@.leaf_segment_forget(text) FROM PUBLIC;
 --
 -- Delete the row of worker_id from leaf_worker_lease, or every row when
 -- worker_id is NULL.  Returns the highest mark (hwm_ms) of the rows
--- deleted, NULL if there were none.
+-- deleted, NULL if there were none.  A bound row is refused (55000)
+-- unless force is true: its holder serves on while cut off from this
+-- database, and, started again while it is unreachable, serves from its
+-- state file, beside whoever takes the worker ID next.
 --
-CREATE FUNCTION @extschema@.leaf_worker_lease_forget(worker_id integer)
+CREATE FUNCTION @extschema@.leaf_worker_lease_forget(worker_id integer,
+													 force boolean DEFAULT false)
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1349,6 +1353,18 @@ BEGIN
 	  FROM pg_catalog.pg_extension e
 	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
 	 WHERE e.extname OPERATOR(pg_catalog.=) 'leaf';
+	IF NOT COALESCE($2, false) THEN
+		EXECUTE pg_catalog.format('SELECT pg_catalog.count(*), pg_catalog.min(worker_id) '
+								  'FROM %I.leaf_worker_lease '
+								  'WHERE ($1 IS NULL OR worker_id OPERATOR(pg_catalog.=) $1) AND bound', nsp)
+			INTO cnt, mark USING $1;
+		IF cnt OPERATOR(pg_catalog.>) 0 THEN
+			RAISE EXCEPTION 'worker ID % is bound to its holder', mark
+				USING ERRCODE = '55000',
+					  DETAIL = pg_catalog.format('%s row(s) to forget were taken with "leaf.worker_id_lease" = ''bound'': a holder cut off from this database serves on, and one started again while it is unreachable serves from its state file.', cnt),
+					  HINT = 'Stop the holder for good and delete its "leaf_snowflake.state" first, then pass force => true.';
+		END IF;
+	END IF;
 	EXECUTE pg_catalog.format('WITH d AS (DELETE FROM %I.leaf_worker_lease '
 							  'WHERE $1 IS NULL OR worker_id OPERATOR(pg_catalog.=) $1 '
 							  'RETURNING hwm_ms) '
@@ -1362,8 +1378,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION @extschema@.leaf_worker_lease_forget(integer) IS
-'deletes the row of a worker ID from leaf_worker_lease, or every row for NULL; returns the highest mark deleted';
+COMMENT ON FUNCTION @extschema@.leaf_worker_lease_forget(integer, boolean) IS
+'deletes the row of a worker ID from leaf_worker_lease, or every row for NULL (a bound row only with force); returns the highest mark deleted';
 
 --
 -- Forget the heartbeat, the clock drift and the epoch that the fleet
@@ -1390,7 +1406,7 @@ $$;
 COMMENT ON FUNCTION @extschema@.leaf_worker_lease_fleet_reset() IS
 'sets the heartbeat, clock drift and epoch recorded in leaf_worker_lease_fleet to NULL, for the first node to record its own';
 
-REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_forget(integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_forget(integer, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.leaf_worker_lease_fleet_reset() FROM PUBLIC;
 
 --

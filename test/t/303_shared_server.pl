@@ -82,8 +82,8 @@ my %attack_of = (
 	map({ ("setting leaf.$_" => 'settings') }
 		qw(max_backward_ms max_clock_drift_ms node_address snowflake_epoch
 		  snowflake_layout test_node_clock_offset_ms worker_id worker_id_from
-		  worker_id_offset worker_id_source zk_auth zk_auth_file zk_hosts
-		  zk_root)));
+		  worker_id_lease worker_id_offset worker_id_source zk_auth
+		  zk_auth_file zk_hosts zk_root)));
 my %attacks = map { $_ => 1 } qw(tag_slots allocators warm_start settings snowflake);
 my %ran;
 
